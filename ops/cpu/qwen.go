@@ -1,0 +1,4 @@
+package cpu
+
+// qwenKernels are the kernels of the ops Qwen4-Exp adds.
+var qwenKernels = map[string]kernelFunc{}

@@ -1,0 +1,58 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+)
+
+// SliceAttrs pick rows From (inclusive) to To (exclusive).
+type SliceAttrs struct {
+	From, To int
+}
+
+// OpSliceRows takes a range of rows.
+var OpSliceRows = &Def{
+	Op:    "slice_rows",
+	Doc:   "slice_rows(x[T, N]) = x[From:To, :].",
+	Arity: 1,
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		at, err := attrsAs[SliceAttrs]("slice_rows", a)
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		x := in[0]
+		if err := wantF32("x", x); err != nil {
+			return graph.Signature{}, err
+		}
+		if len(x.Shape) != 2 || at.From < 0 || at.To > x.Shape[0] || at.From >= at.To {
+			return graph.Signature{}, fmt.Errorf("rows [%d, %d) of %s", at.From, at.To, x)
+		}
+		return one(graph.F32, graph.Shape{at.To - at.From, x.Shape[1]}), nil
+	},
+}
+
+// SliceRows is x[from:to].
+func SliceRows(b *graph.Builder, x *graph.Value, from, to int) *graph.Value {
+	return apply1(b, OpSliceRows, SliceAttrs{From: from, To: to}, x)
+}
+
+// OpArgmax finds each row's largest entry.
+var OpArgmax = &Def{
+	Op:    "argmax",
+	Doc:   "argmax(x[T, N]) = i32[T], the index of each row's largest entry, the lowest index on ties; NaN entries are skipped.",
+	Arity: 1,
+	Rule: func(_ any, in []*graph.Value) (graph.Signature, error) {
+		x := in[0]
+		if err := wantF32("x", x); err != nil {
+			return graph.Signature{}, err
+		}
+		if len(x.Shape) != 2 || x.Shape[1] == 0 {
+			return graph.Signature{}, fmt.Errorf("x %s must be [rows, n > 0]", x)
+		}
+		return one(graph.I32, graph.Shape{x.Shape[0]}), nil
+	},
+}
+
+// Argmax is the index of each row's largest entry.
+func Argmax(b *graph.Builder, x *graph.Value) *graph.Value { return apply1(b, OpArgmax, nil, x) }
