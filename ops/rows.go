@@ -56,3 +56,21 @@ var OpArgmax = &Def{
 
 // Argmax is the index of each row's largest entry.
 func Argmax(b *graph.Builder, x *graph.Value) *graph.Value { return apply1(b, OpArgmax, nil, x) }
+
+// OpStore copies a value into a State value of the same shape, so a later
+// graph can read it (the loop state a gated token carries between stages).
+var OpStore = &Def{
+	Op:    "store",
+	Doc:   "store(x, s) writes s ← x, elementwise; s is a state of x's dtype and shape. It makes no output.",
+	Arity: 2,
+	Rule: func(_ any, in []*graph.Value) (graph.Signature, error) {
+		x, s := in[0], in[1]
+		if s.Kind != graph.State || s.DType != x.DType || !s.Shape.Equal(x.Shape) {
+			return graph.Signature{}, fmt.Errorf("store %s into %s: want a state of the same dtype and shape", x, s)
+		}
+		return graph.Signature{Writes: []int{1}}, nil
+	},
+}
+
+// Store writes x into the state s.
+func Store(b *graph.Builder, x, s *graph.Value) { b.Apply(OpStore, nil, 0, x, s) }

@@ -1,0 +1,212 @@
+// Package dory implements NVIDIA Nemotron Labs Dory, a looped normalized GPT,
+// as graphs of Reel ops: the checkpoint's config and weights (scales folded
+// at load), the graphs of every stage of a forward, and a Session that keeps
+// the KV cache across calls.
+//
+// The stack is three blocks of sub-layers: input, recurrent and output. The
+// recurrent block runs `loops` times per token with the input block's output
+// mixed back in before each pass. A sub-layer is gated GQA attention (sliding
+// or full) or a SwiGLU MLP, and every residual is nGPT's slerp on the unit
+// sphere:
+//
+//	attention  q,k,v,g = W·x; q = s_q ⊙ n_head(rope(q)); k = n_head(rope(k))
+//	           y = n(softmax(q·k/√d)·v ⊙ σ(g ⊙ s_g)); out = O·y
+//	mlp        y = n(silu(G·x ⊙ s_g) ⊙ (U·x ⊙ s_u)); out = D·y
+//	residual   x = n(n(x) + α ⊙ (n(out) − n(x)))
+//	loop       input = h; state = input; per loop: h = n(state + input), R(h), state = n(h)
+//	logits     H·h ⊙ logit_scale / σ₀
+package dory
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// MaxLoops is the most passes of the recurrent block a call may ask for.
+const MaxLoops = 16
+
+// Eps is justnorm's epsilon.
+const Eps = 1e-6
+
+// KVMode says how the recurrent block's attention layers keep their rows.
+type KVMode int
+
+const (
+	// PerLoop keeps one KV slot per loop in each recurrent attention layer.
+	PerLoop KVMode = iota
+	// LastLoop keeps one slot per layer; each loop rewrites the chunk's rows,
+	// so earlier rows hold their last loop's keys.
+	LastLoop
+)
+
+// String gives the config spelling.
+func (m KVMode) String() string {
+	if m == LastLoop {
+		return "last_loop"
+	}
+	return "per_loop"
+}
+
+// ParseKVMode reads "per_loop" or "last_loop".
+func ParseKVMode(s string) (KVMode, error) {
+	switch s {
+	case "per_loop":
+		return PerLoop, nil
+	case "last_loop":
+		return LastLoop, nil
+	}
+	return 0, fmt.Errorf("recurrent_kv_cache_mode %q: want per_loop or last_loop", s)
+}
+
+// RopeProfile is one of the two rotary settings a layer may use.
+type RopeProfile struct {
+	Theta float64
+	// Rotary is the rotated dims of a head: head_dim × the partial factor.
+	Rotary int
+}
+
+// Config is a Dory checkpoint's shape and settings.
+type Config struct {
+	Vocab, Hidden, FFN      int
+	Heads, KVHeads, HeadDim int
+	// Pattern has one character per sub-layer: 'S' sliding attention, '*'
+	// full attention, '-' SwiGLU MLP.
+	Pattern          string
+	NIn, NRec, NOut  int
+	Loops            int
+	KV               KVMode
+	Window           int
+	Profiles         [2]RopeProfile
+	LayerProfile     []int // 1 or 2 per sub-layer
+	Std              float64
+	AlphaInit        float64
+	GateLogitScale   float64 // g0
+	MaxPositionEmbed int
+}
+
+// Released is the shape of NVIDIA-Nemotron-Labs-Dory1.0-4B, for synthetic
+// benchmarks and dumps.
+func Released() Config {
+	c := Config{
+		Vocab: 131072, Hidden: 2560, FFN: 7168, Heads: 16, KVHeads: 4, HeadDim: 256,
+		Pattern: strings.Repeat("S-S-S-*-", 9), NIn: 16, NRec: 40, NOut: 16, Loops: 2,
+		KV: PerLoop, Window: 1024, Std: 0.02, AlphaInit: 0.05,
+		Profiles: [2]RopeProfile{{Theta: 1e6, Rotary: 256}, {Theta: 1e4, Rotary: 256}},
+	}
+	c.GateLogitScale = math.Sqrt(float64(c.Hidden))
+	c.LayerProfile = make([]int, len(c.Pattern))
+	for i, k := range c.Pattern {
+		c.LayerProfile[i] = 1
+		if k == 'S' {
+			c.LayerProfile[i] = 2
+		}
+	}
+	return c
+}
+
+// Layers is the number of sub-layers.
+func (c *Config) Layers() int { return len(c.Pattern) }
+
+// IsAttention reports whether sub-layer i is attention.
+func (c *Config) IsAttention(i int) bool { return c.Pattern[i] != '-' }
+
+// IsSliding reports whether sub-layer i is sliding-window attention.
+func (c *Config) IsSliding(i int) bool { return c.Pattern[i] == 'S' }
+
+// Block says which block sub-layer i belongs to: 0 input, 1 recurrent, 2 output.
+func (c *Config) Block(i int) int {
+	switch {
+	case i < c.NIn:
+		return 0
+	case i < c.NIn+c.NRec:
+		return 1
+	}
+	return 2
+}
+
+// Ordinal is sub-layer i's index among the attention sub-layers (its KV
+// slot table's row), or -1 for an MLP.
+func (c *Config) Ordinal(i int) int {
+	if !c.IsAttention(i) {
+		return -1
+	}
+	n := 0
+	for j := 0; j < i; j++ {
+		if c.IsAttention(j) {
+			n++
+		}
+	}
+	return n
+}
+
+// Validate checks everything a forward relies on, with errors that name the field.
+func (c *Config) Validate() error {
+	pos := func(name string, v int) error {
+		if v <= 0 {
+			return fmt.Errorf("%s = %d: must be positive", name, v)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"vocab_size", c.Vocab}, {"hidden_size", c.Hidden}, {"intermediate_size", c.FFN}, {"num_attention_heads", c.Heads},
+		{"num_key_value_heads", c.KVHeads}, {"attention_head_dim", c.HeadDim}, {"n_recurrent_loops", c.Loops}} {
+		if err := pos(f.n, f.v); err != nil {
+			return err
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if c.Loops > MaxLoops {
+		return fmt.Errorf("n_recurrent_loops = %d: at most %d", c.Loops, MaxLoops)
+	}
+	if len(c.Pattern) == 0 {
+		return fmt.Errorf("hybrid_layer_pattern is empty")
+	}
+	for i, k := range c.Pattern {
+		if k != 'S' && k != '*' && k != '-' {
+			return fmt.Errorf("hybrid_layer_pattern[%d] = %q: want S, * or -", i, k)
+		}
+	}
+	if c.NIn < 0 || c.NRec < 0 || c.NOut < 0 || c.NIn+c.NRec+c.NOut != len(c.Pattern) {
+		return fmt.Errorf("n_input_layers %d + n_recurrent_layers %d + n_output_layers %d must equal the %d sub-layers", c.NIn, c.NRec, c.NOut, len(c.Pattern))
+	}
+	if c.NRec == 0 {
+		return fmt.Errorf("n_recurrent_layers is 0: a Dory needs a recurrent block")
+	}
+	if strings.ContainsRune(c.Pattern, 'S') && c.Window <= 0 {
+		return fmt.Errorf("swa_window_size = %d: must be positive when the pattern has sliding layers", c.Window)
+	}
+	if len(c.LayerProfile) != len(c.Pattern) {
+		return fmt.Errorf("rope_profile_layers has %d entries for %d sub-layers", len(c.LayerProfile), len(c.Pattern))
+	}
+	for i, p := range c.LayerProfile {
+		if p == 0 {
+			return fmt.Errorf("rope_profile_layers[%d] = 0: NoPE layers are not supported", i)
+		}
+		if p != 1 && p != 2 {
+			return fmt.Errorf("rope_profile_layers[%d] = %d: want 1 or 2", i, p)
+		}
+	}
+	for i, p := range c.Profiles {
+		if !(p.Theta > 0) || math.IsInf(p.Theta, 0) {
+			return fmt.Errorf("rope profile %d: theta %v must be positive and finite", i+1, p.Theta)
+		}
+		if p.Rotary <= 0 || p.Rotary%2 != 0 || p.Rotary > c.HeadDim {
+			return fmt.Errorf("rope profile %d: %d rotary dims must be even, positive and at most head_dim %d", i+1, p.Rotary, c.HeadDim)
+		}
+	}
+	if !(c.Std > 0) || math.IsInf(c.Std, 0) {
+		return fmt.Errorf("init_method_std = %v: must be positive", c.Std)
+	}
+	if !(c.GateLogitScale > 0) || math.IsInf(c.GateLogitScale, 0) {
+		return fmt.Errorf("attention_output_gate_logit_scale_init = %v: must be positive", c.GateLogitScale)
+	}
+	if math.IsNaN(c.AlphaInit) || math.IsInf(c.AlphaInit, 0) {
+		return fmt.Errorf("ngpt_alpha_init = %v: must be finite", c.AlphaInit)
+	}
+	return nil
+}

@@ -1,0 +1,379 @@
+package dory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// matrix is a weight kept as stored: bytes of a file mapping or of a
+// synthetic model.
+type matrix struct {
+	dt    graph.DType
+	shape []int
+	data  []byte
+}
+
+// Model is a loaded Dory: its config, its matrices as stored, and its scale
+// vectors folded at load (the seed's folding, in f32):
+//
+//	sqk      -> (sqk · √hd / σ₀)²
+//	s_gate   -> (s_gate · √g₀ / σ₀)²
+//	suv_*    -> suv · √hidden
+//	*_alpha  -> |α · α₀ / σ₀|
+//	logit_scale -> logit_scale / σ₀
+type Model struct {
+	Config   Config
+	ckpt     *weights.Checkpoint
+	matrices map[string]matrix
+	vectors  map[string][]float32
+	// Router is the recon early-exit router a checkpoint may carry, or nil.
+	Router *Router
+}
+
+// Load reads a Dory checkpoint folder (config.json and safetensors, sharded
+// or not, in f32, f16 or bf16). Every tensor the config implies must be there
+// with its shape; errors name the tensor and its sub-layer.
+func Load(dir string) (*Model, error) {
+	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
+		return nil, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
+	}
+	c, err := ConfigFromJSON(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := weights.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := fromCheckpoint(c, ck)
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("dory %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// tensorSpec is one tensor the config implies.
+type tensorSpec struct {
+	name   string
+	shape  []int
+	vector bool
+	fold   func(x float32) float32
+	layer  int // -1 for the embeddings and head
+}
+
+// specs lists every tensor of a checkpoint with config c.
+func (c *Config) specs() []tensorSpec {
+	std := c.Std
+	sqkF := float32(math.Sqrt(float64(c.HeadDim)) / std)
+	gateF := float32(math.Sqrt(c.GateLogitScale) / std)
+	suvF := float32(math.Sqrt(float64(c.Hidden)))
+	alphaF := float32(c.AlphaInit / std)
+	square := func(f float32) func(float32) float32 {
+		return func(x float32) float32 { s := x * f; return s * s }
+	}
+	times := func(f float32) func(float32) float32 { return func(x float32) float32 { return x * f } }
+	alpha := func(x float32) float32 { return float32(math.Abs(float64(x * alphaF))) }
+	qs, kvs := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	out := []tensorSpec{
+		{name: "backbone.embeddings.weight", shape: []int{c.Vocab, c.Hidden}, layer: -1},
+		{name: "lm_head.weight", shape: []int{c.Vocab, c.Hidden}, layer: -1},
+		{name: "lm_head.logit_scale", shape: []int{c.Vocab}, vector: true, fold: times(float32(1 / std)), layer: -1},
+	}
+	for li := range c.Layers() {
+		p, m := layerName(li), layerName(li)+".mixer"
+		if c.IsAttention(li) {
+			out = append(out,
+				tensorSpec{name: m + ".q_proj.weight", shape: []int{qs, c.Hidden}, layer: li},
+				tensorSpec{name: m + ".k_proj.weight", shape: []int{kvs, c.Hidden}, layer: li},
+				tensorSpec{name: m + ".v_proj.weight", shape: []int{kvs, c.Hidden}, layer: li},
+				tensorSpec{name: m + ".g_proj.weight", shape: []int{qs, c.Hidden}, layer: li},
+				tensorSpec{name: m + ".o_proj.weight", shape: []int{c.Hidden, qs}, layer: li},
+				tensorSpec{name: m + ".sqk", shape: []int{qs}, vector: true, fold: square(sqkF), layer: li},
+				tensorSpec{name: m + ".s_gate", shape: []int{qs}, vector: true, fold: square(gateF), layer: li},
+				tensorSpec{name: p + ".attn_alpha", shape: []int{c.Hidden}, vector: true, fold: alpha, layer: li},
+			)
+		} else {
+			out = append(out,
+				tensorSpec{name: m + ".gate_proj.weight", shape: []int{c.FFN, c.Hidden}, layer: li},
+				tensorSpec{name: m + ".up_proj.weight", shape: []int{c.FFN, c.Hidden}, layer: li},
+				tensorSpec{name: m + ".down_proj.weight", shape: []int{c.Hidden, c.FFN}, layer: li},
+				tensorSpec{name: m + ".suv_gate", shape: []int{c.FFN}, vector: true, fold: times(suvF), layer: li},
+				tensorSpec{name: m + ".suv_up", shape: []int{c.FFN}, vector: true, fold: times(suvF), layer: li},
+				tensorSpec{name: p + ".mlp_alpha", shape: []int{c.Hidden}, vector: true, fold: alpha, layer: li},
+			)
+		}
+	}
+	return out
+}
+
+func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
+	m := &Model{Config: c, ckpt: ck, matrices: map[string]matrix{}, vectors: map[string][]float32{}}
+	for _, s := range c.specs() {
+		where := "tensor " + s.name
+		if s.layer >= 0 {
+			where = fmt.Sprintf("sub-layer %d: tensor %s", s.layer, s.name)
+		}
+		info, err := ck.Info(s.name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: missing from the checkpoint", where)
+		}
+		if !slices.Equal(info.Shape, s.shape) {
+			return nil, fmt.Errorf("%s: shape %v, want %v", where, info.Shape, s.shape)
+		}
+		if !info.DType.IsFloat() {
+			return nil, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", where, info.DType)
+		}
+		if s.vector {
+			v, err := ck.Float32(s.name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			for i := range v {
+				v[i] = s.fold(v[i])
+			}
+			m.vectors[s.name+folded] = v
+			continue
+		}
+		data, err := ck.Bytes(s.name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		m.matrices[s.name] = matrix{dt: info.DType, shape: s.shape, data: data}
+	}
+	r, err := loadRouter(ck, c.Hidden)
+	if err != nil {
+		return nil, err
+	}
+	m.Router = r
+	return m, nil
+}
+
+// Synthetic makes a model of config c with random weights of dtype dt (f32 or
+// bf16), for benchmarks and tests that need no file. Scales are drawn so the
+// forward stays well-conditioned.
+func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if dt != graph.F32 && dt != graph.BF16 {
+		return nil, fmt.Errorf("dory: synthetic weights in %s: want f32 or bf16", dt)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	m := &Model{Config: c, matrices: map[string]matrix{}, vectors: map[string][]float32{}}
+	for _, s := range c.specs() {
+		n := 1
+		for _, d := range s.shape {
+			n *= d
+		}
+		if s.vector {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = s.fold(float32(c.Std * (0.5 + rng.Float64())))
+			}
+			m.vectors[s.name+folded] = v
+			continue
+		}
+		x := make([]float32, n)
+		sd := 1 / math.Sqrt(float64(s.shape[len(s.shape)-1]))
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * sd)
+		}
+		var data []byte
+		if dt == graph.BF16 {
+			data = make([]byte, 2*n)
+			half.EncodeBF16(data, x)
+		} else {
+			data = weights.EncodeF32(x)
+		}
+		m.matrices[s.name] = matrix{dt: dt, shape: s.shape, data: data}
+	}
+	return m, nil
+}
+
+// MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
+func (m *Model) MatrixDType(name string) graph.DType {
+	if w, ok := m.matrices[name]; ok {
+		return w.dt
+	}
+	return graph.Invalid
+}
+
+// Parameters counts the model's weights.
+func (m *Model) Parameters() int {
+	n := 0
+	for _, w := range m.matrices {
+		n += len(w.data) / w.dt.Size()
+	}
+	for _, v := range m.vectors {
+		n += len(v)
+	}
+	return n
+}
+
+// MatrixBytes is the bytes of all matrices as stored.
+func (m *Model) MatrixBytes() int {
+	n := 0
+	for _, w := range m.matrices {
+		n += len(w.data)
+	}
+	return n
+}
+
+// Upload puts every weight on a backend and returns the buffers by graph
+// weight name. The CPU keeps the file mapping's bytes without a copy.
+func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
+	out := make(map[string]ops.Buffer, len(m.matrices)+len(m.vectors))
+	names := make([]string, 0, len(m.matrices))
+	for n := range m.matrices {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		w := m.matrices[n]
+		buf, err := be.Load(w.dt, len(w.data)/w.dt.Size(), w.data)
+		if err != nil {
+			return nil, fmt.Errorf("upload %s: %w", n, err)
+		}
+		out[n] = buf
+	}
+	for n, v := range m.vectors {
+		buf, err := be.Load(graph.F32, len(v), weights.EncodeF32(v))
+		if err != nil {
+			return nil, fmt.Errorf("upload %s: %w", n, err)
+		}
+		out[n] = buf
+	}
+	return out, nil
+}
+
+// Close releases the checkpoint's file mappings; the model is unusable after.
+func (m *Model) Close() error {
+	if m.ckpt == nil {
+		return nil
+	}
+	err := m.ckpt.Close()
+	m.ckpt = nil
+	return err
+}
+
+// ConfigFromJSON reads a Dory config.json, checking every field DORY.md lists
+// and rejecting what Dory does not support, with errors naming the field.
+func ConfigFromJSON(cfg *weights.Config) (Config, error) {
+	g := cfg.Get()
+	var c Config
+	var errs []error // checks that are not plain field reads
+	if v := g.Int("dory_format_version", 1); v != 1 {
+		return c, fmt.Errorf("%s: dory_format_version %d: only 1 is supported", cfg.Path(), v)
+	}
+	c.Vocab = g.Int("vocab_size", 0)
+	c.Hidden = g.Int("hidden_size", 0)
+	c.FFN = g.Int("intermediate_size", 0)
+	c.Heads = g.Int("num_attention_heads", 0)
+	c.KVHeads = g.Int("num_key_value_heads", c.Heads)
+	c.HeadDim = g.Int("attention_head_dim", 0)
+	if hd := g.Int("head_dim", c.HeadDim); c.HeadDim == 0 {
+		c.HeadDim = hd
+	} else if hd != c.HeadDim {
+		return c, fmt.Errorf("%s: head_dim %d disagrees with attention_head_dim %d", cfg.Path(), hd, c.HeadDim)
+	}
+	layers := g.Int("num_hidden_layers", 0)
+	c.Pattern = g.String("hybrid_layer_pattern", "")
+	c.NIn = g.Int("n_input_layers", 0)
+	c.NOut = g.Int("n_output_layers", 0)
+	c.NRec = g.Int("n_recurrent_layers", layers-c.NIn-c.NOut)
+	c.Loops = g.Int("n_recurrent_loops", 0)
+	kv := g.String("recurrent_kv_cache_mode", "per_loop")
+	c.Window = g.Int("swa_window_size", 0)
+	theta := g.Float("rope_theta", 10000)
+	theta2 := g.Float("rope_theta_2", theta)
+	f1 := g.Float("partial_rotary_factor", 1)
+	f2 := g.Float("partial_rotary_factor_2", f1)
+	c.LayerProfile = g.Ints("rope_profile_layers")
+	noRope := g.Ints("no_rope_layers")
+	c.Std = g.Float("init_method_std", 0.02)
+	c.AlphaInit = g.Float("ngpt_alpha_init", 0.05)
+	c.MaxPositionEmbed = g.Int("max_position_embeddings", 0)
+	if !cfg.IsNull("attention_output_gate_logit_scale_init") && cfg.Has("attention_output_gate_logit_scale_init") {
+		c.GateLogitScale = g.Float("attention_output_gate_logit_scale_init", 0)
+	} else {
+		c.GateLogitScale = math.Sqrt(float64(c.Hidden))
+	}
+	mustBool := func(key string, want, def bool) {
+		if v := g.Bool(key, def); v != want {
+			errs = append(errs, fmt.Errorf("%s = %v: Dory needs %v", key, v, want))
+		}
+	}
+	mustBool("ngpt", true, true)
+	mustBool("fngpt", true, true)
+	mustBool("attention_output_gate", true, true)
+	mustBool("ngpt_enable_final_norm", false, false)
+	mustBool("attention_bias", false, false)
+	mustBool("mlp_bias", false, false)
+	mustBool("tie_word_embeddings", false, false)
+	mustString := func(key, want string) {
+		if cfg.Has(key) && !cfg.IsNull(key) {
+			if v := g.String(key, want); v != want {
+				errs = append(errs, fmt.Errorf("%s = %q: Dory needs %q", key, v, want))
+			}
+		}
+	}
+	mustString("mlp_hidden_act", "silu")
+	mustString("initial_state", "input_copy")
+	mustString("input_transform", "residual")
+	mustString("output_transform", "replace")
+	if cfg.Has("mixer_type") && !cfg.IsNull("mixer_type") {
+		errs = append(errs, fmt.Errorf("mixer_type = %s: Dory needs null", cfg.Raw("mixer_type")))
+	}
+	for _, k := range []struct {
+		key  string
+		want int
+	}{{"swa_num_attention_heads", c.Heads}, {"swa_num_key_value_heads", c.KVHeads}, {"swa_head_dim", c.HeadDim}} {
+		if cfg.Has(k.key) && !cfg.IsNull(k.key) {
+			if v := g.Int(k.key, k.want); v != k.want {
+				errs = append(errs, fmt.Errorf("%s = %d: sliding layers must match the full ones (%d)", k.key, v, k.want))
+			}
+		}
+	}
+	if err := errors.Join(append([]error{g.Err()}, errs...)...); err != nil {
+		return c, err
+	}
+	if layers != len(c.Pattern) {
+		return c, fmt.Errorf("%s: num_hidden_layers %d but hybrid_layer_pattern has %d sub-layers", cfg.Path(), layers, len(c.Pattern))
+	}
+	for i, v := range noRope {
+		if v != 0 {
+			return c, fmt.Errorf("%s: no_rope_layers[%d] = %d: NoPE layers are not supported", cfg.Path(), i, v)
+		}
+	}
+	if c.LayerProfile == nil {
+		c.LayerProfile = make([]int, layers)
+		for i := range c.LayerProfile {
+			c.LayerProfile[i] = 1
+		}
+	}
+	mode, err := ParseKVMode(kv)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	c.KV = mode
+	rot := func(f float64) int { return int(math.Round(float64(c.HeadDim) * f)) }
+	c.Profiles = [2]RopeProfile{{Theta: theta, Rotary: rot(f1)}, {Theta: theta2, Rotary: rot(f2)}}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	return c, nil
+}

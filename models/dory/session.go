@@ -1,0 +1,521 @@
+package dory
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cpu"
+)
+
+// Rewind is how many rows a session can roll back: a sliding layer's ring
+// keeps its window, a chunk, and this many rows more.
+const Rewind = 448
+
+// DefaultChunk is the rows of a prompt chunk.
+const DefaultChunk = 64
+
+// GateKind says how a token may leave the loop early.
+type GateKind int
+
+// The early-exit gates.
+const (
+	// NoGate runs every loop for every token.
+	NoGate GateKind = iota
+	// GateConf reads out after the first pass and stops when the top
+	// probability reaches the threshold.
+	GateConf
+	// GateRecon asks the checkpoint's router after the first pass.
+	GateRecon
+)
+
+// Gate is an early-exit policy for one-row calls with two loops.
+type Gate struct {
+	Kind      GateKind
+	Threshold float32
+}
+
+// ParseGate reads "none", "conf:THRESHOLD" or "recon".
+func ParseGate(s string) (Gate, error) {
+	switch {
+	case s == "" || s == "none":
+		return Gate{}, nil
+	case s == "recon":
+		return Gate{Kind: GateRecon}, nil
+	case strings.HasPrefix(s, "conf:"):
+		t, err := strconv.ParseFloat(strings.TrimPrefix(s, "conf:"), 32)
+		if err != nil || math.IsNaN(t) {
+			return Gate{}, fmt.Errorf("gate %q: the threshold must be a number", s)
+		}
+		return Gate{Kind: GateConf, Threshold: float32(t)}, nil
+	}
+	return Gate{}, fmt.Errorf("gate %q: want none, conf:THRESHOLD or recon", s)
+}
+
+// Options configure a Session.
+type Options struct {
+	// Backend runs the plans; nil means a CPU backend on every core.
+	Backend ops.Backend
+	// KV overrides the checkpoint's recurrent_kv_cache_mode when set.
+	KV *KVMode
+	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
+	Chunk int
+	// PromptLoops caps the loops of chunks whose logits nobody reads, on the
+	// last_loop cache (their rows are all that stays of them); 0: no cap.
+	PromptLoops int
+	// Gate is the early-exit policy; it needs the last_loop cache.
+	Gate Gate
+	// Capacity is the first row capacity of a full-attention slot; 0: 256.
+	Capacity int
+	// Logger receives debug lines (slot growth, gate decisions); nil: discard.
+	Logger *slog.Logger
+}
+
+// slot is one KV slot's two buffers.
+type slot struct {
+	k, v ops.Buffer
+	rows int // capacity in rows
+	ring bool
+}
+
+// Session runs forwards of one sequence, keeping its KV cache between calls.
+// It is not safe for concurrent use.
+type Session struct {
+	m     *Model
+	c     Config
+	opts  Options
+	be    ops.Backend
+	ownBE bool
+	eng   engine
+	log   *slog.Logger
+
+	weights map[string]ops.Buffer
+	slots   map[string]*slot
+	ids     map[int]ops.Buffer
+	call    ops.Buffer
+	carry   [2]ops.Buffer
+	// filled is, per per_loop recurrent slot index, the position up to which
+	// it holds rows: a call may only use slots that reach its first row.
+	filled []int
+	pos    int
+	exits  exitRate
+	// GateTokens counts tokens the gate decided on; GateOne those that took one pass.
+	GateTokens, GateOne int
+}
+
+// NewSession prepares a session on the model's weights.
+func NewSession(m *Model, opts Options) (*Session, error) {
+	c := m.Config
+	if opts.KV != nil {
+		c.KV = *opts.KV
+	}
+	if opts.Chunk == 0 {
+		opts.Chunk = DefaultChunk
+	}
+	if opts.Chunk < 1 {
+		return nil, fmt.Errorf("dory: chunk of %d rows", opts.Chunk)
+	}
+	if opts.Capacity == 0 {
+		opts.Capacity = 256
+	}
+	if opts.Gate.Kind != NoGate && c.KV != LastLoop {
+		return nil, fmt.Errorf("dory: the early-exit gate needs the last_loop KV cache (a per_loop cache would miss the second loop's rows of tokens that exit)")
+	}
+	if opts.Gate.Kind == GateRecon && m.Router == nil {
+		return nil, fmt.Errorf("dory: gate recon: the checkpoint carries no router (dory.router.* tensors)")
+	}
+	s := &Session{m: m, c: c, opts: opts, be: opts.Backend, log: opts.Logger, slots: map[string]*slot{}, ids: map[int]ops.Buffer{}, exits: newExitRate()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.be == nil {
+		s.be, s.ownBE = cpu.New(0), true
+	}
+	var err error
+	if s.weights, err = m.Upload(s.be); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.call, err = s.be.Alloc(graph.I32, ops.CallLen); err != nil {
+		s.Close()
+		return nil, err
+	}
+	for i := range s.carry {
+		if s.carry[i], err = s.be.Alloc(graph.F32, c.Hidden); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.eng = newPlainEngine(s.be)
+	return s, nil
+}
+
+// Config is the config the session runs (with its KV mode).
+func (s *Session) Config() Config { return s.c }
+
+// Pos is the number of positions in the cache: the next call's pos0.
+func (s *Session) Pos() int { return s.pos }
+
+// Backend is the backend the session runs on.
+func (s *Session) Backend() ops.Backend { return s.be }
+
+// Close frees the session's buffers.
+func (s *Session) Close() error {
+	if s.eng != nil {
+		s.eng.Close()
+		s.eng = nil
+	}
+	for _, sl := range s.slots {
+		s.be.Free(sl.k)
+		s.be.Free(sl.v)
+	}
+	s.slots = nil
+	if s.ownBE && s.be != nil {
+		return s.be.Close()
+	}
+	return nil
+}
+
+// Reset empties the cache.
+func (s *Session) Reset() {
+	s.pos = 0
+	s.filled = nil
+}
+
+// Rollback forgets the positions from n on, so the next call starts at n.
+// A sliding layer's ring keeps Rewind rows behind its window; going back
+// further is an error and changes nothing.
+func (s *Session) Rollback(n int) error {
+	if n < 0 || n > s.pos {
+		return fmt.Errorf("dory: rollback to %d: the cache holds positions 0 to %d", n, s.pos)
+	}
+	if s.pos-n > Rewind && strings.ContainsRune(s.c.Pattern, 'S') {
+		return fmt.Errorf("dory: rollback of %d rows: sliding layers keep only %d rows behind their window", s.pos-n, Rewind)
+	}
+	s.pos = n
+	for i := range s.filled {
+		s.filled[i] = min(s.filled[i], n)
+	}
+	return nil
+}
+
+// Forward runs ids at positions pos0, pos0+1, ... through loops passes of the
+// recurrent block and returns the wanted logits as a [rows, vocab] f32 tensor
+// (nil for WantNone). pos0 must equal Pos(). On an error the cache is as
+// before the call.
+func (s *Session) Forward(ids []int, pos0, loops int, want Want) (*tensor.Dense, error) {
+	if err := s.check(ids, pos0, loops, want); err != nil {
+		return nil, err
+	}
+	var logits []float32
+	nOut := 0
+	for a := 0; a < len(ids); a += s.opts.Chunk {
+		b := min(a+s.opts.Chunk, len(ids))
+		last := b == len(ids)
+		w := WantNone
+		if want == WantAll || (want == WantLast && last) {
+			w = want
+		}
+		lc := loops
+		if w == WantNone && s.opts.PromptLoops > 0 && s.c.KV == LastLoop {
+			lc = min(loops, s.opts.PromptLoops)
+		}
+		out, err := s.chunk(ids[a:b], pos0+a, lc, w)
+		if err != nil {
+			return nil, fmt.Errorf("dory: positions %d to %d: %w", pos0+a, pos0+b-1, err)
+		}
+		if w != WantNone {
+			logits = append(logits, out...)
+			nOut += len(out) / s.c.Vocab
+		}
+	}
+	s.pos = pos0 + len(ids)
+	if want == WantNone {
+		return nil, nil
+	}
+	return tensor.New(tensor.WithShape(nOut, s.c.Vocab), tensor.WithBacking(logits)), nil
+}
+
+func (s *Session) check(ids []int, pos0, loops int, want Want) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("dory: empty input: a forward needs at least one token")
+	}
+	for i, id := range ids {
+		if id < 0 || id >= s.c.Vocab {
+			return fmt.Errorf("dory: token %d (position %d): id %d is outside the vocabulary of %d", i, pos0+i, id, s.c.Vocab)
+		}
+	}
+	if pos0 != s.pos {
+		return fmt.Errorf("dory: pos0 %d does not follow the cache, which holds %d positions (roll back first to go back)", pos0, s.pos)
+	}
+	if loops < 1 || loops > MaxLoops {
+		return fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
+	}
+	if want < WantNone || want > WantAll {
+		return fmt.Errorf("dory: unknown want %d", int(want))
+	}
+	if s.c.KV == PerLoop {
+		for i := 0; i < loops; i++ {
+			if f := s.filledAt(i); f != pos0 {
+				return fmt.Errorf("dory: loop %d's per_loop cache holds positions up to %d, not %d: a per_loop cache needs the same loops for every call (use last_loop to vary them)", i, f, pos0)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Session) filledAt(i int) int {
+	if i < len(s.filled) {
+		return s.filled[i]
+	}
+	if s.pos == 0 {
+		return 0
+	}
+	return -1
+}
+
+// chunk runs up to Chunk rows: one plan, or the gate's stages for one row.
+func (s *Session) chunk(ids []int, pos, loops int, want Want) ([]float32, error) {
+	rows := len(ids)
+	if err := s.ensureSlots(pos+rows, loops); err != nil {
+		return nil, err
+	}
+	idb, err := s.idsBuffer(rows)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 4*rows)
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(id))
+	}
+	if err := s.be.Write(idb, raw); err != nil {
+		return nil, err
+	}
+	rec := make([]byte, 4*ops.CallLen)
+	binary.LittleEndian.PutUint32(rec[4*ops.CallPos:], uint32(pos))
+	binary.LittleEndian.PutUint32(rec[4*ops.CallRows:], uint32(rows))
+	if err := s.be.Write(s.call, rec); err != nil {
+		return nil, err
+	}
+	var out []float32
+	if s.opts.Gate.Kind != NoGate && rows == 1 && want != WantNone && loops == 2 {
+		out, err = s.gated(want)
+	} else {
+		out, err = s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: rows})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.c.KV == PerLoop {
+		for len(s.filled) < loops {
+			s.filled = append(s.filled, 0)
+		}
+		for i := 0; i < loops; i++ {
+			s.filled[i] = pos + rows
+		}
+	}
+	return out, nil
+}
+
+// gated runs one token under the early-exit gate.
+func (s *Session) gated(want Want) ([]float32, error) {
+	key := func(st Stage, w Want) Key { return Key{Stage: st, Loops: 2, Want: w, Rows: 1} }
+	s.GateTokens++
+	switch s.opts.Gate.Kind {
+	case GateConf:
+		if !s.exits.probe() {
+			if _, err := s.stage(key(First, WantNone)); err != nil {
+				return nil, err
+			}
+			return s.stage(key(SecondFresh, want))
+		}
+		first, err := s.stage(key(FirstRead, want))
+		if err != nil {
+			return nil, err
+		}
+		one := topProb(first) >= s.opts.Gate.Threshold
+		s.exits.note(one)
+		if one {
+			s.GateOne++
+			return first, nil
+		}
+		return s.stage(key(SecondRead, want))
+	default:
+		if _, err := s.stage(key(First, WantNone)); err != nil {
+			return nil, err
+		}
+		raw := make([]byte, 4*s.c.Hidden)
+		if err := s.be.Read(s.carry[1], raw); err != nil {
+			return nil, err
+		}
+		one := s.m.Router.Score(decodeF32(raw)) >= s.m.Router.Bias
+		s.log.Debug("dory gate", "recon", one)
+		if one {
+			s.GateOne++
+			return s.stage(key(Read, want))
+		}
+		return s.stage(key(SecondFresh, want))
+	}
+}
+
+// stage runs one stage plan and reads its logits.
+func (s *Session) stage(k Key) ([]float32, error) {
+	bind := make(map[string]ops.Buffer, len(s.weights)+2*len(s.slots)+4)
+	for n, b := range s.weights {
+		bind[n] = b
+	}
+	for n, sl := range s.slots {
+		bind[n+".k"], bind[n+".v"] = sl.k, sl.v
+	}
+	bind[ops.CallName] = s.call
+	bind[InputIDs] = s.ids[k.Rows]
+	bind[StateInput], bind[StateLoop] = s.carry[0], s.carry[1]
+	outs, err := s.eng.Run(k, func() (*graph.Graph, error) {
+		return BuildStage(&s.c, k, s.m.MatrixDType)
+	}, bind)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: %w", k, err)
+	}
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	raw := make([]byte, 4*outs[0].Len())
+	if err := s.be.Read(outs[0], raw); err != nil {
+		return nil, err
+	}
+	return decodeF32(raw), nil
+}
+
+func decodeF32(raw []byte) []float32 {
+	out := make([]float32, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+func (s *Session) idsBuffer(rows int) (ops.Buffer, error) {
+	if b, ok := s.ids[rows]; ok {
+		return b, nil
+	}
+	b, err := s.be.Alloc(graph.I32, rows)
+	if err != nil {
+		return nil, err
+	}
+	s.ids[rows] = b
+	return b, nil
+}
+
+// slotKey names a slot without its k/v suffix.
+func slotKey(li, si int) string { return strings.TrimSuffix(SlotName(li, si, "k"), ".k") }
+
+// ensureSlots makes every slot a call of `loops` loops writes, and grows the
+// full-attention slots to hold position end-1: capacity doubles from
+// Capacity, so the plans' signatures change a handful of times.
+func (s *Session) ensureSlots(end, loops int) error {
+	c := &s.c
+	ring := c.Window + s.opts.Chunk - 1 + Rewind
+	for li := range c.Layers() {
+		if !c.IsAttention(li) {
+			continue
+		}
+		n := 1
+		if c.KV == PerLoop && c.Block(li) == 1 {
+			n = loops
+		}
+		for si := 0; si < n; si++ {
+			name := slotKey(li, si)
+			sl := s.slots[name]
+			want := ring
+			if !c.IsSliding(li) {
+				want = s.opts.Capacity
+				if sl != nil {
+					want = sl.rows
+				}
+				for want < end {
+					want *= 2
+				}
+			}
+			if sl != nil && sl.rows >= want {
+				continue
+			}
+			grown, err := s.newSlot(want, c.IsSliding(li))
+			if err != nil {
+				return fmt.Errorf("layer %d slot %d: %w", li, si, err)
+			}
+			if sl != nil {
+				w := c.KVHeads * c.HeadDim
+				if err := s.be.Copy(grown.k, sl.k, sl.rows*w); err != nil {
+					return err
+				}
+				if err := s.be.Copy(grown.v, sl.v, sl.rows*w); err != nil {
+					return err
+				}
+				s.be.Free(sl.k)
+				s.be.Free(sl.v)
+				s.log.Debug("dory: slot grown", "layer", li, "slot", si, "rows", want)
+			}
+			s.slots[name] = grown
+		}
+	}
+	return nil
+}
+
+func (s *Session) newSlot(rows int, ring bool) (*slot, error) {
+	w := s.c.KVHeads * s.c.HeadDim
+	k, err := s.be.Alloc(graph.F32, rows*w)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.be.Alloc(graph.F32, rows*w)
+	if err != nil {
+		s.be.Free(k)
+		return nil, err
+	}
+	return &slot{k: k, v: v, rows: rows, ring: ring}, nil
+}
+
+// exitRate keeps the read-out after a first pass worth its cost: below a
+// 35 % rate of early exits a token goes straight to its second pass, and one
+// token in eight still reads out, to notice when the text turns easy.
+type exitRate struct {
+	rate   float32
+	tokens uint32
+}
+
+func newExitRate() exitRate { return exitRate{rate: 1} }
+
+func (e *exitRate) probe() bool {
+	e.tokens++
+	return e.rate >= 0.35 || e.tokens%8 == 0
+}
+
+func (e *exitRate) note(exited bool) {
+	x := float32(0)
+	if exited {
+		x = 1
+	}
+	e.rate += 0.1 * (x - e.rate)
+}
+
+// topProb is the largest softmax probability of a row of logits.
+func topProb(lg []float32) float32 {
+	top := float32(math.Inf(-1))
+	for _, x := range lg {
+		top = max(top, x)
+	}
+	den := 0.0
+	for _, x := range lg {
+		if t := x - top; t > -20 {
+			den += math.Exp(float64(t))
+		}
+	}
+	return float32(1 / den)
+}
