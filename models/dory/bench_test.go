@@ -2,28 +2,11 @@ package dory
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops/cpu"
 )
-
-// synthetic512 is a Dory of hidden 512 with 8 input, 8 recurrent and 8
-// output sub-layers: the benchmark shape between the tiny models and 4B.
-func synthetic512() Config {
-	c := Config{
-		Vocab: 4096, Hidden: 512, FFN: 1536, Heads: 8, KVHeads: 2, HeadDim: 64,
-		Pattern: strings.Repeat("S-S-S-*-", 3), NIn: 8, NRec: 8, NOut: 8, Loops: 2,
-		KV: PerLoop, Window: 256, Std: 0.02, AlphaInit: 0.05, GateLogitScale: 22.6,
-		Profiles: [2]RopeProfile{{Theta: 1e5, Rotary: 64}, {Theta: 1e4, Rotary: 64}},
-	}
-	c.LayerProfile = make([]int, len(c.Pattern))
-	for i := range c.LayerProfile {
-		c.LayerProfile[i] = 1
-	}
-	return c
-}
 
 func benchModels(b *testing.B) map[string]*Model {
 	gotiny, err := Load(filepath.Join(testdata, "dory-gotiny"))
@@ -31,7 +14,7 @@ func benchModels(b *testing.B) map[string]*Model {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { gotiny.Close() })
-	syn, err := Synthetic(synthetic512(), graph.BF16, 1)
+	syn, err := Synthetic(SmallBench(), graph.BF16, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

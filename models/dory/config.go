@@ -105,6 +105,27 @@ func Released() Config {
 	return c
 }
 
+// SmallBench is a Dory of hidden 512 with 8 input, 8 recurrent and 8 output
+// sub-layers and a 4096-token vocabulary: the benchmark shape between the
+// tiny test models and the released 4B.
+func SmallBench() Config {
+	c := Config{
+		Vocab: 4096, Hidden: 512, FFN: 1536, Heads: 8, KVHeads: 2, HeadDim: 64,
+		Pattern: strings.Repeat("S-S-S-*-", 3), NIn: 8, NRec: 8, NOut: 8, Loops: 2,
+		KV: PerLoop, Window: 256, Std: 0.02, AlphaInit: 0.05,
+		GateLogitScale: math.Sqrt(512),
+		Profiles:       [2]RopeProfile{{Theta: 1e5, Rotary: 64}, {Theta: 1e4, Rotary: 64}},
+	}
+	c.LayerProfile = make([]int, len(c.Pattern))
+	for i, k := range c.Pattern {
+		c.LayerProfile[i] = 1
+		if k == 'S' {
+			c.LayerProfile[i] = 2
+		}
+	}
+	return c
+}
+
 // Layers is the number of sub-layers.
 func (c *Config) Layers() int { return len(c.Pattern) }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
@@ -37,6 +38,8 @@ type Model struct {
 	vectors  map[string][]float32
 	// Router is the recon early-exit router a checkpoint may carry, or nil.
 	Router *Router
+	// ByteTokens says token ids are byte values (config "tokenizer": "bytes...").
+	ByteTokens bool
 }
 
 // Load reads a Dory checkpoint folder (config.json and safetensors, sharded
@@ -63,6 +66,8 @@ func Load(dir string) (*Model, error) {
 		ck.Close()
 		return nil, fmt.Errorf("dory %s: %w", dir, err)
 	}
+	tok, _ := cfg.String("tokenizer", "")
+	m.ByteTokens = strings.HasPrefix(tok, "bytes")
 	return m, nil
 }
 

@@ -10,9 +10,11 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cpu"
+	"github.com/reel-runtime/reel/planner"
 )
 
 // Rewind is how many rows a session can roll back: a sliding layer's ring
@@ -76,6 +78,9 @@ type Options struct {
 	Capacity int
 	// Logger receives debug lines (slot growth, gate decisions); nil: discard.
 	Logger *slog.Logger
+	// Planner sets the planner's passes; nil: planner.DefaultOptions()
+	// (fusion on unless REEL_FUSE=0).
+	Planner *planner.Options
 }
 
 // slot is one KV slot's two buffers.
@@ -93,7 +98,7 @@ type Session struct {
 	opts  Options
 	be    ops.Backend
 	ownBE bool
-	eng   engine
+	eng   *capture.Engine
 	log   *slog.Logger
 
 	weights map[string]ops.Buffer
@@ -153,8 +158,26 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	s.eng = newPlainEngine(s.be)
+	po := planner.DefaultOptions()
+	if opts.Planner != nil {
+		po = *opts.Planner
+	}
+	s.eng = capture.NewEngine(s.be, po, s.log)
 	return s, nil
+}
+
+// Stats are the plan cache's counters: plans built, recordings made,
+// updated and replayed.
+func (s *Session) Stats() capture.Stats { return s.eng.Stats() }
+
+// CaptureKey is the capture cache's key of a stage key.
+func CaptureKey(k Key) capture.Key {
+	return capture.Key{Stage: k.Stage.String(), Loops: k.Loops, Want: k.Want.String(), Rows: k.Rows}
+}
+
+// Planned gives the plan the session built for a key, for dumps.
+func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
+	return s.eng.Planned(CaptureKey(k))
 }
 
 // Config is the config the session runs (with its KV mode).
@@ -377,7 +400,7 @@ func (s *Session) stage(k Key) ([]float32, error) {
 	bind[ops.CallName] = s.call
 	bind[InputIDs] = s.ids[k.Rows]
 	bind[StateInput], bind[StateLoop] = s.carry[0], s.carry[1]
-	outs, err := s.eng.Run(k, func() (*graph.Graph, error) {
+	outs, err := s.eng.Run(CaptureKey(k), func() (*graph.Graph, error) {
 		return BuildStage(&s.c, k, s.m.MatrixDType)
 	}, bind)
 	if err != nil {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/models/dory"
+)
+
+// syntheticShapes are the models reel bench can make without a file.
+func syntheticShapes() map[string]func() dory.Config {
+	return map[string]func() dory.Config{
+		"dory-4b":   dory.Released,
+		"dory-h512": dory.SmallBench,
+	}
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var mf modelFlags
+	fs := newFlags("bench", "[--model DIR | --synthetic dory-4b|dory-h512] [--prompt N] [--tokens N] [--device cpu|cuda]", `
+Bench measures prefill and decode speed: a prompt of --prompt tokens in
+chunks, then --tokens one-token forwards. With --synthetic it makes a model of
+a known shape with random weights (--dtype bf16 or f32), needing no file.
+It prints tokens/s, the plan steps per decode token and the plan cache's
+counters (plans, records, updates, replays).`, stderr)
+	mf.register(fs, true)
+	synthetic := fs.String("synthetic", "", "random-weight model: dory-4b (the released shape) or dory-h512")
+	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
+	promptN := fs.Int("prompt", 128, "prompt tokens")
+	tokens := fs.Int("tokens", 64, "decode tokens")
+	loops := fs.Int("loops", 0, "recurrent loops (0: the model's)")
+	if err := parseFlags(ctx, fs, args); err != nil {
+		return err
+	}
+	if *promptN < 1 || *tokens < 1 {
+		return usagef("--prompt and --tokens must be positive")
+	}
+	var l *loaded
+	var err error
+	if *synthetic != "" {
+		shape, ok := syntheticShapes()[*synthetic]
+		if !ok {
+			return usagef("unknown --synthetic %q (want dory-4b or dory-h512)", *synthetic)
+		}
+		dt, err := graph.ParseDType(*dtype)
+		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
+			return usagef("--dtype %q: want bf16 or f32", *dtype)
+		}
+		fmt.Fprintf(stderr, "making %s with random %s weights...\n", *synthetic, dt)
+		m, err := dory.Synthetic(shape(), dt, 1)
+		if err != nil {
+			return err
+		}
+		if l, err = mf.session(ctx, m); err != nil {
+			return err
+		}
+	} else if l, err = mf.open(ctx, true); err != nil {
+		return err
+	}
+	defer l.Close()
+	m, s := l.model, l.session
+	nl := *loops
+	if nl == 0 {
+		nl = m.Config.Loops
+	}
+	ids := make([]int, *promptN)
+	for i := range ids {
+		ids[i] = (i*31 + 7) % m.Config.Vocab
+	}
+	t0 := time.Now()
+	if _, err := s.Forward(ids, 0, nl, dory.WantLast); err != nil {
+		return err
+	}
+	if err := l.be.Sync(); err != nil {
+		return err
+	}
+	prefill := time.Since(t0)
+	// The first decode token plans and records; time the rest.
+	if _, err := s.Forward([]int{1}, s.Pos(), nl, dory.WantLast); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	for i := 0; i < *tokens; i++ {
+		if _, err := s.Forward([]int{(i * 13) % m.Config.Vocab}, s.Pos(), nl, dory.WantLast); err != nil {
+			return err
+		}
+	}
+	decode := time.Since(t1)
+	var b strings.Builder
+	fmt.Fprintf(&b, "model        %s (%d parameters, %.2f GB of matrices) on %s\n", modelName(mf.dir, *synthetic), m.Parameters(), float64(m.MatrixBytes())/1e9, l.be.Name())
+	fmt.Fprintf(&b, "loops        %d, kv %s\n", nl, s.Config().KV)
+	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", *promptN, prefill.Seconds(), float64(*promptN)/prefill.Seconds())
+	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), float64(*tokens)/decode.Seconds(), decode.Seconds()*1e3/float64(*tokens))
+	if p, rep, ok := s.Planned(dory.Key{Stage: dory.All, Loops: nl, Want: dory.WantLast, Rows: 1}); ok {
+		fmt.Fprintf(&b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
+	}
+	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
+	_, err = io.WriteString(stdout, b.String())
+	return err
+}
+
+func modelName(dir, synthetic string) string {
+	switch {
+	case synthetic != "":
+		return "synthetic " + synthetic
+	case dir != "":
+		return dir
+	}
+	return "embedded dory-gotiny"
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	reelroot "github.com/reel-runtime/reel"
+	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cpu"
+)
+
+// modelFlags are the flags every command that runs a model shares.
+type modelFlags struct {
+	dir         string
+	device      string
+	threads     int
+	kv          string
+	gate        string
+	chunk       int
+	promptLoops int
+}
+
+func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
+	help := "checkpoint folder (config.json + safetensors)"
+	if defaultModel {
+		help += "; default: the embedded " + reelroot.DefaultModelName
+	}
+	fs.StringVar(&f.dir, "model", "", help)
+	fs.StringVar(&f.device, "device", "cpu", "backend: cpu or cuda")
+	fs.IntVar(&f.threads, "threads", 0, "CPU goroutines per kernel (0: every core)")
+	fs.StringVar(&f.kv, "kv", "", "override the KV cache mode: per_loop or last_loop")
+	fs.StringVar(&f.gate, "gate", "none", "early-exit gate: none, conf:THRESHOLD or recon (needs last_loop)")
+	fs.IntVar(&f.chunk, "chunk", dory.DefaultChunk, "rows of a prompt chunk")
+	fs.IntVar(&f.promptLoops, "prompt-loops", 0, "loops of chunks whose logits nobody reads, on last_loop (0: all)")
+}
+
+// backend opens the backend a --device names.
+func openBackend(device string, threads int) (ops.Backend, error) {
+	switch device {
+	case "cpu":
+		return cpu.New(threads), nil
+	case "cuda":
+		return openCUDA()
+	}
+	return nil, usagef("unknown --device %q (want cpu or cuda)", device)
+}
+
+// loaded is a model and a session on it.
+type loaded struct {
+	model   *dory.Model
+	session *dory.Session
+	be      ops.Backend
+}
+
+func (l *loaded) Close() {
+	if l.session != nil {
+		l.session.Close()
+	}
+	if l.be != nil {
+		l.be.Close()
+	}
+	if l.model != nil {
+		l.model.Close()
+	}
+}
+
+// open loads the model the flags name (the embedded default when allowed and
+// none is given) and starts a session on the chosen backend.
+func (f *modelFlags) open(ctx context.Context, defaultModel bool) (*loaded, error) {
+	log := logger(ctx)
+	dir := f.dir
+	if dir == "" {
+		if !defaultModel {
+			return nil, usagef("--model is required")
+		}
+		d, err := reelroot.DefaultModelDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	m, err := dory.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("model loaded", "dir", dir, "parameters", m.Parameters())
+	return f.session(ctx, m)
+}
+
+// session starts a session on m with the flags' options.
+func (f *modelFlags) session(ctx context.Context, m *dory.Model) (*loaded, error) {
+	l := &loaded{model: m}
+	opts := dory.Options{Chunk: f.chunk, PromptLoops: f.promptLoops, Logger: logger(ctx)}
+	if f.kv != "" {
+		mode, err := dory.ParseKVMode(f.kv)
+		if err != nil {
+			l.Close()
+			return nil, usagef("--kv: %v", err)
+		}
+		opts.KV = &mode
+	}
+	g, err := dory.ParseGate(f.gate)
+	if err != nil {
+		l.Close()
+		return nil, usagef("--gate: %v", err)
+	}
+	opts.Gate = g
+	if l.be, err = openBackend(f.device, f.threads); err != nil {
+		l.Close()
+		return nil, err
+	}
+	opts.Backend = l.be
+	if l.session, err = dory.NewSession(m, opts); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// parseIDs reads "1,2,3".
+func parseIDs(s string) ([]int, error) {
+	var ids []int
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("token %d: %q is not an integer id", i, f)
+		}
+		ids = append(ids, v)
+	}
+	return ids, nil
+}
+
+// debugStats logs an engine's counters.
+func debugStats(log *slog.Logger, s *dory.Session) {
+	st := s.Stats()
+	log.Debug("plans", "keys", st.Plans, "records", st.Records, "updates", st.Updates, "replays", st.Hits)
+}
