@@ -147,11 +147,13 @@ func (b *Builder) Apply(op Op, attrs any, nOut int, in ...*Value) []*Value {
 		}
 		n.Writes = append(n.Writes, in[wi])
 	}
-	for i, s := range sig.Outputs {
+	for i, s := range sig.Outputs { // all checked before any is added
 		if s.DType.Size() == 0 || s.Shape.Elems() < 0 {
 			b.err = fmt.Errorf("%s: output %d has an invalid spec %s", where, i, s)
 			return out
 		}
+	}
+	for i, s := range sig.Outputs {
 		v := b.add(fmt.Sprintf("t%d", len(b.g.Values)), Temp, Spec{s.DType, append(Shape(nil), s.Shape...)})
 		v.Producer = n
 		n.Outputs = append(n.Outputs, v)

@@ -8,13 +8,12 @@ import (
 )
 
 // AttrString formats attributes for text and DOT dumps: a Stringer's String,
-// else the struct's fields as {Name:value ...}, "" for none.
+// else the struct's fields as {Name:value ...}, "" for none. fmt calls the
+// String method itself, so a panicking one (a nil pointer to a type with a
+// value String method) prints "<nil>" instead of taking the dump down.
 func AttrString(a any) string {
 	if a == nil {
 		return ""
-	}
-	if s, ok := a.(fmt.Stringer); ok {
-		return s.String()
 	}
 	return fmt.Sprintf("%+v", a)
 }

@@ -15,8 +15,9 @@ type SlotAttrs struct {
 // OpKVWrite writes a chunk's key or value rows into a slot.
 var OpKVWrite = &Def{
 	Op: "kv_write",
-	Doc: "kv_write(rows[T, W], slot[cap, W], call) writes row t, at position p = call[pos] + t, into slot row p (Ring: p mod cap); " +
-		"a position past the capacity of a linear slot is an error. It writes the slot and makes no output.",
+	Doc: "kv_write(rows[T, W], slot[cap, W], call) writes row t < call[rows], at position p = call[pos] + t, into slot row p (Ring: p mod cap); " +
+		"rows from call[rows] on are padding and are not written (call[rows] = 0 means all T). " +
+		"A position past the capacity of a linear slot is an error. It writes the slot and makes no output.",
 	Arity: 3,
 	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
 		if _, err := attrsAs[SlotAttrs]("kv_write", a); err != nil {
@@ -61,7 +62,9 @@ var OpAttention = &Def{
 	Op: "attention",
 	Doc: "attention(q[T, Hq·d], k[cap, Hk·d], v[cap, Hk·d], call): row t at position p = call[pos] + t, query head h reads KV head h / (Hq/Hk); " +
 		"over key positions j from max(0, p − Window + 1) (0 when Window is 0) to p, stored at slot row j (Ring: j mod cap): " +
-		"s_j = Scale · q_h·k_j, a = softmax(s), out_h = Σ_j a_j v_j. Keys must have been written for those positions.",
+		"s_j = Scale · q_h·k_j, a = softmax(s), out_h = Σ_j a_j v_j. Keys must have been written for those positions. " +
+		"Rows from call[rows] on (padding of a row bucket; 0 means all T) come out zero. " +
+		"A ring must hold every key a chunk's rows read: Window ≤ cap − (T − 1), and with Window 0 every position must be below cap; both are errors otherwise.",
 	Arity: 4,
 	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
 		at, err := attrsAs[AttentionAttrs]("attention", a)

@@ -90,3 +90,23 @@ func wantWeightType(what string, v *graph.Value) error {
 func apply1(b *graph.Builder, d *Def, attrs any, in ...*graph.Value) *graph.Value {
 	return b.Apply(d, attrs, 1, in...)[0]
 }
+
+// attrsIn reads typed attributes inside a Decompose: a mismatch is recorded
+// on the builder (its sticky error) and reported as false.
+func attrsIn[T any](b *graph.Builder, op string, a any) (T, bool) {
+	v, err := attrsAs[T](op, a)
+	if err != nil {
+		b.Fail(err)
+		return v, false
+	}
+	return v, true
+}
+
+// failed gives n placeholder outputs after a Decompose met an error on b.
+func failed(n int) []*graph.Value {
+	out := make([]*graph.Value, n)
+	for i := range out {
+		out[i] = &graph.Value{ID: -1, Name: "<error>"}
+	}
+	return out
+}

@@ -46,7 +46,11 @@ var OpSlerp = &Def{
 		return one(graph.F32, in[0].Shape), nil
 	},
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
-		eps := a.(EpsAttrs).Eps
+		at, ok := attrsIn[EpsAttrs](b, "slerp", a)
+		if !ok {
+			return failed(1)
+		}
+		eps := at.Eps
 		x := L2Norm(b, in[0], 0, eps)
 		y := L2Norm(b, in[1], 0, eps)
 		return []*graph.Value{L2Norm(b, Add(b, x, Mul(b, Sub(b, y, x), in[2])), 0, eps)}
@@ -76,7 +80,11 @@ var OpMix = &Def{
 		return one(graph.F32, in[0].Shape), nil
 	},
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
-		return []*graph.Value{L2Norm(b, Add(b, in[0], in[1]), 0, a.(EpsAttrs).Eps)}
+		at, ok := attrsIn[EpsAttrs](b, "mix", a)
+		if !ok {
+			return failed(1)
+		}
+		return []*graph.Value{L2Norm(b, Add(b, in[0], in[1]), 0, at.Eps)}
 	},
 }
 
@@ -136,7 +144,11 @@ var OpGatedNorm = &Def{
 	},
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
 		gate := Sigmoid(b, Mul(b, in[1], in[2]))
-		return []*graph.Value{L2Norm(b, Mul(b, in[0], gate), 0, a.(EpsAttrs).Eps)}
+		at, ok := attrsIn[EpsAttrs](b, "gated_norm", a)
+		if !ok {
+			return failed(1)
+		}
+		return []*graph.Value{L2Norm(b, Mul(b, in[0], gate), 0, at.Eps)}
 	},
 }
 
@@ -180,7 +192,10 @@ var OpNormRope = &Def{
 		return sig, nil
 	},
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
-		at := a.(NormRopeAttrs)
+		at, ok := attrsIn[NormRopeAttrs](b, "norm_rope", a)
+		if !ok {
+			return failed(1)
+		}
 		y := L2Norm(b, Rope(b, in[0], in[1], at.Rope), at.Rope.HeadDim, at.Eps)
 		if len(in) == 3 {
 			y = Mul(b, y, in[2])

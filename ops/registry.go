@@ -15,12 +15,15 @@ var defs = func() map[string]*Def {
 		OpAdd, OpSub, OpMul, OpSigmoid, OpSiLU, OpScale,
 		OpL2Norm, OpRMSNorm,
 		OpRope, OpKVWrite, OpAttention,
-		OpSliceRows, OpArgmax,
+		OpSliceRows, OpArgmax, OpStore,
 		OpSlerp, OpMix, OpSwiGLU, OpGatedNorm, OpNormRope,
 	} {
 		m[d.Op] = d
 	}
 	for _, d := range qwenDefs {
+		m[d.Op] = d
+	}
+	for _, d := range plannerDefs {
 		m[d.Op] = d
 	}
 	return m

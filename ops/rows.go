@@ -40,7 +40,7 @@ func SliceRows(b *graph.Builder, x *graph.Value, from, to int) *graph.Value {
 // OpArgmax finds each row's largest entry.
 var OpArgmax = &Def{
 	Op:    "argmax",
-	Doc:   "argmax(x[T, N]) = i32[T], the index of each row's largest entry, the lowest index on ties; NaN entries are skipped.",
+	Doc:   "argmax(x[T, N]) = i32[T], the index of each row's largest entry, the lowest index on ties; NaN entries are skipped, and a row of NaNs gives -1.",
 	Arity: 1,
 	Rule: func(_ any, in []*graph.Value) (graph.Signature, error) {
 		x := in[0]

@@ -7,6 +7,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/reel-runtime/reel/graph"
@@ -35,6 +36,10 @@ func (b *Buffer) Len() int { return b.n }
 // Backend runs kernels on the host.
 type Backend struct {
 	threads int
+	// scratch holds *[]float32 work buffers that kernels borrow while a step
+	// runs (decoded weight rows, attention scores), so that bound steps do not
+	// each keep their own.
+	scratch sync.Pool
 }
 
 // New makes a CPU backend using up to threads goroutines per kernel
@@ -67,12 +72,51 @@ func (be *Backend) Kernel(op string) (ops.Kernel, bool) {
 		if err != nil {
 			return nil, fmt.Errorf("output %w", err)
 		}
+		if err := checkNodeBuffers(n, ib, ob); err != nil {
+			return nil, err
+		}
 		return f(be, n, ib, ob)
 	}), true
 }
 
 // kernelFunc binds one node on the CPU.
 type kernelFunc func(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error)
+
+// checkNodeBuffers verifies that a node's buffers fit its values (count,
+// dtype, length), so that kernels may index them by the node's shapes.
+func checkNodeBuffers(n *graph.Node, in, out []*Buffer) error {
+	if len(in) != len(n.Inputs) || len(out) != len(n.Outputs) {
+		return fmt.Errorf("%d input and %d output buffers for a node of %d inputs and %d outputs", len(in), len(out), len(n.Inputs), len(n.Outputs))
+	}
+	for i, v := range n.Inputs {
+		if err := ops.CheckBinding(v, in[i]); err != nil {
+			return fmt.Errorf("input %d: %w", i, err)
+		}
+	}
+	for i, v := range n.Outputs {
+		if err := ops.CheckBinding(v, out[i]); err != nil {
+			return fmt.Errorf("output %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// borrow lends a scratch slice of n float32 (contents undefined); give it
+// back with giveBack when the step is done with it.
+func (be *Backend) borrow(n int) *[]float32 {
+	p, _ := be.scratch.Get().(*[]float32)
+	if p == nil {
+		p = new([]float32)
+	}
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// giveBack returns a slice lent by borrow.
+func (be *Backend) giveBack(p *[]float32) { be.scratch.Put(p) }
 
 func bufs(bs []ops.Buffer) ([]*Buffer, error) {
 	out := make([]*Buffer, len(bs))

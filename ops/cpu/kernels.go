@@ -9,8 +9,34 @@ var kernels = func() map[string]kernelFunc {
 	for name, k := range qwenKernels {
 		m[name] = k
 	}
+	for name, k := range plannerKernels {
+		m[name] = k
+	}
 	return m
 }()
 
 // commonKernels are the kernels of the ops every model uses.
-var commonKernels = map[string]kernelFunc{}
+var commonKernels = map[string]kernelFunc{
+	"embed":          embedKernel,
+	"matmul":         bindMatMul,
+	"grouped_matmul": bindMatMul,
+	"add":            binaryKernel(opAdd),
+	"sub":            binaryKernel(opSub),
+	"mul":            binaryKernel(opMul),
+	"sigmoid":        sigmoidKernel,
+	"silu":           siluKernel,
+	"scale":          scaleKernel,
+	"l2norm":         normKernel(false),
+	"rmsnorm":        normKernel(true),
+	"rope":           ropeKernel,
+	"kv_write":       kvWriteKernel,
+	"attention":      attentionKernel,
+	"slice_rows":     sliceRowsKernel,
+	"argmax":         argmaxKernel,
+	"slerp":          slerpKernel,
+	"mix":            mixKernel,
+	"swiglu":         swigluKernel,
+	"gated_norm":     gatedNormKernel,
+	"norm_rope":      normRopeKernel,
+	"store":          storeKernel,
+}

@@ -1,4 +1,31 @@
 package cpu
 
-// qwenKernels are the kernels of the ops Qwen4-Exp adds.
-var qwenKernels = map[string]kernelFunc{}
+// qwenKernels are the kernels of the ops Qwen4-Exp adds (files qwen_*.go).
+var qwenKernels = map[string]kernelFunc{
+	"rmsnorm1p": rmsnorm1pKernel,
+	"hc_expand": hcExpandKernel,
+	"hc_mix":    hcMixKernel,
+	"hc_inject": hcInjectKernel,
+	"reshape":   reshapeKernel,
+
+	"split":         splitKernel,
+	"causal_conv":   causalConvKernel,
+	"gdn_prep":      gdnPrepKernel,
+	"gdn_gates":     gdnGatesKernel,
+	"gdn_scan":      gdnScanKernel,
+	"gated_rmsnorm": gatedRMSNormKernel,
+
+	"qsa_block_keys": qsaBlockKeysKernel,
+	"qsa_select":     qsaSelectKernel,
+	"qsa_attention":  qsaAttentionKernel,
+	"gate_merge":     gateMergeKernel,
+
+	"ple_hash":    pleHashKernel,
+	"ngram_embed": ngramEmbedKernel,
+	"ple_gate":    pleGateKernel,
+
+	"moe_route":     moeRouteKernel,
+	"expert_matmul": expertMatMulKernel,
+	"silu_glu":      siluGLUKernel,
+	"moe_combine":   moeCombineKernel,
+}

@@ -1,0 +1,379 @@
+// Package capture records a plan's launches once and replays them, keyed by
+// what the plan is for and by the signature of what a recording bakes in.
+//
+// A key (stage, loops, want, rows) names one stage graph: it is built and
+// planned once. Its recording holds the bound steps, which fix buffer
+// addresses, slot capacities and shapes: that is the signature. A call with
+// an equal signature replays; one whose buffers moved or whose slots grew
+// (same plan, so same topology) updates the recording in place; anything
+// else records anew. Values that change every token (position, rows, keys
+// in a slot, ring heads) live in the call record, an input buffer the
+// caller rewrites before each run, never in a launch argument, so one
+// recording serves every position.
+//
+// A backend that can record natively (CUDA graphs) implements Recorder; any
+// other records a plan as its list of bound steps, so the keying logic is
+// tested on the CPU.
+package capture
+
+import (
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sort"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/planner"
+)
+
+// Key names one stage graph; plans and recordings are kept per key.
+type Key struct {
+	Stage string
+	Loops int
+	Want  string
+	Rows  int
+}
+
+// String writes the key as logs show it.
+func (k Key) String() string {
+	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
+}
+
+// Binding gives the buffer of every input, weight and state of a graph, by
+// value name; names a graph does not use are ignored.
+type Binding map[string]ops.Buffer
+
+// Stats counts what an engine did: graphs planned, replays of a recording
+// whose signature held (hits), in-place updates after buffers moved, fresh
+// recordings, and recordings dropped to stay under the cap.
+type Stats struct {
+	Plans, Hits, Updates, Records, Evictions int
+}
+
+// String writes the counters as `reel run -v` and `reel bench` print them.
+func (s Stats) String() string {
+	return fmt.Sprintf("plans %d, records %d, updates %d, hits %d, evictions %d", s.Plans, s.Records, s.Updates, s.Hits, s.Evictions)
+}
+
+// Recorder is implemented by a backend that records steps into an
+// executable of its own (a CUDA graph): Record captures the steps without
+// running them.
+type Recorder interface {
+	Record(steps []ops.Step) (Recording, error)
+}
+
+// Recording is a recorded plan.
+type Recording interface {
+	// Replay runs the recorded steps (enqueues them, on a device).
+	Replay() error
+	// Update replaces the recording's steps by steps of the same plan bound
+	// to other buffers (cuGraphExecUpdate); an error means record anew.
+	Update(steps []ops.Step) error
+	// Close releases the recording.
+	Close() error
+}
+
+// stepList is the recording of a backend without a recorder of its own: the
+// bound steps, run in order.
+type stepList struct{ steps []ops.Step }
+
+// Replay runs the steps in order.
+func (s *stepList) Replay() error {
+	for _, st := range s.steps {
+		if err := st.Run(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Update takes the rebound steps.
+func (s *stepList) Update(steps []ops.Step) error {
+	s.steps = steps
+	return nil
+}
+
+// Close drops the steps.
+func (s *stepList) Close() error {
+	s.steps = nil
+	return nil
+}
+
+// stepRecorder records by keeping the steps.
+type stepRecorder struct{}
+
+// Record keeps a copy of the step list.
+func (stepRecorder) Record(steps []ops.Step) (Recording, error) {
+	return &stepList{steps: append([]ops.Step(nil), steps...)}, nil
+}
+
+// Engine runs stage graphs by key: it plans each key once, lowers and
+// records its plan, and replays, updates or re-records as signatures say.
+// An Engine is not safe for concurrent use.
+type Engine struct {
+	be       ops.Backend
+	opts     planner.Options
+	log      *slog.Logger
+	rec      Recorder
+	entries  map[Key]*entry
+	stats    Stats
+	clock    uint64
+	maxRecs  int
+	recorded int
+}
+
+// entry is what an engine keeps for one key.
+type entry struct {
+	key     Key
+	planned *planner.Planned
+	report  planner.Report
+	leaves  []*graph.Value // the inputs, weights and states of the planned graph, by ID
+	plan    *planner.Lowered
+	rec     Recording
+	sig     []sigItem
+	used    uint64
+}
+
+// sigItem is one bound buffer as a recording sees it: its identity and its
+// length (a slot's capacity).
+type sigItem struct {
+	id  any
+	len int
+}
+
+// NewEngine makes an engine on be, planning with opts and logging plans,
+// records and updates at debug level on log (nil: no logging). The backend
+// records natively when it implements Recorder.
+func NewEngine(be ops.Backend, opts planner.Options, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{be: be, opts: opts, log: log, rec: stepRecorder{}, entries: map[Key]*entry{}}
+	if r, ok := be.(Recorder); ok {
+		e.rec = r
+	}
+	return e
+}
+
+// SetMaxRecordings caps the recordings kept (0: no cap); past it the least
+// recently run one is dropped (its plan stays) and recorded again when its
+// key comes back.
+func (e *Engine) SetMaxRecordings(n int) { e.maxRecs = n }
+
+// Stats gives the counters so far.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Planned gives a key's plan and report, once the key has run.
+func (e *Engine) Planned(key Key) (*planner.Planned, planner.Report, bool) {
+	en := e.entries[key]
+	if en == nil {
+		return nil, planner.Report{}, false
+	}
+	return en.planned, en.report, true
+}
+
+// Run runs the plan of key. On the key's first use it calls build, plans
+// the graph and keeps the plan. The signature of bind (each bound buffer's
+// identity and length) then picks: equal to the recording's, replay; else,
+// with a recording, update it to the new buffers; else lower and record.
+// It returns the buffers of the graph's outputs, valid until the key runs
+// again (on a device, once the backend has synced).
+func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding) ([]ops.Buffer, error) {
+	if e.entries == nil {
+		return nil, fmt.Errorf("capture: engine is closed")
+	}
+	en := e.entries[key]
+	if en == nil {
+		var err error
+		if en, err = e.plan(key, build); err != nil {
+			return nil, err
+		}
+	}
+	bufs := make(map[*graph.Value]ops.Buffer, len(en.leaves))
+	sig := make([]sigItem, len(en.leaves))
+	for i, v := range en.leaves {
+		b, ok := bind[v.Name]
+		if !ok || b == nil {
+			return nil, fmt.Errorf("capture %s: %s %s is not bound", key, v.Kind, v)
+		}
+		if err := ops.CheckBinding(v, b); err != nil {
+			return nil, fmt.Errorf("capture %s: %w", key, err)
+		}
+		bufs[v] = b
+		sig[i] = sigItem{id: identity(b), len: b.Len()}
+	}
+	e.clock++
+	en.used = e.clock
+	switch {
+	case en.rec != nil && sameSig(en.sig, sig):
+		e.stats.Hits++
+	case en.rec != nil:
+		if err := en.plan.Rebind(bufs); err != nil {
+			return nil, fmt.Errorf("capture %s: %w", key, err)
+		}
+		if err := en.rec.Update(en.plan.Steps()); err != nil {
+			e.log.Debug("capture: update failed, recording anew", "key", key.String(), "err", err)
+			en.rec.Close()
+			en.rec = nil
+			e.recorded--
+			if err := e.record(en, nil); err != nil {
+				return nil, err
+			}
+		} else {
+			e.stats.Updates++
+			e.log.Debug("capture: updated", "key", key.String())
+		}
+		en.sig = sig
+	default:
+		if err := e.record(en, bufs); err != nil {
+			return nil, err
+		}
+		en.sig = sig
+	}
+	if err := en.rec.Replay(); err != nil {
+		return nil, fmt.Errorf("capture %s: %w", key, err)
+	}
+	return en.plan.Outputs(), nil
+}
+
+// plan builds and plans key's graph.
+func (e *Engine) plan(key Key, build func() (*graph.Graph, error)) (*entry, error) {
+	if build == nil {
+		return nil, fmt.Errorf("capture %s: no graph builder", key)
+	}
+	g, err := build()
+	if err != nil {
+		return nil, fmt.Errorf("capture %s: %w", key, err)
+	}
+	p, rep, err := planner.Plan(g, e.opts)
+	if err != nil {
+		return nil, fmt.Errorf("capture %s: %w", key, err)
+	}
+	en := &entry{key: key, planned: p, report: rep}
+	for _, v := range p.Graph.Values {
+		if v.Kind != graph.Temp {
+			en.leaves = append(en.leaves, v)
+		}
+	}
+	e.entries[key] = en
+	e.stats.Plans++
+	e.log.Debug("capture: planned", "key", key.String(), "nodes", rep.Nodes, "launches", rep.Launches,
+		"arena", rep.ArenaBytes, "temps", rep.TempBytes, "fusions", rep.FusionString())
+	return en, nil
+}
+
+// record lowers en's plan (or rebinds it with bufs when it is lowered
+// already; bufs nil keeps its buffers) and records its steps.
+func (e *Engine) record(en *entry, bufs map[*graph.Value]ops.Buffer) error {
+	switch {
+	case en.plan == nil:
+		pl, err := planner.Lower(en.planned, e.be, bufs)
+		if err != nil {
+			return fmt.Errorf("capture %s: %w", en.key, err)
+		}
+		en.plan = pl
+	case bufs != nil:
+		if err := en.plan.Rebind(bufs); err != nil {
+			return fmt.Errorf("capture %s: %w", en.key, err)
+		}
+	}
+	rec, err := e.rec.Record(en.plan.Steps())
+	if err != nil {
+		return fmt.Errorf("capture %s: record: %w", en.key, err)
+	}
+	en.rec = rec
+	e.stats.Records++
+	e.recorded++
+	e.log.Debug("capture: recorded", "key", en.key.String(), "steps", len(en.plan.Steps()))
+	e.evict(en)
+	return nil
+}
+
+// evict drops the least recently run recordings past the cap, never keep's.
+func (e *Engine) evict(keep *entry) {
+	for e.maxRecs > 0 && e.recorded > e.maxRecs {
+		var old *entry
+		for _, en := range e.sortedEntries() {
+			if en != keep && en.rec != nil && (old == nil || en.used < old.used) {
+				old = en
+			}
+		}
+		if old == nil {
+			return
+		}
+		old.rec.Close()
+		old.rec, old.sig = nil, nil
+		if old.plan != nil {
+			old.plan.Close()
+			old.plan = nil
+		}
+		e.recorded--
+		e.stats.Evictions++
+		e.log.Debug("capture: evicted", "key", old.key.String())
+	}
+}
+
+// sortedEntries lists the entries in key order, so eviction is deterministic.
+func (e *Engine) sortedEntries() []*entry {
+	out := make([]*entry, 0, len(e.entries))
+	for _, en := range e.entries {
+		out = append(out, en)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key.String() < out[j].key.String() })
+	return out
+}
+
+// Close releases every recording and plan.
+func (e *Engine) Close() error {
+	var first error
+	for _, en := range e.sortedEntries() {
+		if en.rec != nil {
+			if err := en.rec.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if en.plan != nil {
+			if err := en.plan.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	e.entries = nil
+	return first
+}
+
+// Addresser is implemented by buffers that can name their memory (a device
+// pointer); the signature uses it when present.
+type Addresser interface {
+	Addr() uintptr
+}
+
+// identity is what a signature keeps of a buffer: its address when it has
+// one, else the pointer it is, else the value itself when comparable.
+func identity(b ops.Buffer) any {
+	if a, ok := b.(Addresser); ok {
+		return a.Addr()
+	}
+	v := reflect.ValueOf(b)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice:
+		return v.Pointer()
+	}
+	if v.Type().Comparable() {
+		return b
+	}
+	return fmt.Sprintf("%#v", b)
+}
+
+func sameSig(a, b []sigItem) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,452 @@
+// Package cuda is Reel's CUDA backend: device memory through the driver API,
+// kernels written in CUDA C (kernels/*.cu, embedded) and compiled at run time
+// by NVRTC for the card's architecture (cached on disk), cuBLAS for products
+// of many rows, and recording of bound steps into CUDA graphs.
+//
+// Nothing of the CUDA toolkit is needed to build it (see internal/cu). On a
+// machine without a driver New returns cu.Load's one-line error, which tests
+// use as their skip reason.
+//
+// Every per-run value (the position, the rows a run computes) is read by the
+// kernels from the call record buffer on the device, never passed as a launch
+// argument, so a recorded graph serves every position. A kernel that finds a
+// data-dependent error (a token id outside the vocabulary, a position past a
+// slot's capacity) reports it in the backend's error record; Sync and Read
+// return it as an error.
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Device is the CUDA device ordinal.
+	Device int
+	// F32WeightsAsBF16 stores f32 weights of at least MinConvertElems
+	// elements as bf16 (halving their bytes). Only matmul and embed read such
+	// weights; a smaller f32 weight (a norm's scale) stays f32.
+	F32WeightsAsBF16 bool
+	// CacheDir is the NVRTC compile cache ("" : cu.DefaultCacheDir).
+	CacheDir string
+	// Eager makes Record keep the steps and run them one by one instead of
+	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
+	Eager bool
+}
+
+// MinConvertElems is the smallest f32 weight that F32WeightsAsBF16 converts.
+const MinConvertElems = 1 << 16
+
+// Buffer is device memory for one value: a pointer, the value's dtype and
+// element count. A weight converted at Load keeps its value dtype (f32) and
+// records the stored type.
+type Buffer struct {
+	ptr   cu.DevicePtr
+	dt    graph.DType // the value's element type
+	store graph.DType // the type of the stored elements
+	n     int
+	bytes int
+	// owned marks an allocation (Alloc, Arena, Load) rather than a view.
+	owned bool
+	// weight marks a buffer from Load, which Write must not change.
+	weight bool
+	be     *Backend
+}
+
+// DType is the value's element type.
+func (b *Buffer) DType() graph.DType { return b.dt }
+
+// Len is the number of elements.
+func (b *Buffer) Len() int { return b.n }
+
+// Addr is the device address, which a recording's signature keys on.
+func (b *Buffer) Addr() uintptr { return uintptr(b.ptr) }
+
+// Bytes is the buffer's size in bytes.
+func (b *Buffer) Bytes() int { return b.bytes }
+
+// Backend runs plans on one CUDA device.
+type Backend struct {
+	opts    Options
+	lib     *cu.Lib
+	ctx     *cu.Context
+	blas    *cu.BLAS // nil when cuBLAS is unavailable: products use the tiled kernel
+	kernels *kernelSet
+	// errRec is the device's error record: i32 [code, a, b, c, ...].
+	errRec cu.DevicePtr
+	// owned are the allocations made through the backend, by address.
+	owned map[cu.DevicePtr]*Buffer
+	// scratch are allocations made by Bind (split-K partials, tables),
+	// freed at Close.
+	scratch []cu.DevicePtr
+	closed  bool
+}
+
+// errRecWords is the length of the error record in i32 words.
+const errRecWords = 8
+
+// New opens device opts.Device, compiles the kernels (or reads them from the
+// compile cache) and sets up cuBLAS when it is available. Without a usable
+// driver or NVRTC the error is one line (wrapping cu.ErrUnavailable or
+// cu.ErrNVRTCUnavailable).
+func New(opts Options) (*Backend, error) {
+	if os.Getenv("REEL_GRAPHS") == "0" {
+		opts.Eager = true
+	}
+	lib, err := cu.Load()
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := lib.NewContext(opts.Device)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", opts.Device, err)
+	}
+	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}}
+	fail := func(err error) (*Backend, error) {
+		ctx.Close()
+		return nil, err
+	}
+	if be.kernels, err = loadKernels(ctx, opts.CacheDir); err != nil {
+		return fail(err)
+	}
+	if _, err := lib.CUBLAS(); err == nil {
+		if be.blas, err = ctx.NewBLAS(); err != nil {
+			return fail(fmt.Errorf("cuda: %w", err))
+		}
+	}
+	if be.errRec, err = be.scratchAlloc(errRecWords * 4); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Memset(be.errRec, 0, errRecWords*4); err != nil {
+		return fail(err)
+	}
+	return be, nil
+}
+
+// Name is "cuda".
+func (be *Backend) Name() string { return "cuda" }
+
+// Device describes the device, e.g. "NVIDIA H200 (sm_90, 132 SMs)".
+func (be *Backend) Device() string {
+	return fmt.Sprintf("%s (%s, %d SMs)", be.ctx.DeviceName(), be.ctx.Arch(), be.ctx.SMCount())
+}
+
+// HasBLAS reports whether products of many rows use cuBLAS.
+func (be *Backend) HasBLAS() bool { return be.blas != nil }
+
+// MemInfo gives the device's free and total memory in bytes.
+func (be *Backend) MemInfo() (free, total uint64, err error) { return be.ctx.MemInfo() }
+
+// MeasureCopyBandwidth measures device copy bandwidth (bytes read plus
+// written per second) with copies of bytes, reps times.
+func (be *Backend) MeasureCopyBandwidth(bytes uint64, reps int) (float64, error) {
+	return cu.MeasureCopyBandwidth(be.ctx, bytes, reps)
+}
+
+func (be *Backend) check() error {
+	if be.closed {
+		return errors.New("cuda: backend is closed")
+	}
+	return nil
+}
+
+// buffer checks that b is a buffer of this backend.
+func (be *Backend) buffer(what string, b ops.Buffer) (*Buffer, error) {
+	cb, ok := b.(*Buffer)
+	if !ok || cb == nil {
+		return nil, fmt.Errorf("cuda: %s is a %T, not a CUDA buffer", what, b)
+	}
+	if cb.be != be {
+		return nil, fmt.Errorf("cuda: %s belongs to another backend", what)
+	}
+	return cb, nil
+}
+
+func byteLen(dt graph.DType, n int) (int, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("cuda: negative length %d", n)
+	}
+	s := dt.Size()
+	if s <= 0 {
+		return 0, fmt.Errorf("cuda: dtype %s has no element size", dt)
+	}
+	return n * s, nil
+}
+
+// alloc allocates at least one byte (the driver refuses zero).
+func (be *Backend) alloc(bytes int) (cu.DevicePtr, error) {
+	return be.ctx.Alloc(uint64(max(bytes, 256)))
+}
+
+// scratchAlloc allocates memory that Bind keeps for its steps until Close.
+func (be *Backend) scratchAlloc(bytes int) (cu.DevicePtr, error) {
+	p, err := be.alloc(bytes)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: scratch of %d bytes: %w", bytes, err)
+	}
+	be.scratch = append(be.scratch, p)
+	return p, nil
+}
+
+// upload allocates scratch holding data (a bound step's table).
+func (be *Backend) upload(data []byte) (cu.DevicePtr, error) {
+	p, err := be.scratchAlloc(len(data))
+	if err != nil {
+		return 0, err
+	}
+	if err := be.ctx.HtoD(p, data); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+// Alloc makes a zeroed buffer of n elements.
+func (be *Backend) Alloc(dt graph.DType, n int) (ops.Buffer, error) {
+	if err := be.check(); err != nil {
+		return nil, err
+	}
+	nb, err := byteLen(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	p, err := be.alloc(nb)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.ctx.Memset(p, 0, uint64(max(nb, 256))); err != nil {
+		be.ctx.Free(p)
+		return nil, err
+	}
+	b := &Buffer{ptr: p, dt: dt, store: dt, n: n, bytes: nb, owned: true, be: be}
+	be.owned[p] = b
+	return b, nil
+}
+
+// Arena makes one zeroed block of bytes for a plan's temporaries; it reads
+// as i32 elements.
+func (be *Backend) Arena(bytes int) (ops.Buffer, error) {
+	if err := be.check(); err != nil {
+		return nil, err
+	}
+	if bytes < 0 {
+		return nil, fmt.Errorf("cuda: arena of %d bytes", bytes)
+	}
+	p, err := be.alloc(bytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.ctx.Memset(p, 0, uint64(max(bytes, 256))); err != nil {
+		be.ctx.Free(p)
+		return nil, err
+	}
+	a := &Buffer{ptr: p, dt: graph.I32, store: graph.I32, n: bytes / 4, bytes: bytes, owned: true, be: be}
+	be.owned[p] = a
+	return a, nil
+}
+
+// View is n elements of dt at byte offset off inside arena (any buffer of
+// this backend).
+func (be *Backend) View(arena ops.Buffer, off int, dt graph.DType, n int) (ops.Buffer, error) {
+	a, err := be.buffer("arena", arena)
+	if err != nil {
+		return nil, err
+	}
+	nb, err := byteLen(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 || off+nb > a.bytes {
+		return nil, fmt.Errorf("cuda: view of %d bytes at offset %d outside an arena of %d bytes", nb, off, a.bytes)
+	}
+	if off%dt.Size() != 0 {
+		return nil, fmt.Errorf("cuda: view of %s at offset %d is not aligned to its element size", dt, off)
+	}
+	return &Buffer{ptr: a.ptr.Offset(uint64(off)), dt: dt, store: dt, n: n, bytes: nb, be: be}, nil
+}
+
+// Load uploads a weight once: bf16 and f16 stay as they are; f32 stays f32
+// unless Options.F32WeightsAsBF16 converts it (see MinConvertElems).
+func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) {
+	if err := be.check(); err != nil {
+		return nil, err
+	}
+	nb, err := byteLen(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != nb {
+		return nil, fmt.Errorf("cuda: load of %d %s elements from %d bytes, want %d", n, dt, len(data), nb)
+	}
+	store := dt
+	if dt == graph.F32 && be.opts.F32WeightsAsBF16 && n >= MinConvertElems {
+		f := make([]float32, n)
+		half.DecodeF32(f, data)
+		data = make([]byte, 2*n)
+		half.EncodeBF16(data, f)
+		store, nb = graph.BF16, 2*n
+	}
+	p, err := be.alloc(nb)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.ctx.HtoD(p, data); err != nil {
+		be.ctx.Free(p)
+		return nil, err
+	}
+	b := &Buffer{ptr: p, dt: dt, store: store, n: n, bytes: nb, owned: true, weight: true, be: be}
+	be.owned[p] = b
+	return b, nil
+}
+
+// Write copies data into dst from its start, ordered on the backend's
+// stream after the steps enqueued so far (so a later replay sees it).
+func (be *Backend) Write(dst ops.Buffer, data []byte) error {
+	if err := be.check(); err != nil {
+		return err
+	}
+	d, err := be.buffer("destination", dst)
+	if err != nil {
+		return err
+	}
+	if d.weight {
+		return errors.New("cuda: write to a loaded weight")
+	}
+	if len(data) > d.bytes {
+		return fmt.Errorf("cuda: write of %d bytes into a buffer of %d", len(data), d.bytes)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	return be.ctx.HtoDAsync(d.ptr, data)
+}
+
+// Read copies the first len(dst) bytes of src out, after every step
+// enqueued so far; an error a kernel reported is returned.
+func (be *Backend) Read(src ops.Buffer, dst []byte) error {
+	if err := be.check(); err != nil {
+		return err
+	}
+	s, err := be.buffer("source", src)
+	if err != nil {
+		return err
+	}
+	if len(dst) > s.bytes {
+		return fmt.Errorf("cuda: read of %d bytes from a buffer of %d", len(dst), s.bytes)
+	}
+	if len(dst) > 0 {
+		if err := be.ctx.DtoH(dst, s.ptr); err != nil {
+			return err
+		}
+	}
+	return be.kernelError()
+}
+
+// Copy copies the first n elements of src into dst, on the stream.
+func (be *Backend) Copy(dst, src ops.Buffer, n int) error {
+	if err := be.check(); err != nil {
+		return err
+	}
+	d, err := be.buffer("destination", dst)
+	if err != nil {
+		return err
+	}
+	s, err := be.buffer("source", src)
+	if err != nil {
+		return err
+	}
+	if d.dt != s.dt || d.store != s.store {
+		return fmt.Errorf("cuda: copy of %s into %s", s.dt, d.dt)
+	}
+	if d.weight {
+		return errors.New("cuda: copy into a loaded weight")
+	}
+	if n < 0 || n > d.n || n > s.n {
+		return fmt.Errorf("cuda: copy of %d elements between buffers of %d and %d", n, s.n, d.n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return be.ctx.DtoDAsync(d.ptr, s.ptr, uint64(n*s.store.Size()))
+}
+
+// Sync waits for every step enqueued so far and returns the first error a
+// kernel reported since the last Sync.
+func (be *Backend) Sync() error {
+	if err := be.check(); err != nil {
+		return err
+	}
+	return be.kernelError()
+}
+
+// kernelError reads the error record (after the queued work) and clears it.
+func (be *Backend) kernelError() error {
+	var raw [errRecWords * 4]byte
+	if err := be.ctx.DtoH(raw[:], be.errRec); err != nil {
+		return err
+	}
+	var w [errRecWords]int32
+	for i := range w {
+		w[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	if w[0] == 0 {
+		return nil
+	}
+	if err := be.ctx.Memset(be.errRec, 0, errRecWords*4); err != nil {
+		return err
+	}
+	return kernelErr(w)
+}
+
+// kernelErr words the error record's codes (kernels/common.cuh).
+func kernelErr(w [errRecWords]int32) error {
+	switch w[0] {
+	case 1:
+		return fmt.Errorf("negative position %d in the call record", w[1])
+	case 2:
+		return fmt.Errorf("the call record asks for %d rows of a %d-row plan", w[1], w[2])
+	case 3:
+		return fmt.Errorf("embed: row %d: token id %d outside the vocabulary of %d", w[1], w[2], w[3])
+	case 4:
+		return fmt.Errorf("kv_write: position %d past the slot's capacity of %d", w[1], w[2])
+	case 5:
+		return fmt.Errorf("attention: position %d past the slot's capacity of %d", w[1], w[2])
+	case 6:
+		return errors.New("kv_write: the slot has no rows")
+	}
+	return fmt.Errorf("cuda: kernel error %d (%d, %d, %d)", w[0], w[1], w[2], w[3])
+}
+
+// Free releases a buffer from Alloc, Arena or Load.
+func (be *Backend) Free(b ops.Buffer) error {
+	if err := be.check(); err != nil {
+		return err
+	}
+	cb, err := be.buffer("buffer", b)
+	if err != nil {
+		return err
+	}
+	if !cb.owned || be.owned[cb.ptr] != cb {
+		return errors.New("cuda: free of a buffer that is not an allocation of this backend (a view, or freed already)")
+	}
+	delete(be.owned, cb.ptr)
+	return be.ctx.Free(cb.ptr)
+}
+
+// Close releases everything the backend holds: buffers, scratch, kernels,
+// cuBLAS, recordings and the device context. Closing twice does nothing.
+func (be *Backend) Close() error {
+	if be.closed {
+		return nil
+	}
+	be.closed = true
+	be.owned, be.scratch = nil, nil
+	return be.ctx.Close()
+}

@@ -1,0 +1,583 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cpu"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+	"github.com/reel-runtime/reel/ops/optest"
+)
+
+// newTestBackend opens a backend, skipping the test (with the driver's one
+// line) where CUDA cannot be used.
+func newTestBackend(t testing.TB, opts Options) *Backend {
+	t.Helper()
+	be, err := New(opts)
+	if err != nil {
+		if errors.Is(err, cu.ErrUnavailable) || errors.Is(err, cu.ErrNVRTCUnavailable) {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return be
+}
+
+// qwenOps are the Qwen4-Exp ops (ops/qwen*.go), which have no CUDA kernels yet.
+var qwenOps = map[string]bool{}
+
+func init() {
+	for _, op := range strings.Fields("split causal_conv gdn_prep gdn_gates gdn_scan gated_rmsnorm rmsnorm1p hc_expand hc_mix hc_inject reshape " +
+		"moe_route expert_matmul silu_glu moe_combine ple_hash ngram_embed ple_gate qsa_block_keys qsa_select qsa_attention gate_merge") {
+		qwenOps[op] = true
+	}
+}
+
+func TestNewWithoutDriver(t *testing.T) {
+	if _, err := cu.Load(); err == nil {
+		t.Skip("a CUDA driver is present")
+	}
+	_, err := New(Options{})
+	if err == nil || !errors.Is(err, cu.ErrUnavailable) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("New without a driver: %v, want cu.Load's one-line error", err)
+	}
+}
+
+// TestKernelTable needs no device: every op but Qwen4's has a binder.
+func TestKernelTable(t *testing.T) {
+	var missing []string
+	for _, d := range ops.All() {
+		if _, ok := binders[d.Op]; !ok && !qwenOps[d.Op] {
+			missing = append(missing, d.Op)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("ops without a CUDA kernel: %v", missing)
+	}
+	src, err := program()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range kernelNames {
+		if !strings.Contains(src, `extern "C" __global__ void `+n+"(") {
+			t.Errorf("kernel %s is not in the sources", n)
+		}
+	}
+}
+
+func TestSplitK(t *testing.T) {
+	for _, s := range [][2]int{{2560, 2560}, {4096, 2560}, {2560, 4096}, {7168, 2560}, {2560, 7168}, {131072, 2560}, {7, 33}, {300, 257}} {
+		splits, chunk := splitK(132, s[0], s[1])
+		if splits < 1 || chunk%256 != 0 || (splits-1)*chunk >= s[1] && s[1] > 0 || splits*chunk < s[1] {
+			t.Errorf("splitK(%d x %d) = %d splits of %d", s[0], s[1], splits, chunk)
+		}
+	}
+}
+
+// caseOps reports whether every op of a case has a CUDA kernel.
+func caseOps(be *Backend, c optest.Case) (string, bool) {
+	g, err := c.Graph()
+	if err != nil {
+		return err.Error(), false
+	}
+	for _, n := range g.Nodes {
+		if _, ok := be.Kernel(n.Op); !ok {
+			return n.Op, false
+		}
+	}
+	return "", true
+}
+
+// TestOpCases runs the golden table: every case against its float64
+// reference (plain, in place, unfused) and against the CPU backend.
+func TestOpCases(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	ref := cpu.New(0)
+	t.Logf("device %s, cuBLAS %v", be.Device(), be.HasBLAS())
+	for _, c := range optest.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if op, ok := caseOps(be, c); !ok {
+				t.Skipf("no CUDA kernel for %s", op)
+			}
+			optest.Check(t, be, c)
+			optest.Compare(t, ref, be, c)
+		})
+	}
+}
+
+// encode writes values as little-endian elements of dt.
+func encode(dt graph.DType, vals []float64) []byte {
+	out := make([]byte, len(vals)*dt.Size())
+	for i, v := range vals {
+		switch dt {
+		case graph.F32:
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(v)))
+		case graph.BF16:
+			binary.LittleEndian.PutUint16(out[2*i:], half.F32ToBF16(float32(v)))
+		case graph.F16:
+			binary.LittleEndian.PutUint16(out[2*i:], half.F32ToF16(float32(v)))
+		case graph.I32:
+			binary.LittleEndian.PutUint32(out[4*i:], uint32(int32(v)))
+		}
+	}
+	return out
+}
+
+func readF32(t testing.TB, be *Backend, b ops.Buffer) []float64 {
+	t.Helper()
+	raw := make([]byte, 4*b.Len())
+	if err := be.Read(b, raw); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, b.Len())
+	for i := range out {
+		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+	}
+	return out
+}
+
+// bound is a case's graph bound on a backend, each value in its own buffer.
+type bound struct {
+	c      optest.Case
+	g      *graph.Graph
+	bufs   []ops.Buffer
+	leaves []*graph.Value // by Inputs index
+}
+
+func bindCase(t testing.TB, be *Backend, c optest.Case) *bound {
+	t.Helper()
+	g, err := c.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bound{c: c, g: g, bufs: make([]ops.Buffer, len(g.Values)), leaves: make([]*graph.Value, len(c.Inputs))}
+	for i, in := range c.Inputs {
+		for _, v := range g.Values {
+			if v.Kind != graph.Temp && v.Name == in.Name {
+				b.leaves[i] = v
+			}
+		}
+		if in.Kind == graph.Weight {
+			buf, err := be.Load(in.DType, in.Len(), encode(in.DType, in.Data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.bufs[b.leaves[i].ID] = buf
+			continue
+		}
+		buf, err := be.Alloc(in.DType, in.Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.bufs[b.leaves[i].ID] = buf
+	}
+	for _, v := range g.Values {
+		if v.Kind == graph.Temp {
+			buf, err := be.Alloc(v.DType, v.Shape.Elems())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.bufs[v.ID] = buf
+		}
+	}
+	return b
+}
+
+// reset writes the case's data into its inputs and states, with the call
+// record at pos.
+func (b *bound) reset(t testing.TB, be *Backend, pos int) {
+	t.Helper()
+	for i, in := range b.c.Inputs {
+		if in.Kind == graph.Weight {
+			continue
+		}
+		data := append([]float64(nil), in.Data...)
+		if in.Name == ops.CallName {
+			data[ops.CallPos] = float64(pos)
+		}
+		if err := be.Write(b.bufs[b.leaves[i].ID], encode(in.DType, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (b *bound) setPos(t testing.TB, be *Backend, pos int) {
+	t.Helper()
+	for i, in := range b.c.Inputs {
+		if in.Name == ops.CallName {
+			data := append([]float64(nil), in.Data...)
+			data[ops.CallPos] = float64(pos)
+			if err := be.Write(b.bufs[b.leaves[i].ID], encode(graph.I32, data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func (b *bound) steps(t testing.TB, be *Backend) []ops.Step {
+	t.Helper()
+	order, err := b.g.Order()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []ops.Step
+	for _, n := range order {
+		st, err := ops.BindNode(be, n, b.bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// results reads the outputs, then the states.
+func (b *bound) results(t testing.TB, be *Backend) [][]float64 {
+	t.Helper()
+	if err := be.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]float64
+	for _, o := range b.g.Outputs {
+		out = append(out, readF32(t, be, b.bufs[o.ID]))
+	}
+	for i, in := range b.c.Inputs {
+		if in.Kind == graph.State {
+			out = append(out, readF32(t, be, b.bufs[b.leaves[i].ID]))
+		}
+	}
+	return out
+}
+
+func maxAbsDiff(a, b [][]float64) float64 {
+	m := 0.0
+	for i := range a {
+		for j := range a[i] {
+			d := math.Abs(a[i][j] - b[i][j])
+			if d != d {
+				return math.Inf(1)
+			}
+			m = max(m, d)
+		}
+	}
+	return m
+}
+
+func findCase(t testing.TB, prefix string) optest.Case {
+	for _, c := range optest.Cases() {
+		if strings.HasPrefix(c.Name, prefix) {
+			return c
+		}
+	}
+	t.Fatalf("no case %s", prefix)
+	return optest.Case{}
+}
+
+// TestRecordReplay records an attention block (bf16 projections, norm_rope,
+// KV writes, split attention, gate, slerp) once and replays it at several
+// positions, against eager runs of the same steps; then moves every input
+// and state to new buffers, updates the recording and checks it again.
+func TestRecordReplay(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	c := findCase(t, "block/attention/rows=1/pos=5/cap=8")
+	b := bindCase(t, be, c)
+	st := b.steps(t, be)
+
+	// The first position against the float64 reference.
+	b.reset(t, be, 5)
+	for _, s := range st {
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := b.results(t, be)
+	var in [][]float64
+	for _, x := range c.Inputs {
+		in = append(in, x.Data)
+	}
+	for i, w := range c.Ref(in) {
+		if e := optest.NMSE(first[i], w); !(e <= c.Tol) {
+			t.Errorf("eager result %d: NMSE %.3g against the reference", i, e)
+		}
+	}
+
+	positions := []int{5, 6, 7}
+	eager := func() [][][]float64 {
+		var out [][][]float64
+		b.reset(t, be, positions[0])
+		for _, p := range positions {
+			b.setPos(t, be, p)
+			for _, s := range st {
+				if err := s.Run(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out = append(out, b.results(t, be))
+		}
+		return out
+	}
+	want := eager()
+	rec, err := be.Record(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	replay := func(what string) {
+		b.reset(t, be, positions[0])
+		worst := 0.0
+		for i, p := range positions {
+			b.setPos(t, be, p)
+			if err := rec.Replay(); err != nil {
+				t.Fatal(err)
+			}
+			got := b.results(t, be)
+			d := maxAbsDiff(got, want[i])
+			worst = max(worst, d)
+			if d > 1e-6 {
+				t.Errorf("%s at position %d: max abs diff %g against eager", what, p, d)
+			}
+		}
+		t.Logf("%s (graph %v) over positions %v: max abs diff against eager %g", what, !rec.Eager(), positions, worst)
+	}
+	replay("replay")
+
+	// Move inputs, states and temporaries, rebind, update.
+	old := b.bufs
+	b.bufs = make([]ops.Buffer, len(old))
+	for _, v := range b.g.Values {
+		if v.Kind == graph.Weight {
+			b.bufs[v.ID] = old[v.ID]
+			continue
+		}
+		nb, err := be.Alloc(v.DType, old[v.ID].Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.bufs[v.ID] = nb
+	}
+	if err := rec.Update(b.steps(t, be)); err != nil {
+		t.Fatal(err)
+	}
+	replay("replay after update")
+	t.Logf("updates in place %d, re-instantiations %d", rec.Updates, rec.Reinstantiations)
+}
+
+// TestKernelErrorThenRecover checks that a reported error comes once and
+// the backend goes on.
+func TestKernelErrorThenRecover(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	c := findCase(t, "embed/error/id=300")
+	res, err := optest.Run(be, c, optest.Plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err == nil || !strings.Contains(res.Err.Error(), c.WantErr) {
+		t.Fatalf("error %v, want %q", res.Err, c.WantErr)
+	}
+	if err := be.Sync(); err != nil {
+		t.Fatalf("the error came twice: %v", err)
+	}
+	optest.Check(t, be, findCase(t, "matmul/bf16/3x65x129"))
+}
+
+// TestLeak opens, runs, records and closes backends in a loop; the device's
+// free memory must come back.
+func TestLeak(t *testing.T) {
+	lib, err := cu.Load()
+	if err != nil {
+		t.Skip(err)
+	}
+	ctx, err := lib.NewContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	free0, _, err := ctx.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := findCase(t, "block/attention/rows=4")
+	var frees []uint64
+	for i := 0; i < 4; i++ {
+		be, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := bindCase(t, be, c)
+		b.reset(t, be, 0)
+		rec, err := be.Record(b.steps(t, be))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Replay(); err != nil {
+			t.Fatal(err)
+		}
+		b.results(t, be)
+		if _, err := be.Alloc(graph.F32, 64<<20); err != nil { // left for Close to free
+			t.Fatal(err)
+		}
+		if err := be.Close(); err != nil {
+			t.Fatal(err)
+		}
+		free, _, err := ctx.MemInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		frees = append(frees, free)
+	}
+	t.Logf("free memory: baseline %d MiB, after each open/run/close %v MiB", free0>>20, mib(frees))
+	// The first round may leave the libraries' per-context state (cuBLAS,
+	// the runtime); later rounds must not lose more.
+	const slack = 8 << 20
+	if frees[0]+(256<<20) < free0 {
+		t.Errorf("after the first round free memory is %d MiB below the baseline", (free0-frees[0])>>20)
+	}
+	for i, f := range frees[1:] {
+		if f+slack < frees[0] {
+			t.Errorf("after round %d free memory is %d MiB below the first round's", i+1, (frees[0]-f)>>20)
+		}
+	}
+}
+
+func mib(xs []uint64) []uint64 {
+	out := make([]uint64, len(xs))
+	for i, x := range xs {
+		out[i] = x >> 20
+	}
+	return out
+}
+
+// copyBound is the H200's measured device copy bandwidth (read + write) that
+// DESIGN.md compares against.
+const copyBound = 4.24e12
+
+// BenchmarkGEMV measures the bf16 matvec at one row on Dory's shapes: GB/s
+// of weights and activations moved, and the share of the copy bound. Each
+// shape cycles through enough weight copies to defeat the L2 cache, all
+// replayed as one CUDA graph.
+func BenchmarkGEMV(b *testing.B) {
+	be := newTestBackend(b, Options{})
+	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
+		b.Logf("%s: measured copy bandwidth %.0f GB/s (read + write)", be.Device(), bw/1e9)
+	}
+	for _, s := range []struct {
+		name string
+		n, k int
+	}{
+		{"2560x2560", 2560, 2560}, {"q_g_4096x2560", 4096, 2560}, {"o_2560x4096", 2560, 4096},
+		{"gate_up_7168x2560", 7168, 2560}, {"down_2560x7168", 2560, 7168}, {"lm_head_131072x2560", 131072, 2560},
+	} {
+		b.Run(s.name, func(b *testing.B) { benchGEMV(b, be, s.n, s.k, false) })
+		if be.HasBLAS() {
+			b.Run("cublas_"+s.name, func(b *testing.B) { benchGEMV(b, be, s.n, s.k, true) })
+		}
+	}
+}
+
+// benchGEMV times the matvec kernel, or with blas cuBLAS's bf16 GEMM at one
+// row (activations already bf16) for comparison.
+func benchGEMV(b *testing.B, be *Backend, n, k int, blas bool) {
+	gb := graph.NewBuilder("gemv")
+	xv := gb.Input("x", graph.F32, 1, k)
+	wv := gb.Weight("w", graph.BF16, n, k)
+	gb.Output(ops.MatMul(gb, xv, wv))
+	g, err := gb.Graph()
+	if err != nil {
+		b.Fatal(err)
+	}
+	wBytes := 2 * n * k
+	copies := max(1, min(32, (512<<20)/wBytes))
+	launches := max(copies, 8)
+	host := make([]byte, wBytes)
+	for i := range host {
+		host[i] = byte(i*7+i>>9) & 0x3f // small finite bf16 values
+	}
+	x, _ := be.Alloc(graph.F32, k)
+	y, _ := be.Alloc(graph.F32, n)
+	var st []ops.Step
+	var ws []ops.Buffer
+	for i := 0; i < copies; i++ {
+		w, err := be.Alloc(graph.BF16, n*k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := be.Write(w, host); err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	for i := 0; i < launches; i++ {
+		if blas {
+			xp, wp, yp := x.(*Buffer).ptr, ws[i%copies].(*Buffer).ptr, y.(*Buffer).ptr
+			st = append(st, ops.StepFunc(func() error {
+				return be.blas.MatMulRowMajor(1, n, k, xp, k, cu.BF16, wp, k, cu.BF16, yp, n, cu.F32)
+			}))
+			continue
+		}
+		bufs := make([]ops.Buffer, len(g.Values))
+		bufs[xv.ID], bufs[wv.ID], bufs[g.Outputs[0].ID] = x, ws[i%copies], y
+		s, err := ops.BindNode(be, g.Nodes[0], bufs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st = append(st, s)
+	}
+	rec, err := be.Record(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close()
+	if err := rec.Replay(); err != nil {
+		b.Fatal(err)
+	}
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	start, _ := be.ctx.NewEvent()
+	end, _ := be.ctx.NewEvent()
+	b.ResetTimer()
+	be.ctx.Stream().Record(start)
+	for i := 0; i < b.N; i++ {
+		if err := rec.Replay(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	be.ctx.Stream().Record(end)
+	if err := end.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	dt, err := cu.ElapsedTime(start, end)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bytes := float64(b.N*launches) * float64(wBytes+4*k+4*n)
+	gbps := bytes / dt.Seconds() / 1e9
+	per := dt / time.Duration(b.N*launches)
+	splits, chunk := splitK(be.kernels.sms, n, k)
+	b.ReportMetric(gbps, "GB/s")
+	b.ReportMetric(100*gbps*1e9/copyBound, "%copy")
+	b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/launch")
+	what := "matvec"
+	if blas {
+		what = "cuBLAS"
+	}
+	b.Logf("%s bf16 %dx%d: %.0f GB/s, %.1f%% of %.2f TB/s, %v per matvec (split-K %d x %d)", what, n, k, gbps, 100*gbps*1e9/copyBound, copyBound/1e12, per, splits, chunk)
+	for _, w := range ws {
+		be.Free(w)
+	}
+	be.Free(x)
+	be.Free(y)
+}

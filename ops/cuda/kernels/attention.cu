@@ -1,0 +1,100 @@
+// Attention over KV slots, flash-decoding style: attn_part computes, for one
+// (row, kv head, key chunk), the scores of the group's query heads against
+// the chunk's keys, their maximum, the sum of exponentials and the weighted
+// sum of values; attn_finish merges the chunks of each (row, head). The
+// grid is sized at bind time for the slot's capacity (or window); the key
+// range of each row comes from the call record, so one launch shape serves
+// every position.
+
+// attn_part: grid (rows, kv heads, chunks), dynamic shared memory
+// (G*d + G*chunk) floats. Partials: m, l [rows][heads][S], acc [rows][heads][S][d].
+extern "C" __global__ void attn_part(const float* q, const float* k, const float* v, const int* call, int* err, float* pm,
+                                     float* pl, float* pacc, int rows, int heads, int kvh, int d, int cap, int window,
+                                     int ring, float scale, int chunk) {
+	extern __shared__ float sh[];
+	int t = blockIdx.x, kh = blockIdx.y, s = blockIdx.z, S = gridDim.z;
+	int G = heads / kvh;
+	float* qs = sh;
+	float* sc = sh + G * d;
+	int pos, used;
+	if (!read_call(call, rows, err, &pos, &used)) return;
+	if ((!ring || window == 0) && pos + used > cap) {
+		if (t == 0 && kh == 0 && s == 0) report(err, ERR_ATTN_CAPACITY, pos + used - 1, cap, 0);
+		return;
+	}
+	if (t >= used) return;
+	int p = pos + t;
+	int lo = window > 0 ? max(0, p - window + 1) : 0;
+	int j0 = lo + s * chunk, j1 = min(p + 1, j0 + chunk);
+	int n = j1 - j0;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	long long kw = (long long)kvh * d;
+	const float* qrow = q + (long long)t * heads * d + (long long)kh * G * d;
+	for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
+	__syncthreads();
+	for (int jj = warp; jj < n; jj += nw) {
+		long long row = j0 + jj;
+		if (ring) row %= cap;
+		const float* kr = k + row * kw + kh * d;
+		for (int g = 0; g < G; g++) {
+			float a = 0.f;
+			for (int i = lane; i < d; i += 32) a += qs[g * d + i] * kr[i];
+			a = warp_sum(a);
+			if (lane == 0) sc[g * chunk + jj] = scale * a;
+		}
+	}
+	__syncthreads();
+	for (int g = warp; g < G; g += nw) {
+		long long idx = ((long long)t * heads + kh * G + g) * S + s;
+		float m = NEG_INF;
+		for (int jj = lane; jj < n; jj += 32) m = fmaxf(m, sc[g * chunk + jj]);
+		m = warp_max(m);
+		float l = 0.f;
+		for (int jj = lane; jj < n; jj += 32) {
+			float e = expf(sc[g * chunk + jj] - m);
+			sc[g * chunk + jj] = e;
+			l += e;
+		}
+		l = warp_sum(l);
+		if (lane == 0) pm[idx] = m, pl[idx] = l;
+	}
+	__syncthreads();
+	for (int x = threadIdx.x; x < G * d; x += blockDim.x) {
+		int g = x / d, i = x % d;
+		float a = 0.f;
+		for (int jj = 0; jj < n; jj++) {
+			long long row = j0 + jj;
+			if (ring) row %= cap;
+			a += sc[g * chunk + jj] * v[row * kw + kh * d + i];
+		}
+		pacc[(((long long)t * heads + kh * G + g) * S + s) * d + i] = a;
+	}
+}
+
+// attn_finish: grid (rows, heads); merges the S chunks of each head; rows
+// past the call's rows get zeros.
+extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
+                                       int heads, int d, int S) {
+	int t = blockIdx.x, h = blockIdx.y;
+	int pos = call[CALL_POS], used = call[CALL_ROWS];
+	if (pos < 0 || used < 0 || used > rows) return; // reported by attn_part
+	if (used == 0) used = rows;
+	float* out = y + ((long long)t * heads + h) * d;
+	if (t >= used) {
+		for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = 0.f;
+		return;
+	}
+	long long base = ((long long)t * heads + h) * S;
+	float M = NEG_INF;
+	for (int s = 0; s < S; s++)
+		if (pl[base + s] > 0.f) M = fmaxf(M, pm[base + s]);
+	float L = 0.f;
+	for (int s = 0; s < S; s++)
+		if (pl[base + s] > 0.f) L += pl[base + s] * expf(pm[base + s] - M);
+	for (int i = threadIdx.x; i < d; i += blockDim.x) {
+		float a = 0.f;
+		for (int s = 0; s < S; s++)
+			if (pl[base + s] > 0.f) a += pacc[(base + s) * d + i] * expf(pm[base + s] - M);
+		out[i] = a / L;
+	}
+}

@@ -1,0 +1,112 @@
+// Shared definitions of Reel's CUDA kernels. The Go side concatenates this
+// file and every kernels/*.cu into one NVRTC program; no CUDA header is used.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+// Element types of weights, as the Go side passes them (wtype arguments).
+#define WT_F32 0
+#define WT_BF16 1
+#define WT_F16 2
+
+// Call record words (ops.CallPos, ops.CallRows).
+#define CALL_POS 0
+#define CALL_ROWS 1
+
+// Error codes a kernel reports through the backend's error record; the Go
+// side (errors.go) turns them into messages.
+#define ERR_CALL_POS 1      // a = pos
+#define ERR_CALL_ROWS 2     // a = rows asked, b = plan rows
+#define ERR_EMBED_ID 3      // a = row, b = id, c = vocab
+#define ERR_KV_CAPACITY 4   // a = last position, b = capacity
+#define ERR_ATTN_CAPACITY 5 // a = last position, b = capacity
+#define ERR_SLOT_EMPTY 6    // the slot has no rows
+
+__device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+	float f;
+	asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+	return f;
+}
+
+// f32_to_bf16 rounds to nearest even; NaN stays NaN.
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+	u32 u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (u16)(u >> 16);
+}
+
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+	u16 h;
+	asm("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+	return h;
+}
+
+// load_w reads element i of a weight of type wt as f32.
+__device__ __forceinline__ float load_w(const void* w, int wt, long long i) {
+	if (wt == WT_BF16) return bf16_to_f32(((const u16*)w)[i]);
+	if (wt == WT_F16) return f16_to_f32(((const u16*)w)[i]);
+	return ((const float*)w)[i];
+}
+
+// report records the first error of a run: code and up to three values.
+__device__ __forceinline__ void report(int* err, int code, int a, int b, int c) {
+	if (atomicCAS(err, 0, code) == 0) {
+		err[1] = a;
+		err[2] = b;
+		err[3] = c;
+	}
+}
+
+// read_call reads the call record: the position of row 0 and the rows the
+// run computes (0 means all rows of the plan). It returns false, after
+// reporting, when the record is out of range.
+__device__ __forceinline__ bool read_call(const int* call, int rows, int* err, int* pos, int* used) {
+	int p = call[CALL_POS], u = call[CALL_ROWS];
+	if (p < 0) {
+		report(err, ERR_CALL_POS, p, 0, 0);
+		return false;
+	}
+	if (u < 0 || u > rows) {
+		report(err, ERR_CALL_ROWS, u, rows, 0);
+		return false;
+	}
+	*pos = p;
+	*used = u == 0 ? rows : u;
+	return true;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// block_sum_d sums v over the block (blockDim.x a multiple of 32, at most
+// 1024); every thread gets the total. scratch holds 32 doubles.
+__device__ double block_sum_d(double v, double* scratch) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	v = warp_sum_d(v);
+	__syncthreads();
+	if (lane == 0) scratch[w] = v;
+	__syncthreads();
+	double t = 0;
+	for (int i = 0; i < nw; i++) t += scratch[i];
+	return t;
+}
+
+__device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x)); }
+
+#define NEG_INF __int_as_float(0xff800000u)

@@ -1,0 +1,147 @@
+// Elementwise kernels: binary and unary ops, the fused elementwise chain,
+// swiglu, embedding gather, argmax, KV row writes and the f32 -> 16-bit
+// conversion that feeds cuBLAS. Loops are grid-stride over 64-bit indices.
+
+#define GRID_STRIDE(i, n) \
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+#define OP_ADD 0
+#define OP_SUB 1
+#define OP_MUL 2
+#define OP_SIGMOID 3
+#define OP_SILU 4
+#define OP_SCALE 5
+
+__device__ __forceinline__ float apply_op(int op, float a, float b, float factor) {
+	switch (op) {
+	case OP_ADD: return a + b;
+	case OP_SUB: return a - b;
+	case OP_MUL: return a * b;
+	case OP_SIGMOID: return (float)sigmoid_d((double)a);
+	case OP_SILU: return (float)silu_d((double)a);
+	default: return factor * a;
+	}
+}
+
+// binary: y[i] = a[i] op b[i mod nb].
+extern "C" __global__ void binary(int op, const float* a, const float* b, float* y, long long n, long long nb) {
+	GRID_STRIDE(i, n) { y[i] = apply_op(op, a[i], b[i % nb], 0.f); }
+}
+
+// unary: y[i] = op(x[i]) (scale multiplies by factor).
+extern "C" __global__ void unary(int op, const float* x, float* y, long long n, float factor) {
+	GRID_STRIDE(i, n) { y[i] = apply_op(op, x[i], 0.f, factor); }
+}
+
+#define CHAIN_MAX 16
+
+// chain evaluates an elementwise_chain: steps holds (op, arg0, arg1) per step,
+// an argument >= 0 naming input ins[arg] (broadcast by lens[arg]) and -1-s
+// naming step s's result; the last step's result is y.
+extern "C" __global__ void chain(const int* steps, const float* factors, int nsteps, const unsigned long long* ins,
+                                 const long long* lens, float* y, long long n) {
+	GRID_STRIDE(i, n) {
+		float res[CHAIN_MAX];
+		for (int s = 0; s < nsteps; s++) {
+			float v[2] = {0.f, 0.f};
+			int op = steps[3 * s], nargs = op <= OP_MUL ? 2 : 1;
+			for (int j = 0; j < nargs; j++) {
+				int a = steps[3 * s + 1 + j];
+				v[j] = a >= 0 ? ((const float*)ins[a])[i % lens[a]] : res[-1 - a];
+			}
+			res[s] = apply_op(op, v[0], v[1], factors[s]);
+		}
+		y[i] = res[nsteps - 1];
+	}
+}
+
+// swiglu: y = silu(g * sg) * (u * su), the scales broadcast over rows of f.
+extern "C" __global__ void swiglu(const float* g, const float* u, const float* sg, const float* su, float* y, long long n, int f) {
+	GRID_STRIDE(i, n) {
+		int c = (int)(i % f);
+		y[i] = (float)silu_d((double)(g[i] * sg[c])) * (u[i] * su[c]);
+	}
+}
+
+// embed gathers table rows as f32; an id outside [0, vocab) is reported.
+extern "C" __global__ void embed(const void* table, int wt, const int* ids, float* y, int rows, int h, int vocab, int* err) {
+	GRID_STRIDE(i, (long long)rows * h) {
+		int t = (int)(i / h), c = (int)(i % h);
+		int id = ids[t];
+		if (id < 0 || id >= vocab) {
+			if (c == 0) report(err, ERR_EMBED_ID, t, id, vocab);
+			continue;
+		}
+		y[i] = load_w(table, wt, (long long)id * h + c);
+	}
+}
+
+// argmax: one block per row; NaNs are skipped, ties go to the lowest index,
+// a row of NaNs gives -1.
+extern "C" __global__ void argmax(const float* x, int* y, int n) {
+	__shared__ float bv[32];
+	__shared__ int bi[32];
+	const float* r = x + (long long)blockIdx.x * n;
+	float best = 0.f;
+	int at = -1;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		float v = r[i];
+		if (v != v) continue;
+		if (at < 0 || v > best) best = v, at = i;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, best, o);
+		int oi = __shfl_xor_sync(0xffffffffu, at, o);
+		if (oi >= 0 && (at < 0 || ov > best || (ov == best && oi < at))) best = ov, at = oi;
+	}
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	if (lane == 0) bv[w] = best, bi[w] = at;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int k = 1; k < (int)(blockDim.x >> 5); k++) {
+			float ov = bv[k];
+			int oi = bi[k];
+			if (oi >= 0 && (at < 0 || ov > best || (ov == best && oi < at))) best = ov, at = oi;
+		}
+		y[blockIdx.x] = at;
+	}
+}
+
+// kv_check checks a write of the call's rows into a slot; false when the
+// write must not happen (reported, or nothing to do).
+__device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used) {
+	if (!read_call(call, rows, err, pos, used)) return false;
+	if (cap <= 0) {
+		report(err, ERR_SLOT_EMPTY, 0, 0, 0);
+		return false;
+	}
+	if (!ring && *pos + *used - 1 >= cap) {
+		report(err, ERR_KV_CAPACITY, *pos + *used - 1, cap, 0);
+		return false;
+	}
+	return true;
+}
+
+// kv_row gives the slot row that row r writes, or -1 when it writes none: a
+// padding row, or a ring row that a later row of the chunk overwrites.
+__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring) {
+	if (r >= used || (ring && r < used - cap)) return -1;
+	long long p = (long long)pos + r;
+	return ring ? p % cap : p;
+}
+
+// kv_write: one block per row of the chunk.
+extern "C" __global__ void kv_write(const float* rows, float* slot, const int* call, int* err, int t, int w, int cap, int ring) {
+	int pos, used;
+	if (!kv_check(call, t, cap, ring, err, &pos, &used)) return;
+	long long p = kv_row(blockIdx.x, pos, used, cap, ring);
+	if (p < 0) return;
+	const float* src = rows + (long long)blockIdx.x * w;
+	float* dst = slot + p * w;
+	for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = src[i];
+}
+
+// to_half rounds f32 activations to bf16 (wt 1) or f16 (wt 2).
+extern "C" __global__ void to_half(const float* x, u16* y, long long n, int wt) {
+	GRID_STRIDE(i, n) { y[i] = wt == WT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]); }
+}

@@ -1,0 +1,151 @@
+package cuda
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// sources are the kernels' CUDA C: common.cuh first, then every .cu file in
+// name order, compiled as one NVRTC program.
+//
+//go:embed kernels/common.cuh kernels/*.cu
+var sources embed.FS
+
+// kernelNames are the kernels the Go side launches.
+var kernelNames = []string{
+	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half",
+	"norm_rows", "rowfuse", "rope",
+	"attn_part", "attn_finish",
+	"matvec_f32", "matvec_bf16", "matvec_f16", "matmul_tiled",
+}
+
+// kernelSet is the loaded module's kernels, by name.
+type kernelSet struct {
+	fn  map[string]*cu.Function
+	sms int
+}
+
+// program is the concatenated source.
+func program() (string, error) {
+	var sb strings.Builder
+	common, err := sources.ReadFile("kernels/common.cuh")
+	if err != nil {
+		return "", err
+	}
+	sb.Write(common)
+	ents, err := sources.ReadDir("kernels")
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".cu") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, err := sources.ReadFile("kernels/" + n)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&sb, "\n// ---- %s ----\n", n)
+		sb.Write(b)
+	}
+	return sb.String(), nil
+}
+
+// loadKernels compiles (or reads from the cache) and loads the kernels.
+func loadKernels(ctx *cu.Context, cacheDir string) (*kernelSet, error) {
+	nv, err := ctx.Lib().NVRTC()
+	if err != nil {
+		return nil, err
+	}
+	src, err := program()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: kernel sources: %w", err)
+	}
+	c, err := nv.CompileCached(cacheDir, src, "reel_kernels.cu", []string{"-DREEL_KERNELS=1"}, ctx.Arch())
+	if err != nil {
+		return nil, fmt.Errorf("cuda: compile kernels: %w", err)
+	}
+	m, err := ctx.LoadModule(c.Image)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load kernels: %w", err)
+	}
+	ks := &kernelSet{fn: map[string]*cu.Function{}, sms: ctx.SMCount()}
+	for _, n := range kernelNames {
+		f, err := m.Function(n)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+		}
+		ks.fn[n] = f
+	}
+	return ks, nil
+}
+
+// launch is one bound kernel launch.
+type launch struct {
+	fn          *cu.Function
+	grid, block [3]uint32
+	shared      uint32
+	args        []any
+}
+
+// run enqueues the launch on the backend's stream.
+func (l *launch) run(ctx *cu.Context) error {
+	return ctx.Launch(l.fn, l.grid, l.block, l.shared, l.args...)
+}
+
+// steps is a bound node's work in order: launches, copies, cuBLAS calls.
+type steps struct {
+	be   *Backend
+	work []func() error
+}
+
+// Run enqueues every piece of the node's work.
+func (s *steps) Run() error {
+	if err := s.be.check(); err != nil {
+		return err
+	}
+	for _, w := range s.work {
+		if err := w(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add appends a launch of kernel name.
+func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...any) {
+	l := &launch{fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args}
+	ctx := s.be.ctx
+	s.work = append(s.work, func() error { return l.run(ctx) })
+}
+
+// copyBytes appends a device-to-device copy.
+func (s *steps) copyBytes(dst, src cu.DevicePtr, bytes int) {
+	if bytes <= 0 {
+		return
+	}
+	ctx := s.be.ctx
+	s.work = append(s.work, func() error { return ctx.DtoDAsync(dst, src, uint64(bytes)) })
+}
+
+// grid1 is a 1-D grid-stride launch shape for n elements.
+func grid1(n int64) (grid, block [3]uint32) {
+	const threads = 256
+	b := (n + threads - 1) / threads
+	b = max(1, min(b, 65535))
+	return [3]uint32{uint32(b), 1, 1}, [3]uint32{threads, 1, 1}
+}
+
+// threadsFor picks a block size (a multiple of 32, 32..maxT) for n items.
+func threadsFor(n, maxT int) uint32 {
+	t := (n + 31) / 32 * 32
+	return uint32(max(32, min(t, maxT)))
+}

@@ -1,0 +1,629 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// binder binds one op: it checks the node's buffers, does the work that does
+// not depend on the data (launch shapes, tables, scratch) and returns the
+// step that enqueues the op.
+type binder func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
+
+// binders is every op this backend runs, by op name; built once, never changed.
+var binders = map[string]binder{
+	"embed":             bindEmbed,
+	"matmul":            bindMatMul,
+	"grouped_matmul":    bindMatMul,
+	"add":               bindBinary(0),
+	"sub":               bindBinary(1),
+	"mul":               bindBinary(2),
+	"sigmoid":           bindUnary(3),
+	"silu":              bindUnary(4),
+	"scale":             bindUnary(5),
+	"l2norm":            bindNorm(false),
+	"rmsnorm":           bindNorm(true),
+	"rope":              bindRope,
+	"norm_rope":         bindRope,
+	"norm_rope_kv":      bindRope,
+	"kv_write":          bindKVWrite,
+	"attention":         bindAttention,
+	"slice_rows":        bindSliceRows,
+	"argmax":            bindArgmax,
+	"store":             bindStore,
+	"slerp":             bindRowFuse(0),
+	"mix":               bindRowFuse(1),
+	"gated_norm":        bindRowFuse(2),
+	"swiglu":            bindSwiGLU,
+	"matmul_swiglu":     bindMatMulSwiGLU,
+	"elementwise_chain": bindChain,
+}
+
+// Kernel gives the kernel of an op, or false when this backend has none.
+func (be *Backend) Kernel(op string) (ops.Kernel, bool) {
+	f, ok := binders[op]
+	if !ok {
+		return nil, false
+	}
+	return ops.KernelFunc(func(n *graph.Node, in, out []ops.Buffer) (ops.Step, error) {
+		if err := be.check(); err != nil {
+			return nil, err
+		}
+		ib, err := be.buffers("input", in)
+		if err != nil {
+			return nil, err
+		}
+		ob, err := be.buffers("output", out)
+		if err != nil {
+			return nil, err
+		}
+		if len(ib) != len(n.Inputs) || len(ob) != len(n.Outputs) {
+			return nil, fmt.Errorf("%d inputs and %d outputs bound for %d and %d", len(ib), len(ob), len(n.Inputs), len(n.Outputs))
+		}
+		for i, v := range n.Inputs {
+			if err := ops.CheckBinding(v, ib[i]); err != nil {
+				return nil, fmt.Errorf("input %d: %w", i, err)
+			}
+		}
+		for i, v := range n.Outputs {
+			if err := ops.CheckBinding(v, ob[i]); err != nil {
+				return nil, fmt.Errorf("output %d: %w", i, err)
+			}
+		}
+		return f(be, n, ib, ob)
+	}), true
+}
+
+// Ops lists the ops this backend has kernels for.
+func Ops() []string {
+	out := make([]string, 0, len(binders))
+	for k := range binders {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (be *Backend) buffers(what string, bs []ops.Buffer) ([]*Buffer, error) {
+	out := make([]*Buffer, len(bs))
+	for i, b := range bs {
+		cb, err := be.buffer(fmt.Sprintf("%s %d", what, i), b)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = cb
+	}
+	return out, nil
+}
+
+// f32 checks that b holds f32 elements as f32 (not a converted weight).
+func f32(what string, b *Buffer) error {
+	if b.dt != graph.F32 || b.store != graph.F32 {
+		return fmt.Errorf("%s is a %s buffer (stored %s), want f32", what, b.dt, b.store)
+	}
+	return nil
+}
+
+func f32All(names []string, bs []*Buffer) error {
+	for i, b := range bs {
+		if err := f32(names[i], b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (be *Backend) newSteps() *steps { return &steps{be: be} }
+
+// wtype is the kernels' code of a weight's stored type.
+func wtype(b *Buffer) (int32, error) {
+	switch b.store {
+	case graph.F32:
+		return 0, nil
+	case graph.BF16:
+		return 1, nil
+	case graph.F16:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("weight stored as %s: want f32, bf16 or f16", b.store)
+}
+
+func attrsOf[T any](n *graph.Node) (T, error) {
+	switch v := n.Attrs.(type) {
+	case T:
+		return v, nil
+	case *T:
+		if v != nil {
+			return *v, nil
+		}
+	}
+	var zero T
+	return zero, fmt.Errorf("%s: attributes are %T, want %T", n.Op, n.Attrs, zero)
+}
+
+func bindEmbed(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	table, ids, y := in[0], in[1], out[0]
+	tv := n.Inputs[0]
+	wt, err := wtype(table)
+	if err != nil {
+		return nil, err
+	}
+	if ids.dt != graph.I32 {
+		return nil, fmt.Errorf("ids are %s, want i32", ids.dt)
+	}
+	if err := f32("output", y); err != nil {
+		return nil, err
+	}
+	vocab, h, rows := tv.Shape[0], tv.Shape[1], ids.n
+	if y.n != rows*h || table.n != vocab*h {
+		return nil, fmt.Errorf("embed: table of %d, %d ids, output of %d elements", table.n, rows, y.n)
+	}
+	s := be.newSteps()
+	if rows*h == 0 {
+		return s, nil
+	}
+	g, b := grid1(int64(rows * h))
+	s.add("embed", g, b, 0, table.ptr, wt, ids.ptr, y.ptr, int32(rows), int32(h), int32(vocab), be.errRec)
+	return s, nil
+}
+
+func bindBinary(op int32) binder {
+	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+		if err := f32All([]string{"a", "b", "output"}, []*Buffer{in[0], in[1], out[0]}); err != nil {
+			return nil, err
+		}
+		a, b, y := in[0], in[1], out[0]
+		if y.n != a.n || (b.n == 0) != (a.n == 0) || (b.n > 0 && a.n%b.n != 0) {
+			return nil, fmt.Errorf("a of %d elements, b of %d, output of %d do not broadcast", a.n, b.n, y.n)
+		}
+		s := be.newSteps()
+		if a.n == 0 {
+			return s, nil
+		}
+		g, bl := grid1(int64(a.n))
+		s.add("binary", g, bl, 0, op, a.ptr, b.ptr, y.ptr, int64(a.n), int64(b.n))
+		return s, nil
+	}
+}
+
+func bindUnary(op int32) binder {
+	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+		var factor float32
+		if op == 5 {
+			at, err := attrsOf[ops.ScaleAttrs](n)
+			if err != nil {
+				return nil, err
+			}
+			factor = at.Factor
+		}
+		x, y := in[0], out[0]
+		if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+			return nil, err
+		}
+		if y.n != x.n {
+			return nil, fmt.Errorf("x of %d elements, output of %d", x.n, y.n)
+		}
+		s := be.newSteps()
+		if x.n == 0 {
+			return s, nil
+		}
+		g, b := grid1(int64(x.n))
+		s.add("unary", g, b, 0, op, x.ptr, y.ptr, int64(x.n), factor)
+		return s, nil
+	}
+}
+
+// chainOps are the kernels' codes of the elementwise ops (elementwise.cu).
+var chainOps = map[string]int32{"add": 0, "sub": 1, "mul": 2, "sigmoid": 3, "silu": 4, "scale": 5}
+
+// chainMax is CHAIN_MAX in elementwise.cu.
+const chainMax = 16
+
+func bindChain(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := attrsOf[ops.ChainAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ops.ChainShapes(at, n.Inputs); err != nil {
+		return nil, err
+	}
+	if len(at.Steps) > chainMax {
+		return nil, fmt.Errorf("elementwise_chain of %d steps: this backend runs at most %d", len(at.Steps), chainMax)
+	}
+	y := out[0]
+	if err := f32("output", y); err != nil {
+		return nil, err
+	}
+	table := make([]byte, 0, 4*3*len(at.Steps))
+	factors := make([]byte, 0, 4*len(at.Steps))
+	for _, st := range at.Steps {
+		code, ok := chainOps[st.Op]
+		if !ok {
+			return nil, fmt.Errorf("elementwise_chain: op %q", st.Op)
+		}
+		args := [2]int32{}
+		for j, a := range st.Args {
+			args[j] = int32(a)
+		}
+		table = binary.LittleEndian.AppendUint32(table, uint32(code))
+		table = binary.LittleEndian.AppendUint32(table, uint32(args[0]))
+		table = binary.LittleEndian.AppendUint32(table, uint32(args[1]))
+		factors = binary.LittleEndian.AppendUint32(factors, math.Float32bits(st.Factor))
+	}
+	var ptrs, lens []byte
+	for i, b := range in {
+		if err := f32(fmt.Sprintf("input %d", i), b); err != nil {
+			return nil, err
+		}
+		if (b.n == 0) != (y.n == 0) || (b.n > 0 && y.n%b.n != 0) {
+			return nil, fmt.Errorf("input %d of %d elements does not broadcast to %d", i, b.n, y.n)
+		}
+		ptrs = binary.LittleEndian.AppendUint64(ptrs, uint64(b.ptr))
+		lens = binary.LittleEndian.AppendUint64(lens, uint64(max(b.n, 1)))
+	}
+	s := be.newSteps()
+	if y.n == 0 {
+		return s, nil
+	}
+	var dev [4]cu.DevicePtr
+	for i, d := range [][]byte{table, factors, ptrs, lens} {
+		if dev[i], err = be.upload(d); err != nil {
+			return nil, err
+		}
+	}
+	g, b := grid1(int64(y.n))
+	s.add("chain", g, b, 0, dev[0], dev[1], int32(len(at.Steps)), dev[2], dev[3], y.ptr, int64(y.n))
+	return s, nil
+}
+
+func bindSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	if err := f32All([]string{"g", "u", "sg", "su", "output"}, []*Buffer{in[0], in[1], in[2], in[3], out[0]}); err != nil {
+		return nil, err
+	}
+	return be.swiglu(in[0], in[1], in[2], in[3], out[0], be.newSteps())
+}
+
+func (be *Backend) swiglu(g, u, sg, su, y *Buffer, s *steps) (*steps, error) {
+	f := sg.n
+	if f == 0 || su.n != f || g.n%f != 0 || u.n != g.n || y.n != g.n {
+		return nil, fmt.Errorf("g %d, u %d, scales %d and %d, output %d elements do not fit", g.n, u.n, sg.n, su.n, y.n)
+	}
+	gr, b := grid1(int64(g.n))
+	s.add("swiglu", gr, b, 0, g.ptr, u.ptr, sg.ptr, su.ptr, y.ptr, int64(g.n), int32(f))
+	return s, nil
+}
+
+func bindNorm(rms bool) binder {
+	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+		at, err := attrsOf[ops.NormAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		x, y := in[0], out[0]
+		if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+			return nil, err
+		}
+		last := n.Inputs[0].Shape.Last()
+		g := at.Group
+		if g == 0 {
+			g = last
+		}
+		if g <= 0 || last%g != 0 || x.n%g != 0 || y.n != x.n {
+			return nil, fmt.Errorf("group %d does not divide rows of %d (x %d, output %d elements)", at.Group, last, x.n, y.n)
+		}
+		var w cu.DevicePtr
+		if rms {
+			if err := f32("w", in[1]); err != nil {
+				return nil, err
+			}
+			if in[1].n != g {
+				return nil, fmt.Errorf("w has %d elements, want the group's %d", in[1].n, g)
+			}
+			w = in[1].ptr
+		}
+		s := be.newSteps()
+		if x.n == 0 {
+			return s, nil
+		}
+		r := int32(0)
+		if rms {
+			r = 1
+		}
+		s.add("norm_rows", [3]uint32{uint32(x.n / g), 1, 1}, [3]uint32{threadsFor(g, 256), 1, 1}, 0, x.ptr, w, y.ptr, int32(g), at.Eps, r)
+		return s, nil
+	}
+}
+
+func bindRowFuse(kind int32) binder {
+	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+		at, err := attrsOf[ops.EpsAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		y := out[0]
+		if err := f32("output", y); err != nil {
+			return nil, err
+		}
+		w := n.Outputs[0].Shape.Last()
+		if w <= 0 || y.n%w != 0 {
+			return nil, fmt.Errorf("output of %d elements in rows of %d", y.n, w)
+		}
+		nRows := 2
+		for i, b := range in {
+			if err := f32(fmt.Sprintf("input %d", i), b); err != nil {
+				return nil, err
+			}
+			want := y.n
+			if i >= nRows {
+				want = w
+			}
+			if b.n != want {
+				return nil, fmt.Errorf("input %d has %d elements, want %d", i, b.n, want)
+			}
+		}
+		var v cu.DevicePtr
+		if len(in) > 2 {
+			v = in[2].ptr
+		}
+		s := be.newSteps()
+		if y.n == 0 {
+			return s, nil
+		}
+		s.add("rowfuse", [3]uint32{uint32(y.n / w), 1, 1}, [3]uint32{threadsFor(w, 256), 1, 1}, 0,
+			kind, in[0].ptr, in[1].ptr, v, y.ptr, int32(w), at.Eps)
+		return s, nil
+	}
+}
+
+func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	var (
+		rope     ops.RopeAttrs
+		norm     bool
+		eps      float32
+		slot     *Buffer
+		scale    *Buffer
+		ring     bool
+		optScale int
+	)
+	switch n.Op {
+	case "rope":
+		at, err := attrsOf[ops.RopeAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		rope = at
+	case "norm_rope":
+		at, err := attrsOf[ops.NormRopeAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		rope, norm, eps, optScale = at.Rope, true, at.Eps, 2
+	default: // norm_rope_kv: x, call, slot[, scale]
+		at, err := attrsOf[ops.NormRopeKVAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		rope, norm, eps, ring, optScale = at.NormRope.Rope, true, at.NormRope.Eps, at.Slot.Ring, 3
+		slot = in[2]
+		if err := f32("slot", slot); err != nil {
+			return nil, err
+		}
+	}
+	if optScale > 0 && len(in) == optScale+1 {
+		scale = in[optScale]
+	}
+	x := in[0]
+	if err := f32("x", x); err != nil {
+		return nil, err
+	}
+	call := in[1]
+	if call.dt != graph.I32 || call.n < ops.CallLen {
+		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	}
+	w := n.Inputs[0].Shape.Last()
+	if rope.HeadDim <= 0 || w%rope.HeadDim != 0 || rope.Rotary <= 0 || rope.Rotary%2 != 0 || rope.Rotary > rope.HeadDim || !(rope.Theta > 0) {
+		return nil, fmt.Errorf("rope: head_dim %d, rotary %d, theta %v do not fit rows of %d", rope.HeadDim, rope.Rotary, rope.Theta, w)
+	}
+	if x.n%w != 0 {
+		return nil, fmt.Errorf("x of %d elements, rows of %d", x.n, w)
+	}
+	rows := x.n / w
+	var y, sc, sl cu.DevicePtr
+	capacity := 0
+	if slot == nil {
+		if err := f32("output", out[0]); err != nil {
+			return nil, err
+		}
+		if out[0].n != x.n {
+			return nil, fmt.Errorf("x of %d elements, output of %d", x.n, out[0].n)
+		}
+		y = out[0].ptr
+	} else {
+		if slot.n%w != 0 {
+			return nil, fmt.Errorf("a slot of %d elements is not whole rows of %d", slot.n, w)
+		}
+		sl, capacity = slot.ptr, slot.n/w
+	}
+	if scale != nil {
+		if err := f32("scale", scale); err != nil {
+			return nil, err
+		}
+		if scale.n != w {
+			return nil, fmt.Errorf("scale has %d elements, want %d", scale.n, w)
+		}
+		sc = scale.ptr
+	}
+	h := rope.Rotary / 2
+	freq := make([]byte, 8*h)
+	for j := 0; j < h; j++ {
+		binary.LittleEndian.PutUint64(freq[8*j:], math.Float64bits(math.Pow(rope.Theta, -2*float64(j)/float64(rope.Rotary))))
+	}
+	s := be.newSteps()
+	if rows == 0 {
+		return s, nil
+	}
+	fp, err := be.upload(freq)
+	if err != nil {
+		return nil, err
+	}
+	nb, rg := int32(0), int32(0)
+	if norm {
+		nb = 1
+	}
+	if ring {
+		rg = 1
+	}
+	s.add("rope", [3]uint32{uint32(rows), uint32(w / rope.HeadDim), 1}, [3]uint32{threadsFor(max(h, rope.HeadDim-rope.Rotary), 128), 1, 1}, 0,
+		x.ptr, y, call.ptr, be.errRec, fp, sc, sl, int32(rows), int32(w), int32(rope.HeadDim), int32(rope.Rotary), nb, eps, int32(capacity), rg)
+	return s, nil
+}
+
+func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := attrsOf[ops.SlotAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	rows, slot, call := in[0], in[1], in[2]
+	if err := f32All([]string{"rows", "slot"}, []*Buffer{rows, slot}); err != nil {
+		return nil, err
+	}
+	if call.dt != graph.I32 || call.n < ops.CallLen {
+		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	}
+	w := n.Inputs[1].Shape.Last()
+	if w <= 0 || rows.n%w != 0 || slot.n%w != 0 {
+		return nil, fmt.Errorf("rows of %d and a slot of %d elements are not whole rows of %d", rows.n, slot.n, w)
+	}
+	t := rows.n / w
+	s := be.newSteps()
+	if t == 0 {
+		return s, nil
+	}
+	ring := int32(0)
+	if at.Ring {
+		ring = 1
+	}
+	s.add("kv_write", [3]uint32{uint32(t), 1, 1}, [3]uint32{threadsFor(w, 256), 1, 1}, 0,
+		rows.ptr, slot.ptr, call.ptr, be.errRec, int32(t), int32(w), int32(slot.n/w), ring)
+	return s, nil
+}
+
+// attnChunkMax is the most keys one attn_part block scores.
+const attnChunkMax = 1024
+
+func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := attrsOf[ops.AttentionAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	q, k, v, call, y := in[0], in[1], in[2], in[3], out[0]
+	if err := f32All([]string{"q", "k", "v", "output"}, []*Buffer{q, k, v, y}); err != nil {
+		return nil, err
+	}
+	if call.dt != graph.I32 || call.n < ops.CallLen {
+		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	}
+	d := at.HeadDim
+	if at.Heads <= 0 || at.KVHeads <= 0 || d <= 0 || at.Heads%at.KVHeads != 0 || at.Window < 0 {
+		return nil, fmt.Errorf("attention: heads %d over kv heads %d of %d, window %d", at.Heads, at.KVHeads, d, at.Window)
+	}
+	qw, kw, groups := at.Heads*d, at.KVHeads*d, at.Heads/at.KVHeads
+	if q.n%qw != 0 || y.n != q.n || k.n%kw != 0 || v.n != k.n {
+		return nil, fmt.Errorf("attention: q of %d, output of %d, k of %d, v of %d elements do not fit %d query and %d kv heads of %d",
+			q.n, y.n, k.n, v.n, at.Heads, at.KVHeads, d)
+	}
+	rows, capacity := q.n/qw, k.n/kw
+	if at.Ring && at.Window > 0 && at.Window > capacity-(rows-1) {
+		return nil, fmt.Errorf("attention: window %d over a ring of %d rows with %d query rows: the first row would read keys overwritten by the last (the window may be at most %d)",
+			at.Window, capacity, rows, capacity-(rows-1))
+	}
+	s := be.newSteps()
+	if rows == 0 {
+		return s, nil
+	}
+	span := capacity
+	if at.Window > 0 {
+		span = min(at.Window, capacity)
+	}
+	span = max(span, 1)
+	// Chunks: enough blocks to fill the SMs twice, each at most attnChunkMax
+	// keys and within 48 KiB of shared memory with the group's queries.
+	blocks := rows * at.KVHeads
+	splits := max(1, min((span+31)/32, (2*be.kernels.sms+blocks-1)/blocks))
+	chunk := (span + splits - 1) / splits
+	limit := (48*1024/4 - groups*d) / groups
+	if limit < 32 {
+		return nil, fmt.Errorf("attention: %d query heads per kv head of %d do not fit in shared memory", groups, d)
+	}
+	chunk = min(chunk, attnChunkMax, limit)
+	splits = (span + chunk - 1) / chunk
+	parts := rows * at.Heads * splits
+	pm, err := be.scratchAlloc(4 * parts * (d + 2))
+	if err != nil {
+		return nil, err
+	}
+	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(8*parts))
+	ring := int32(0)
+	if at.Ring {
+		ring = 1
+	}
+	shared := uint32(4 * (groups*d + groups*chunk))
+	s.add("attn_part", [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{128, 1, 1}, shared,
+		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
+		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, 0,
+		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits))
+	return s, nil
+}
+
+func bindSliceRows(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := attrsOf[ops.SliceAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	x, y := in[0], out[0]
+	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+		return nil, err
+	}
+	w := n.Inputs[0].Shape.Last()
+	if at.From < 0 || at.To < at.From || at.To*w > x.n || y.n != (at.To-at.From)*w {
+		return nil, fmt.Errorf("rows [%d, %d) of %d-element rows: x has %d elements, output %d", at.From, at.To, w, x.n, y.n)
+	}
+	s := be.newSteps()
+	s.copyBytes(y.ptr, x.ptr.Offset(uint64(4*at.From*w)), 4*y.n)
+	return s, nil
+}
+
+func bindStore(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	src, dst := in[0], in[1]
+	if src.dt != dst.dt || src.store != dst.store || src.n != dst.n {
+		return nil, fmt.Errorf("store of %d %s elements into %d %s elements", src.n, src.dt, dst.n, dst.dt)
+	}
+	s := be.newSteps()
+	s.copyBytes(dst.ptr, src.ptr, src.n*src.store.Size())
+	return s, nil
+}
+
+func bindArgmax(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	x, y := in[0], out[0]
+	if err := f32("x", x); err != nil {
+		return nil, err
+	}
+	if y.dt != graph.I32 {
+		return nil, fmt.Errorf("output is a %s buffer, want i32", y.dt)
+	}
+	w := n.Inputs[0].Shape.Last()
+	if w <= 0 || x.n != y.n*w {
+		return nil, fmt.Errorf("x of %d elements for %d rows", x.n, y.n)
+	}
+	s := be.newSteps()
+	if y.n == 0 {
+		return s, nil
+	}
+	s.add("argmax", [3]uint32{uint32(y.n), 1, 1}, [3]uint32{threadsFor(w, 512), 1, 1}, 0, x.ptr, y.ptr, int32(w))
+	return s, nil
+}
