@@ -10,8 +10,8 @@ TESTTIMEOUT ?= 15m
 # Arguments for `make run`, e.g. make run ARGS='--model testdata/dory/dory-tiny-per_loop'.
 ARGS ?=
 
-# Go files to format-check: everything but test data and git's own.
-GOFILES = $(shell find . -name '*.go' -not -path '*/testdata/*' -not -path './.git/*' -not -path './shared/*' -not -path './$(BIN)/*')
+# Go files to format-check: all but test data, hidden folders (.git, caches) and shared/.
+GOFILES = $(shell find . -name '*.go' -not -path '*/testdata/*' -not -path './.*' -not -path './shared/*' -not -path './$(BIN)/*')
 
 .PHONY: run build test lint bench fuzz cuda-test clean
 

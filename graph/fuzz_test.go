@@ -262,7 +262,7 @@ type fuzzResult struct {
 }
 
 // buildFromBytes decodes data into builder calls and checks the builder's
-// promises along the way; t may be nil when only the result is wanted.
+// promises along the way.
 func buildFromBytes(t testing.TB, env *fuzzEnv, data []byte) fuzzResult {
 	all := ops.All()
 	r := &fuzzReader{data: data}

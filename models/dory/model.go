@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
@@ -168,8 +169,10 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 }
 
 // Synthetic makes a model of config c with random weights of dtype dt (f32 or
-// bf16), for benchmarks and tests that need no file. Scales are drawn so the
-// forward stays well-conditioned.
+// bf16), for benchmarks and tests that need no file. Matrices are uniform with
+// the variance of 1/fan-in; scales are drawn around the released model's, so
+// the forward stays well-conditioned. Generation runs on every core: the
+// released shape's 8 GB take seconds.
 func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -177,36 +180,66 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if dt != graph.F32 && dt != graph.BF16 {
 		return nil, fmt.Errorf("dory: synthetic weights in %s: want f32 or bf16", dt)
 	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	m := &Model{Config: c, matrices: map[string]matrix{}, vectors: map[string][]float32{}}
-	for _, s := range c.specs() {
+	for i, s := range c.specs() {
 		n := 1
 		for _, d := range s.shape {
 			n *= d
 		}
+		stream := seed*0x9e3779b97f4a7c15 + uint64(i)
 		if s.vector {
 			v := make([]float32, n)
-			for i := range v {
-				v[i] = s.fold(float32(c.Std * (0.5 + rng.Float64())))
+			for j := range v {
+				u := unitUniform(stream, uint64(j)) // [0, 1)
+				v[j] = s.fold(float32(c.Std * (0.5 + u)))
 			}
 			m.vectors[s.name+folded] = v
 			continue
 		}
-		x := make([]float32, n)
-		sd := 1 / math.Sqrt(float64(s.shape[len(s.shape)-1]))
-		for i := range x {
-			x[i] = float32(rng.NormFloat64() * sd)
-		}
-		var data []byte
-		if dt == graph.BF16 {
-			data = make([]byte, 2*n)
-			half.EncodeBF16(data, x)
-		} else {
-			data = weights.EncodeF32(x)
-		}
+		// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
+		a := float32(math.Sqrt(3 / float64(s.shape[len(s.shape)-1])))
+		data := make([]byte, n*dt.Size())
+		fillParallel(n, func(lo, hi int) {
+			x := make([]float32, min(hi-lo, 4096))
+			for at := lo; at < hi; at += len(x) {
+				k := min(len(x), hi-at)
+				for j := 0; j < k; j++ {
+					x[j] = a * float32(2*unitUniform(stream, uint64(at+j))-1)
+				}
+				if dt == graph.BF16 {
+					half.EncodeBF16(data[2*at:2*(at+k)], x[:k])
+				} else {
+					half.EncodeF32(data[4*at:4*(at+k)], x[:k])
+				}
+			}
+		})
 		m.matrices[s.name] = matrix{dt: dt, shape: s.shape, data: data}
 	}
 	return m, nil
+}
+
+// unitUniform is a uniform number in [0, 1) from a counter-based hash
+// (splitmix64), so any element can be drawn on any goroutine.
+func unitUniform(stream, i uint64) float64 {
+	z := stream + (i+1)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / (1 << 53)
+}
+
+// fillParallel splits [0, n) over the cores.
+func fillParallel(n int, f func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), max(1, n/(1<<16)))
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+		}(w*n/workers, (w+1)*n/workers)
+	}
+	wg.Wait()
 }
 
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.

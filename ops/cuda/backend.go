@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
@@ -37,6 +38,10 @@ type Options struct {
 	F32WeightsAsBF16 bool
 	// CacheDir is the NVRTC compile cache ("" : cu.DefaultCacheDir).
 	CacheDir string
+	// Defines are extra NVRTC options for the kernels, e.g. "-DMV_UNROLL=4"
+	// (for tuning); the environment variable REEL_CUDA_DEFINES adds more,
+	// separated by spaces.
+	Defines []string
 	// Eager makes Record keep the steps and run them one by one instead of
 	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
 	Eager bool
@@ -114,7 +119,8 @@ func New(opts Options) (*Backend, error) {
 		ctx.Close()
 		return nil, err
 	}
-	if be.kernels, err = loadKernels(ctx, opts.CacheDir); err != nil {
+	defines := append(append([]string(nil), opts.Defines...), strings.Fields(os.Getenv("REEL_CUDA_DEFINES"))...)
+	if be.kernels, err = loadKernels(ctx, opts.CacheDir, defines); err != nil {
 		return fail(err)
 	}
 	if _, err := lib.CUBLAS(); err == nil {

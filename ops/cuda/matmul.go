@@ -74,14 +74,9 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 				return err
 			}
 		}
-		// Stage x's chunk in shared memory when it fits in 48 KiB.
-		stage, shared := int32(0), uint32(0)
-		if vec == 1 && 4*rows*chunk <= 48<<10 {
-			stage, shared = 1, uint32(4*rows*chunk)
-		}
 		name := [...]string{"matvec_f32", "matvec_bf16", "matvec_f16"}[wt]
-		s.add(name, [3]uint32{uint32(cols), uint32(splits), 1}, [3]uint32{32 * mvWarps, 1, 1}, shared,
-			x.ptr, w.ptr, y.ptr, part, cnt, int32(rows), int32(nOut), int32(k), int32(chunk), vec, stage)
+		s.add(name, [3]uint32{uint32(cols), uint32(splits), 1}, [3]uint32{32 * mvWarps, 1, 1}, 0,
+			x.ptr, w.ptr, y.ptr, part, cnt, int32(rows), int32(nOut), int32(k), int32(chunk), vec)
 		return nil
 	}
 	if be.blas != nil && nOut >= blasMin && k >= blasMin {

@@ -60,7 +60,7 @@ func program() (string, error) {
 }
 
 // loadKernels compiles (or reads from the cache) and loads the kernels.
-func loadKernels(ctx *cu.Context, cacheDir string) (*kernelSet, error) {
+func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet, error) {
 	nv, err := ctx.Lib().NVRTC()
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func loadKernels(ctx *cu.Context, cacheDir string) (*kernelSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: kernel sources: %w", err)
 	}
-	c, err := nv.CompileCached(cacheDir, src, "reel_kernels.cu", []string{"-DREEL_KERNELS=1"}, ctx.Arch())
+	c, err := nv.CompileCached(cacheDir, src, "reel_kernels.cu", append([]string{"-DREEL_KERNELS=1"}, defines...), ctx.Arch())
 	if err != nil {
 		return nil, fmt.Errorf("cuda: compile kernels: %w", err)
 	}

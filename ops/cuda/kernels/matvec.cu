@@ -38,7 +38,7 @@ __device__ __forceinline__ void mv_acc(uint4 q, const float* x, int R, int ld, i
 #pragma unroll
 		for (int r = 0; r < MV_MAXR; r++) {
 			if (r < R) {
-				float4 a = *(const float4*)(x + (long long)r * ld + kk);
+				float4 a = __ldg((const float4*)(x + (long long)r * ld + kk));
 				acc[r] += a.x * w0 + a.y * w1 + a.z * w2 + a.w * w3;
 			}
 		}
@@ -49,34 +49,32 @@ __device__ __forceinline__ void mv_acc(uint4 q, const float* x, int R, int ld, i
 		for (int r = 0; r < MV_MAXR; r++) {
 			if (r < R) {
 				const float4* xr = (const float4*)(x + (long long)r * ld + kk);
-				float4 a = xr[0], b = xr[1];
+				float4 a = __ldg(xr), b = __ldg(xr + 1);
 				acc[r] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] + b.z * f[6] + b.w * f[7];
 			}
 		}
 	}
 }
 
-// matvec_impl: block = warps output features, grid (ceil(N/warps), S). With
-// stage, the block first copies its chunk of x into shared memory (R x
-// kchunk floats). With S > 1 each block writes its partial sums to part
-// [S][R][N]; the last block of a column (counted in cnt, reset after) adds
-// them in order and writes y, so split-K costs no second launch.
+// MV_UNROLL is the 16-byte weight loads each lane issues before using any.
+#ifndef MV_UNROLL
+#define MV_UNROLL 8
+#endif
+
+// matvec_impl: block = warps output features, grid (ceil(N/warps), S). Each
+// warp streams its feature's weight row chunk in batches of MV_UNROLL
+// 16-byte loads per lane (all issued before the first is used), reading x
+// through the read-only cache. With S > 1 each block writes its partial
+// sums to part [S][R][N]; the last block of a column (counted in cnt, reset
+// after) adds them in order and writes y, so split-K costs no second launch.
 template <int WT>
 __device__ void matvec_impl(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                            int vec, int stage) {
-	extern __shared__ float xs[];
+                            int vec) {
 	__shared__ int last;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
 	int n = blockIdx.x * nw + warp;
 	int s = blockIdx.y, S = gridDim.y;
-	int k0 = s * kchunk, k1 = min(K, k0 + kchunk), kn = k1 - k0;
-	if (stage) {
-		for (int i = threadIdx.x; i < R * kn; i += blockDim.x) {
-			int r = i / kn, c = i % kn;
-			xs[r * kchunk + c] = x[(long long)r * K + k0 + c];
-		}
-		__syncthreads();
-	}
+	int k0 = s * kchunk, k1 = min(K, k0 + kchunk);
 	float acc[MV_MAXR];
 #pragma unroll
 	for (int r = 0; r < MV_MAXR; r++) acc[r] = 0.f;
@@ -84,19 +82,22 @@ __device__ void matvec_impl(const float* x, const void* w, float* y, float* part
 		if (vec) {
 			const int E = WT == WT_F32 ? 4 : 8;
 			const int ES = WT == WT_F32 ? 4 : 2;
-			const float* xb = stage ? xs : x + k0;
-			int ld = stage ? kchunk : K;
+			const float* xb = x + k0;
 			const uint4* wr = (const uint4*)((const char*)w + ((long long)n * K + k0) * ES);
-			int nv = kn / E;
-			int v = lane;
-			for (; v + 96 < nv; v += 128) {
-				uint4 q0 = ld_stream(wr + v), q1 = ld_stream(wr + v + 32), q2 = ld_stream(wr + v + 64), q3 = ld_stream(wr + v + 96);
-				mv_acc<WT>(q0, xb, R, ld, v * E, acc);
-				mv_acc<WT>(q1, xb, R, ld, (v + 32) * E, acc);
-				mv_acc<WT>(q2, xb, R, ld, (v + 64) * E, acc);
-				mv_acc<WT>(q3, xb, R, ld, (v + 96) * E, acc);
+			int nv = (k1 - k0) / E;
+			for (int base = lane; base < nv; base += 32 * MV_UNROLL) {
+				uint4 q[MV_UNROLL];
+#pragma unroll
+				for (int u = 0; u < MV_UNROLL; u++) {
+					int v = base + 32 * u;
+					q[u] = v < nv ? ld_stream(wr + v) : make_uint4(0u, 0u, 0u, 0u);
+				}
+#pragma unroll
+				for (int u = 0; u < MV_UNROLL; u++) {
+					int v = base + 32 * u;
+					if (v < nv) mv_acc<WT>(q[u], xb, R, K, v * E, acc);
+				}
 			}
-			for (; v < nv; v += 32) mv_acc<WT>(ld_stream(wr + v), xb, R, ld, v * E, acc);
 		} else {
 			for (int kk = k0 + lane; kk < k1; kk += 32) {
 				float wv = load_w(w, WT, (long long)n * K + kk);
@@ -134,16 +135,16 @@ __device__ void matvec_impl(const float* x, const void* w, float* y, float* part
 }
 
 extern "C" __global__ void matvec_f32(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                                int vec, int stage) {
-	matvec_impl<WT_F32>(x, w, y, part, cnt, R, N, K, kchunk, vec, stage);
+                                int vec) {
+	matvec_impl<WT_F32>(x, w, y, part, cnt, R, N, K, kchunk, vec);
 }
 extern "C" __global__ void matvec_bf16(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                                int vec, int stage) {
-	matvec_impl<WT_BF16>(x, w, y, part, cnt, R, N, K, kchunk, vec, stage);
+                                int vec) {
+	matvec_impl<WT_BF16>(x, w, y, part, cnt, R, N, K, kchunk, vec);
 }
 extern "C" __global__ void matvec_f16(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                                int vec, int stage) {
-	matvec_impl<WT_F16>(x, w, y, part, cnt, R, N, K, kchunk, vec, stage);
+                                int vec) {
+	matvec_impl<WT_F16>(x, w, y, part, cnt, R, N, K, kchunk, vec);
 }
 
 #define TILE 16
