@@ -67,3 +67,13 @@ func ParseDType(s string) (DType, error) {
 
 // MarshalText writes the dtype's name, so JSON dumps read "bf16", not 3.
 func (d DType) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a dtype's name, so JSON dumps read back.
+func (d *DType) UnmarshalText(b []byte) error {
+	v, err := ParseDType(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}

@@ -156,7 +156,14 @@ func ToJSON(g *Graph) JSONGraph {
 		j.Values = append(j.Values, jv)
 	}
 	for _, n := range g.Nodes {
-		j.Nodes = append(j.Nodes, JSONNode{ID: n.ID, Op: n.Op, Scope: n.Scope, Attrs: n.Attrs, Inputs: ids(n.Inputs), Outputs: ids(n.Outputs), Writes: ids(n.Writes)})
+		var attrs any = n.Attrs
+		if n.Attrs != nil {
+			if _, err := json.Marshal(n.Attrs); err != nil {
+				// Attributes JSON cannot hold (a NaN factor) are written as text.
+				attrs = AttrString(n.Attrs)
+			}
+		}
+		j.Nodes = append(j.Nodes, JSONNode{ID: n.ID, Op: n.Op, Scope: n.Scope, Attrs: attrs, Inputs: ids(n.Inputs), Outputs: ids(n.Outputs), Writes: ids(n.Writes)})
 	}
 	return j
 }

@@ -74,6 +74,13 @@ func (g *Graph) Deps() [][]int {
 // lowest node ID among the ready ones, so it is deterministic and keeps build
 // order where it can. A cycle is an error naming a node on it.
 func (g *Graph) Order() ([]*Node, error) {
+	for _, n := range g.Nodes {
+		for _, v := range n.Inputs {
+			if v.Producer == n {
+				return nil, fmt.Errorf("graph %s: %s is on a dependency cycle: it reads its own output %s", g.Name, n, v)
+			}
+		}
+	}
 	deps := g.Deps()
 	waiting := make([]int, len(g.Nodes))
 	next := make([][]int, len(g.Nodes))
@@ -175,6 +182,22 @@ func (g *Graph) Validate(lookup OpLookup) error {
 			if wi < 0 || wi >= len(n.Inputs) || n.Inputs[wi] != n.Writes[j] || n.Writes[j].Kind != State {
 				return fmt.Errorf("graph %s: %s: write %d is not the state input the rule names", g.Name, n, j)
 			}
+		}
+	}
+	produced := make([]int, len(g.Values))
+	for _, n := range g.Nodes {
+		if n == nil {
+			continue
+		}
+		for _, o := range n.Outputs {
+			if has(o) {
+				produced[o.ID]++
+			}
+		}
+	}
+	for _, v := range g.Values {
+		if v.Kind == Temp && produced[v.ID] != 1 {
+			return fmt.Errorf("graph %s: temp %s is an output of %d nodes, want exactly one (its producer)", g.Name, v, produced[v.ID])
 		}
 	}
 	for _, v := range g.Outputs {

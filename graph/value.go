@@ -35,6 +35,26 @@ func (k Kind) String() string {
 // MarshalText writes the kind's name for JSON dumps.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText reads a kind's name, so JSON dumps read back.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, err := ParseKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = v
+	return nil
+}
+
+// ParseKind reads a kind's name as String writes it.
+func ParseKind(s string) (Kind, error) {
+	for i, n := range kindNames {
+		if n == s {
+			return Kind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown value kind %q", s)
+}
+
 // Dyn marks a dimension whose extent is fixed only when memory is bound: the row
 // capacity of a State value such as a KV slot, which grows between runs. Only the
 // first dimension of a State value may be Dyn.

@@ -69,10 +69,14 @@ func one(dt graph.DType, shape graph.Shape) graph.Signature {
 	return graph.Signature{Outputs: []graph.Spec{{DType: dt, Shape: append(graph.Shape(nil), shape...)}}}
 }
 
-// wantF32 checks that an activation input is f32.
+// wantF32 checks that an activation input is f32 with a fixed shape (only
+// slots, read through their own checks, may have a Dyn extent).
 func wantF32(what string, v *graph.Value) error {
 	if v.DType != graph.F32 {
 		return fmt.Errorf("%s %s must be f32", what, v)
+	}
+	if v.Shape.Elems() < 0 {
+		return fmt.Errorf("%s %s has a Dyn extent: only KV slots may", what, v)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/reel-runtime/reel/graph"
 )
@@ -55,8 +56,12 @@ var (
 	OpScale   = &Def{
 		Op: "scale", Doc: "scale(x) = Factor · x.", Arity: 1, InPlace: []int{0},
 		Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
-			if _, err := attrsAs[ScaleAttrs]("scale", a); err != nil {
+			at, err := attrsAs[ScaleAttrs]("scale", a)
+			if err != nil {
 				return graph.Signature{}, err
+			}
+			if f := float64(at.Factor); math.IsNaN(f) || math.IsInf(f, 0) {
+				return graph.Signature{}, fmt.Errorf("scale factor %v is not finite", at.Factor)
 			}
 			return unaryRule(nil, in)
 		},

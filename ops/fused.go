@@ -16,10 +16,15 @@ type EpsAttrs struct {
 	Eps float32
 }
 
+// sameShapeF32 checks a fused op's inputs: f32, fixed shapes, not empty (the
+// norms of the decompositions need a row to normalize).
 func sameShapeF32(names []string, in []*graph.Value) error {
 	for i, v := range in {
 		if err := wantF32(names[i], v); err != nil {
 			return err
+		}
+		if v.Shape.Elems() == 0 {
+			return fmt.Errorf("%s %s is empty", names[i], v)
 		}
 	}
 	return nil

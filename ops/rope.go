@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/reel-runtime/reel/graph"
 )
@@ -44,7 +45,7 @@ var OpRope = &Def{
 		if at.Rotary <= 0 || at.Rotary%2 != 0 || at.Rotary > at.HeadDim {
 			return graph.Signature{}, fmt.Errorf("rotary dims %d must be even, positive and at most head_dim %d", at.Rotary, at.HeadDim)
 		}
-		if !(at.Theta > 0) {
+		if !(at.Theta > 0) || math.IsInf(at.Theta, 0) {
 			return graph.Signature{}, fmt.Errorf("rope theta %v must be positive", at.Theta)
 		}
 		return one(graph.F32, x.Shape), nil
