@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const doryTiny = "../../testdata/dory/dory-tiny-per_loop"
+
+func TestLogitsPrintsJSONRows(t *testing.T) {
+	code, out, errOut := reel("logits", "--model", doryTiny, "--ids", "3,10,17,24", "--chunk", "3", "--want", "all")
+	require.Equal(t, exitOK, code, errOut)
+	var got logitsOutput
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Equal(t, []int{0, 1, 2, 3}, got.Positions)
+	require.Len(t, got.Logits, 4)
+	require.Len(t, got.Logits[0], 97)
+
+	code, out, errOut = reel("logits", "--model", doryTiny, "--ids", "3,10,17,24", "--chunk", "3")
+	require.Equal(t, exitOK, code, errOut)
+	var last logitsOutput
+	require.NoError(t, json.Unmarshal([]byte(out), &last))
+	require.Equal(t, []int{3}, last.Positions)
+	require.Equal(t, got.Logits[3], last.Logits[0], "the last row is the same in both")
+}
+
+func TestLogitsRejectsBadIDs(t *testing.T) {
+	code, _, errOut := reel("logits", "--model", doryTiny, "--ids", "3,200")
+	require.Equal(t, exitError, code)
+	require.Contains(t, errOut, "id 200 is outside the vocabulary of 97")
+	code, _, errOut = reel("logits", "--model", doryTiny, "--ids", "3,x")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, `"x" is not an integer id`)
+}
+
+func TestCheckPassesAndFails(t *testing.T) {
+	code, out, errOut := reel("check", "--golden", "../../testdata/dory")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, 6, strings.Count(out, " ok\n"), out)
+
+	// A golden file with one logit moved by 0.01 must fail that case.
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../../testdata/dory/golden.json")
+	require.NoError(t, err)
+	var cases []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	cases = cases[:1]
+	cases[0]["logits_last"].([]any)[5] = cases[0]["logits_last"].([]any)[5].(float64) + 0.01
+	raw, err = json.Marshal(cases)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "golden.json"), raw, 0o644))
+	abs, err := filepath.Abs("../../testdata/dory/dory-tiny-per_loop")
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(abs, filepath.Join(dir, "dory-tiny-per_loop")))
+	code, out, errOut = reel("check", "--golden", dir)
+	require.Equal(t, exitError, code)
+	require.Contains(t, out, "FAIL")
+	require.Contains(t, errOut, "past the tolerance")
+}
+
+func TestRunGenerates(t *testing.T) {
+	code, out, errOut := reel("run", "--tokens", "40", "--seed", "3")
+	require.Equal(t, exitOK, code, errOut)
+	require.True(t, strings.HasPrefix(out, "package main\n"), out)
+	require.Greater(t, len(out), len("package main\n")+30)
+	require.Contains(t, errOut, "prefill: 13 tokens")
+	require.Contains(t, errOut, "decode:  39 tokens")
+
+	code, _, errOut = reel("run", "--model", doryTiny, "--tokens", "3")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--prompt-ids")
+	code, out, errOut = reel("run", "--model", doryTiny, "--prompt-ids", "5,6", "--tokens", "3", "--temperature", "0")
+	require.Equal(t, exitOK, code, errOut)
+	require.Len(t, strings.Fields(out), 5)
+}
+
+func TestDumpDoryStages(t *testing.T) {
+	code, out, errOut := reel("dump", "--synthetic", "dory-4b", "--stats")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "nodes 2081, launches 679")
+	for _, stage := range []string{"all", "first", "firstread", "read", "secondread", "secondfresh"} {
+		want := "last"
+		if stage == "first" {
+			want = "none"
+		}
+		for _, pass := range []string{"graph", "fused", "plan"} {
+			code, out, errOut := reel("dump", "--model", "../../testdata/dory-gotiny", "--stage", stage, "--want", want, "--pass", pass, "--format", "json")
+			require.Equal(t, exitOK, code, "%s %s: %s", stage, pass, errOut)
+			require.True(t, json.Valid([]byte(out)), "%s %s", stage, pass)
+		}
+	}
+	code, _, errOut = reel("dump", "--synthetic", "dory-9b")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "dory-9b")
+}
