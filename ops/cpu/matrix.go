@@ -32,6 +32,11 @@ func matrixOf(what string, b *Buffer, rows, cols int) (matrix, error) {
 		}
 		m.f32 = b.F32
 	case graph.BF16, graph.F16:
+		if len(b.decoded) == b.n {
+			// Decoded at load: read as f32 (the values are the same).
+			m.dt, m.f32 = graph.F32, b.decoded
+			return m, nil
+		}
 		if len(b.Raw) < 2*b.n {
 			return m, fmt.Errorf("%s: %s buffer of %d bytes for %d elements", what, b.dt, len(b.Raw), b.n)
 		}

@@ -80,7 +80,7 @@ func TestKernelTable(t *testing.T) {
 
 func TestSplitK(t *testing.T) {
 	for _, s := range [][2]int{{2560, 2560}, {4096, 2560}, {2560, 4096}, {7168, 2560}, {2560, 7168}, {131072, 2560}, {7, 33}, {300, 257}} {
-		splits, chunk := splitK(132, s[0], s[1], DefaultMatvecMaxChunk)
+		splits, chunk := splitK(132, s[0], s[1], 0)
 		if splits < 1 || chunk%256 != 0 || (splits-1)*chunk >= s[1] && s[1] > 0 || splits*chunk < s[1] {
 			t.Errorf("splitK(%d x %d) = %d splits of %d", s[0], s[1], splits, chunk)
 		}
@@ -473,8 +473,8 @@ func BenchmarkGEMV(b *testing.B) {
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
 		b.Logf("%s: measured copy bandwidth %.0f GB/s (read + write)", be.Device(), bw/1e9)
 	}
-	// whole splits K only to fill the SMs, never to shorten a warp's row.
-	whole := newTestBackend(b, Options{MatvecMaxChunk: 1 << 30})
+	// capped also splits K to shorten each warp's row to 2048 features.
+	capped := newTestBackend(b, Options{MatvecMaxChunk: 2048})
 	for _, s := range []struct {
 		name string
 		n, k int
@@ -483,7 +483,7 @@ func BenchmarkGEMV(b *testing.B) {
 		{"gate_up_7168x2560", 7168, 2560}, {"down_2560x7168", 2560, 7168}, {"lm_head_131072x2560", 131072, 2560},
 	} {
 		b.Run(s.name, func(b *testing.B) { benchGEMV(b, be, s.n, s.k, false) })
-		b.Run("whole_rows_"+s.name, func(b *testing.B) { benchGEMV(b, whole, s.n, s.k, false) })
+		b.Run("capped_"+s.name, func(b *testing.B) { benchGEMV(b, capped, s.n, s.k, false) })
 		if be.HasBLAS() {
 			b.Run("cublas_"+s.name, func(b *testing.B) { benchGEMV(b, be, s.n, s.k, true) })
 		}

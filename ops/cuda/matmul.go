@@ -19,12 +19,14 @@ const mvWarps = 8
 
 // splitK chooses the matvec's split of the input features: enough warps to
 // keep every SM busy (about 48 per SM), chunks of at most maxChunk features
-// (so that a warp issues its loads in one or two batches), a multiple of 256
+// when it is positive, a multiple of 256
 // features (one pass of a warp's 16-byte loads over bf16) and, when split,
 // at least 512 long.
 func splitK(sms, nOut, k, maxChunk int) (splits, chunk int) {
 	want := (48*sms + nOut - 1) / nOut
-	want = max(want, (k+maxChunk-1)/maxChunk)
+	if maxChunk > 0 {
+		want = max(want, (k+maxChunk-1)/maxChunk)
+	}
 	splits = max(1, min(want, k/512))
 	chunk = (k + splits - 1) / splits
 	chunk = (chunk + 255) / 256 * 256

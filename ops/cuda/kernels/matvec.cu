@@ -1,6 +1,6 @@
 // Matrix products. matvec_*: 1..MV_MAXR rows against a weight stored
 // [N, K], bandwidth bound: one warp per output feature, 16-byte weight loads
-// (four in flight per lane), f32 accumulation, split-K across grid.y so that
+// (MV_UNROLL, eight by default, in flight per lane), f32 accumulation, split-K across grid.y so that
 // short-output/long-input shapes keep every SM busy (the last block of each
 // column adds the partial sums, in order).
 // matmul_tiled: a plain shared-memory tiled product for more rows when
