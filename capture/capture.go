@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"time"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -57,22 +58,11 @@ func (s Stats) String() string {
 }
 
 // Recorder is implemented by a backend that records steps into an
-// executable of its own (a CUDA graph): Record captures the steps without
-// running them.
-type Recorder interface {
-	Record(steps []ops.Step) (Recording, error)
-}
+// executable of its own (a CUDA graph); see ops.Recorder.
+type Recorder = ops.Recorder
 
-// Recording is a recorded plan.
-type Recording interface {
-	// Replay runs the recorded steps (enqueues them, on a device).
-	Replay() error
-	// Update replaces the recording's steps by steps of the same plan bound
-	// to other buffers (cuGraphExecUpdate); an error means record anew.
-	Update(steps []ops.Step) error
-	// Close releases the recording.
-	Close() error
-}
+// Recording is a recorded plan; see ops.Recording.
+type Recording = ops.Recording
 
 // stepList is the recording of a backend without a recorder of its own: the
 // bound steps, run in order.
@@ -104,7 +94,7 @@ func (s *stepList) Close() error {
 type stepRecorder struct{}
 
 // Record keeps a copy of the step list.
-func (stepRecorder) Record(steps []ops.Step) (Recording, error) {
+func (stepRecorder) RecordPlan(steps []ops.Step) (Recording, error) {
 	return &stepList{steps: append([]ops.Step(nil), steps...)}, nil
 }
 
@@ -171,6 +161,51 @@ func (e *Engine) Planned(key Key) (*planner.Planned, planner.Report, bool) {
 		return nil, planner.Report{}, false
 	}
 	return en.planned, en.report, true
+}
+
+// OpTime is the time the launches of one op took in a profile.
+type OpTime struct {
+	Op       string
+	Launches int
+	Time     time.Duration
+}
+
+// Profile runs key's recorded plan once step by step, waiting for the
+// backend after each, and returns the time per op, slowest first. It is for
+// finding slow kernels: each step pays a launch and a sync, so the sum is
+// more than a replay takes. The key must have run before.
+func (e *Engine) Profile(key Key) ([]OpTime, error) {
+	en := e.entries[key]
+	if en == nil || en.plan == nil {
+		return nil, fmt.Errorf("capture %s: no plan to profile (run the key first)", key)
+	}
+	if err := e.be.Sync(); err != nil {
+		return nil, err
+	}
+	by := map[string]*OpTime{}
+	for i, st := range en.plan.Steps() {
+		op := en.planned.Schedule[i].Op
+		t0 := time.Now()
+		if err := st.Run(); err != nil {
+			return nil, fmt.Errorf("capture %s: profile: %w", key, err)
+		}
+		if err := e.be.Sync(); err != nil {
+			return nil, err
+		}
+		ot := by[op]
+		if ot == nil {
+			ot = &OpTime{Op: op}
+			by[op] = ot
+		}
+		ot.Launches++
+		ot.Time += time.Since(t0)
+	}
+	out := make([]OpTime, 0, len(by))
+	for _, ot := range by {
+		out = append(out, *ot)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time > out[j].Time || (out[i].Time == out[j].Time && out[i].Op < out[j].Op) })
+	return out, nil
 }
 
 // Run runs the plan of key. On the key's first use it calls build, plans
@@ -278,7 +313,7 @@ func (e *Engine) record(en *entry, bufs map[*graph.Value]ops.Buffer) error {
 			return fmt.Errorf("capture %s: %w", en.key, err)
 		}
 	}
-	rec, err := e.rec.Record(en.plan.Steps())
+	rec, err := e.rec.RecordPlan(en.plan.Steps())
 	if err != nil {
 		return fmt.Errorf("capture %s: record: %w", en.key, err)
 	}

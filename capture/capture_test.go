@@ -248,7 +248,7 @@ type recordingBackend struct {
 	records     int
 }
 
-func (r *recordingBackend) Record(steps []ops.Step) (capture.Recording, error) {
+func (r *recordingBackend) RecordPlan(steps []ops.Step) (capture.Recording, error) {
 	r.records++
 	return &fakeRecording{be: r, steps: steps}, nil
 }

@@ -90,3 +90,21 @@ const CallName = "call"
 func Call(b *graph.Builder) *graph.Value {
 	return b.Input(CallName, graph.I32, CallLen)
 }
+
+// Recording is a plan's steps recorded by a backend into an executable of
+// its own (a CUDA graph).
+type Recording interface {
+	// Replay runs the recorded steps (enqueues them, on a device).
+	Replay() error
+	// Update replaces the recording's steps by steps of the same plan bound
+	// to other buffers (cuGraphExecUpdate); an error means record anew.
+	Update(steps []Step) error
+	// Close releases the recording.
+	Close() error
+}
+
+// Recorder is implemented by a backend that records natively: RecordPlan
+// captures the steps without running them.
+type Recorder interface {
+	RecordPlan(steps []Step) (Recording, error)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/planner"
 )
 
 // syntheticShapes are the models reel bench can make without a file.
@@ -33,6 +34,7 @@ counters (plans, records, updates, replays).`, stderr)
 	promptN := fs.Int("prompt", 128, "prompt tokens")
 	tokens := fs.Int("tokens", 64, "decode tokens")
 	loops := fs.Int("loops", 0, "recurrent loops (0: the model's)")
+	profile := fs.Bool("profile", false, "also time the decode plan's launches op by op (each followed by a sync)")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
@@ -97,8 +99,33 @@ counters (plans, records, updates, replays).`, stderr)
 	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), float64(*tokens)/decode.Seconds(), decode.Seconds()*1e3/float64(*tokens))
 	if p, rep, ok := s.Planned(dory.Key{Stage: dory.All, Loops: nl, Want: dory.WantLast, Rows: 1}); ok {
 		fmt.Fprintf(&b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
+		perToken := weightBytesRead(p)
+		tps := float64(*tokens) / decode.Seconds()
+		fmt.Fprintf(&b, "bytes read   %.3f GB of weights per decode token (%.1f GB/s at this speed)\n", float64(perToken)/1e9, float64(perToken)*tps/1e9)
+		if bm, ok := l.be.(bandwidthMeter); ok {
+			bw, err := bm.MeasureCopyBandwidth(1<<30, 10)
+			if err != nil {
+				return err
+			}
+			bound := bw / float64(perToken)
+			fmt.Fprintf(&b, "bandwidth    copy %.0f GB/s (read+write, measured now): bound %.1f tok/s; decode at %.1f %% of it\n", bw/1e9, bound, 100*tps/bound)
+		}
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
+	if *profile {
+		prof, err := s.Profile(dory.Key{Stage: dory.All, Loops: nl, Want: dory.WantLast, Rows: 1})
+		if err != nil {
+			return err
+		}
+		var total time.Duration
+		for _, p := range prof {
+			total += p.Time
+		}
+		fmt.Fprintf(&b, "profile      one decode token, each launch synced: %.3f ms\n", total.Seconds()*1e3)
+		for _, p := range prof {
+			fmt.Fprintf(&b, "  %-18s %4d launches %9.3f ms %5.1f %%\n", p.Op, p.Launches, p.Time.Seconds()*1e3, 100*p.Time.Seconds()/total.Seconds())
+		}
+	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
 }
@@ -111,4 +138,24 @@ func modelName(dir, synthetic string) string {
 		return dir
 	}
 	return "embedded dory-gotiny"
+}
+
+// weightBytesRead is the bytes of weights one run of a plan reads: every
+// weight input of every launch (a weight read in each loop counts each
+// time), but only the gathered rows of an embedding table.
+func weightBytesRead(p *planner.Planned) int {
+	total := 0
+	for _, n := range p.Schedule {
+		for _, v := range n.Inputs {
+			if v.Kind != graph.Weight {
+				continue
+			}
+			if n.Op == "embed" && len(v.Shape) == 2 && len(n.Outputs) == 1 {
+				total += n.Outputs[0].Shape[0] * v.Shape[1] * v.DType.Size()
+				continue
+			}
+			total += v.Bytes()
+		}
+	}
+	return total
 }

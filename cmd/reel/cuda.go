@@ -1,12 +1,22 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda"
 )
 
-// openCUDA opens the CUDA backend.
-func openCUDA() (ops.Backend, error) {
-	return nil, fmt.Errorf("cuda: the CUDA backend is not wired into reel yet")
+// cudaFlags are the CUDA backend's settings from the command line.
+type cudaFlags struct {
+	graphs    bool
+	f32AsBF16 bool
+}
+
+// openCUDA opens the CUDA backend on device 0.
+func openCUDA(f cudaFlags) (ops.Backend, error) {
+	return cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16})
+}
+
+// bandwidthMeter is a backend that can measure its memory's copy bandwidth.
+type bandwidthMeter interface {
+	MeasureCopyBandwidth(bytes uint64, reps int) (float64, error)
 }

@@ -23,6 +23,7 @@ type modelFlags struct {
 	gate        string
 	chunk       int
 	promptLoops int
+	cuda        cudaFlags
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
@@ -37,17 +38,19 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	fs.StringVar(&f.gate, "gate", "none", "early-exit gate: none, conf:THRESHOLD or recon (needs last_loop)")
 	fs.IntVar(&f.chunk, "chunk", dory.DefaultChunk, "rows of a prompt chunk")
 	fs.IntVar(&f.promptLoops, "prompt-loops", 0, "loops of chunks whose logits nobody reads, on last_loop (0: all)")
+	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
+	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")
 }
 
-// backend opens the backend a --device names.
-func openBackend(device string, threads int) (ops.Backend, error) {
-	switch device {
+// openBackend opens the backend a --device names.
+func (f *modelFlags) openBackend() (ops.Backend, error) {
+	switch f.device {
 	case "cpu":
-		return cpu.New(threads), nil
+		return cpu.New(f.threads), nil
 	case "cuda":
-		return openCUDA()
+		return openCUDA(f.cuda)
 	}
-	return nil, usagef("unknown --device %q (want cpu or cuda)", device)
+	return nil, usagef("unknown --device %q (want cpu or cuda)", f.device)
 }
 
 // loaded is a model and a session on it.
@@ -110,7 +113,7 @@ func (f *modelFlags) session(ctx context.Context, m *dory.Model) (*loaded, error
 		return nil, usagef("--gate: %v", err)
 	}
 	opts.Gate = g
-	if l.be, err = openBackend(f.device, f.threads); err != nil {
+	if l.be, err = f.openBackend(); err != nil {
 		l.Close()
 		return nil, err
 	}

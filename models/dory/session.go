@@ -175,6 +175,11 @@ func CaptureKey(k Key) capture.Key {
 	return capture.Key{Stage: k.Stage.String(), Loops: k.Loops, Want: k.Want.String(), Rows: k.Rows}
 }
 
+// Profile times the launches of key's plan op by op (see capture.Engine.Profile).
+func (s *Session) Profile(k Key) ([]capture.OpTime, error) {
+	return s.eng.Profile(CaptureKey(k))
+}
+
 // Planned gives the plan the session built for a key, for dumps.
 func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
 	return s.eng.Planned(CaptureKey(k))

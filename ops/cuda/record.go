@@ -141,3 +141,15 @@ func (r *Recording) Close() error {
 	r.exec, r.graph, r.steps, r.closed = nil, nil, nil, true
 	return first
 }
+
+// RecordPlan records steps as a CUDA graph (ops.Recorder), for the capture
+// engine.
+func (be *Backend) RecordPlan(steps []ops.Step) (ops.Recording, error) {
+	r, err := be.Record(steps)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+var _ ops.Recorder = (*Backend)(nil)
