@@ -114,3 +114,9 @@ func failed(n int) []*graph.Value {
 	}
 	return out
 }
+
+// NodeAttrs reads a node's typed attributes (the value or a pointer to it);
+// kernels use it when they bind a node.
+func NodeAttrs[T any](n *graph.Node) (T, error) {
+	return attrsAs[T](n.Op, n.Attrs)
+}

@@ -21,21 +21,33 @@ func benchModels(b *testing.B) map[string]*Model {
 	return map[string]*Model{"gotiny": gotiny, "h512": syn}
 }
 
+// benchSession starts a CPU session on a benchmark model.
+func benchSession(b *testing.B, name string) (*Session, *Model) {
+	m := benchModels(b)[name]
+	s, err := NewSession(m, Options{Backend: cpu.New(0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, m
+}
+
+// benchPrompt is n token ids spread over the vocabulary.
+func benchPrompt(n, vocab int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = (i * 7) % vocab
+	}
+	return p
+}
+
 // BenchmarkDecode measures one-token forwards after a 64-token prompt;
 // tokens/s is 1e9 / ns/op.
 func BenchmarkDecode(b *testing.B) {
 	for _, name := range []string{"gotiny", "h512"} {
 		b.Run(name, func(b *testing.B) {
-			m := benchModels(b)[name]
-			s, err := NewSession(m, Options{Backend: cpu.New(0)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			prompt := make([]int, 64)
-			for i := range prompt {
-				prompt[i] = (i * 7) % m.Config.Vocab
-			}
+			s, m := benchSession(b, name)
+			prompt := benchPrompt(64, m.Config.Vocab)
 			if _, err := s.Forward(prompt, 0, m.Config.Loops, WantNone); err != nil {
 				b.Fatal(err)
 			}
@@ -59,16 +71,8 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkPrefill(b *testing.B) {
 	for _, name := range []string{"gotiny", "h512"} {
 		b.Run(name, func(b *testing.B) {
-			m := benchModels(b)[name]
-			s, err := NewSession(m, Options{Backend: cpu.New(0)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			prompt := make([]int, 256)
-			for i := range prompt {
-				prompt[i] = (i * 7) % m.Config.Vocab
-			}
+			s, m := benchSession(b, name)
+			prompt := benchPrompt(256, m.Config.Vocab)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.Reset()

@@ -95,14 +95,21 @@ func Released() Config {
 		Profiles: [2]RopeProfile{{Theta: 1e6, Rotary: 256}, {Theta: 1e4, Rotary: 256}},
 	}
 	c.GateLogitScale = math.Sqrt(float64(c.Hidden))
-	c.LayerProfile = make([]int, len(c.Pattern))
-	for i, k := range c.Pattern {
-		c.LayerProfile[i] = 1
+	c.LayerProfile = slidingProfiles(c.Pattern)
+	return c
+}
+
+// slidingProfiles gives sliding layers rope profile 2 and the others 1, as
+// the released checkpoint does.
+func slidingProfiles(pattern string) []int {
+	p := make([]int, len(pattern))
+	for i, k := range pattern {
+		p[i] = 1
 		if k == 'S' {
-			c.LayerProfile[i] = 2
+			p[i] = 2
 		}
 	}
-	return c
+	return p
 }
 
 // SmallBench is a Dory of hidden 512 with 8 input, 8 recurrent and 8 output
@@ -116,13 +123,7 @@ func SmallBench() Config {
 		GateLogitScale: math.Sqrt(512),
 		Profiles:       [2]RopeProfile{{Theta: 1e5, Rotary: 64}, {Theta: 1e4, Rotary: 64}},
 	}
-	c.LayerProfile = make([]int, len(c.Pattern))
-	for i, k := range c.Pattern {
-		c.LayerProfile[i] = 1
-		if k == 'S' {
-			c.LayerProfile[i] = 2
-		}
-	}
+	c.LayerProfile = slidingProfiles(c.Pattern)
 	return c
 }
 

@@ -15,7 +15,7 @@ import (
 
 // kvWriteKernel stores rows at their positions in a slot.
 func kvWriteKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.SlotAttrs](n)
+	at, err := ops.NodeAttrs[ops.SlotAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ type attention struct {
 }
 
 func attentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.AttentionAttrs](n)
+	at, err := ops.NodeAttrs[ops.AttentionAttrs](n)
 	if err != nil {
 		return nil, err
 	}

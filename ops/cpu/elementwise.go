@@ -137,7 +137,7 @@ var (
 		}, nil
 	})
 	scaleKernel = unaryKernel(func(n *graph.Node) (func(ys, xs []float32), error) {
-		at, err := attrsOf[ops.ScaleAttrs](n)
+		at, err := ops.NodeAttrs[ops.ScaleAttrs](n)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func swigluKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, erro
 
 // sliceRowsKernel copies rows [From, To).
 func sliceRowsKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.SliceAttrs](n)
+	at, err := ops.NodeAttrs[ops.SliceAttrs](n)
 	if err != nil {
 		return nil, err
 	}

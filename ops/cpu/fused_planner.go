@@ -71,7 +71,7 @@ func matmulSwiGLUKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 
 // normRopeKVKernel is norm_rope into scratch, then kv_write of its rows.
 func normRopeKVKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.NormRopeKVAttrs](n)
+	at, err := ops.NodeAttrs[ops.NormRopeKVAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ const chainBlock = 512
 // it feeds. Each block reads its inputs before writing its outputs, so the
 // output may be input 0.
 func chainKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.ChainAttrs](n)
+	at, err := ops.NodeAttrs[ops.ChainAttrs](n)
 	if err != nil {
 		return nil, err
 	}

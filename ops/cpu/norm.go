@@ -42,7 +42,7 @@ func l2normalize(y, x []float32, eps float32) {
 
 // normGroup reads a norm's attributes and gives its group length.
 func normGroup(n *graph.Node, x []float32) (ops.NormAttrs, int, error) {
-	at, err := attrsOf[ops.NormAttrs](n)
+	at, err := ops.NodeAttrs[ops.NormAttrs](n)
 	if err != nil {
 		return at, 0, err
 	}
@@ -155,7 +155,7 @@ func fusedRowKernel(nRows int, mk func(n *graph.Node) (rowOp, error)) kernelFunc
 var (
 	// slerpKernel is n(n(x) + α ⊙ (n(y) − n(x))).
 	slerpKernel = fusedRowKernel(2, func(n *graph.Node) (rowOp, error) {
-		at, err := attrsOf[ops.EpsAttrs](n)
+		at, err := ops.NodeAttrs[ops.EpsAttrs](n)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +174,7 @@ var (
 
 	// mixKernel is l2norm(a + b).
 	mixKernel = fusedRowKernel(2, func(n *graph.Node) (rowOp, error) {
-		at, err := attrsOf[ops.EpsAttrs](n)
+		at, err := ops.NodeAttrs[ops.EpsAttrs](n)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ var (
 
 	// gatedNormKernel is l2norm(y ⊙ sigmoid(g ⊙ s)).
 	gatedNormKernel = fusedRowKernel(2, func(n *graph.Node) (rowOp, error) {
-		at, err := attrsOf[ops.EpsAttrs](n)
+		at, err := ops.NodeAttrs[ops.EpsAttrs](n)
 		if err != nil {
 			return nil, err
 		}

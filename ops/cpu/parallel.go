@@ -76,20 +76,6 @@ func parallelFor(n, threads int, f func(lo, hi int)) {
 	}
 }
 
-// attrsOf reads a node's typed attributes, given as the value or a pointer.
-func attrsOf[T any](n *graph.Node) (T, error) {
-	switch v := n.Attrs.(type) {
-	case T:
-		return v, nil
-	case *T:
-		if v != nil {
-			return *v, nil
-		}
-	}
-	var zero T
-	return zero, fmt.Errorf("%s: attributes are %T, want %T", n.Op, n.Attrs, zero)
-}
-
 // f32s gives the f32 elements of a buffer, or an error naming it.
 func f32s(what string, b *Buffer) ([]float32, error) {
 	if b.dt != graph.F32 || len(b.F32) != b.n {

@@ -13,7 +13,7 @@ import (
 
 // splitKernel copies each part of every repetition into its output.
 func splitKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.SplitAttrs](n)
+	at, err := ops.NodeAttrs[ops.SplitAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func splitKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error
 // causalConvKernel is the depthwise causal convolution over a ring of the
 // last (K−1)·dilation input rows, indexed by position.
 func causalConvKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.ConvAttrs](n)
+	at, err := ops.NodeAttrs[ops.ConvAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func causalConvKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 
 // gdnPrepKernel splits [q | k | v] and normalizes the query and key heads.
 func gdnPrepKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.GDNPrepAttrs](n)
+	at, err := ops.NodeAttrs[ops.GDNPrepAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func gdnScanKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 
 // gatedRMSNormKernel is w ⊙ o / sqrt(mean o² + eps) ⊙ act(z) per group.
 func gatedRMSNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.GatedRMSNormAttrs](n)
+	at, err := ops.NodeAttrs[ops.GatedRMSNormAttrs](n)
 	if err != nil {
 		return nil, err
 	}

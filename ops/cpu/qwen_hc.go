@@ -56,7 +56,7 @@ func rmsnorm1pKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 // hcDims reads the streams of an hc op and the width H of one stream from
 // its input 0 ([T, C·H]).
 func hcDims(n *graph.Node) (c, h, rows int, err error) {
-	at, err := attrsOf[ops.StreamAttrs](n)
+	at, err := ops.NodeAttrs[ops.StreamAttrs](n)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -69,7 +69,7 @@ func hcDims(n *graph.Node) (c, h, rows int, err error) {
 
 // hcExpandKernel tiles x[T, H] into C streams.
 func hcExpandKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.StreamAttrs](n)
+	at, err := ops.NodeAttrs[ops.StreamAttrs](n)
 	if err != nil {
 		return nil, err
 	}

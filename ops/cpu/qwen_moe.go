@@ -13,7 +13,7 @@ import (
 
 // moeRouteKernel is softmax, top-k and renormalization per row.
 func moeRouteKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.RouteAttrs](n)
+	at, err := ops.NodeAttrs[ops.RouteAttrs](n)
 	if err != nil {
 		return nil, err
 	}

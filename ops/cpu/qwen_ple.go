@@ -12,7 +12,7 @@ import (
 
 // pleHashKernel maps each row's n-gram history to table rows.
 func pleHashKernel(_ *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.PLEHashAttrs](n)
+	at, err := ops.NodeAttrs[ops.PLEHashAttrs](n)
 	if err != nil {
 		return nil, err
 	}

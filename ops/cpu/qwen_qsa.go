@@ -14,7 +14,7 @@ import (
 
 // qsaBlockKeysKernel stores raw indexer keys and compresses completed blocks.
 func qsaBlockKeysKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.BlockKeyAttrs](n)
+	at, err := ops.NodeAttrs[ops.BlockKeyAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func qsaBlockKeysKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 
 // qsaSelectKernel scores the complete blocks of each row and keeps the best.
 func qsaSelectKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.SelectAttrs](n)
+	at, err := ops.NodeAttrs[ops.SelectAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func qwTopK(ids []int32, scores []float32) {
 
 // qsaAttentionKernel attends each row to its selected blocks and trailing keys.
 func qsaAttentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.SparseAttentionAttrs](n)
+	at, err := ops.NodeAttrs[ops.SparseAttentionAttrs](n)
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer, at ops.RopeAttrs, n
 }
 
 func ropeKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.RopeAttrs](n)
+	at, err := ops.NodeAttrs[ops.RopeAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func ropeKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error)
 }
 
 func normRopeKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := attrsOf[ops.NormRopeAttrs](n)
+	at, err := ops.NodeAttrs[ops.NormRopeAttrs](n)
 	if err != nil {
 		return nil, err
 	}

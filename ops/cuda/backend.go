@@ -38,16 +38,20 @@ type Options struct {
 	F32WeightsAsBF16 bool
 	// CacheDir is the NVRTC compile cache ("" : cu.DefaultCacheDir).
 	CacheDir string
-	// Defines are extra NVRTC options for the kernels, e.g. "-DMV_UNROLL=4"
+	// Defines are extra NVRTC options for the kernels, e.g. "-DMV_LOADS=8"
 	// (for tuning); the environment variable REEL_CUDA_DEFINES adds more,
 	// separated by spaces.
 	Defines []string
 	// MatvecMaxChunk, when positive, caps the input features one warp of the
-	// matvec kernel streams, splitting longer inputs across blocks (split-K)
-	// beyond what filling the SMs needs. 0 splits only to fill the SMs,
-	// which measured faster on the H200 (2048: lm_head 44 % of the copy
-	// bound against 71 %).
+	// matvec kernels streams, splitting longer inputs across more warps of a
+	// block (split-K, up to the block's warps) than filling one wave of the
+	// SMs needs. 0 splits only to fill the SMs, which measured best on the
+	// H200.
 	MatvecMaxChunk int
+	// HalfActivations rounds activations to bf16 (f16) once for the cuBLAS
+	// products of prompt chunks, instead of splitting them into two 16-bit
+	// parts and multiplying twice: about twice as fast, about 1e-2 off.
+	HalfActivations bool
 	// Eager makes Record keep the steps and run them one by one instead of
 	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
 	Eager bool
@@ -98,7 +102,9 @@ type Backend struct {
 	// scratch are allocations made by Bind (split-K partials, tables),
 	// freed at Close.
 	scratch []cu.DevicePtr
-	closed  bool
+	// mv overrides the matvec launch shape (tests); zero: automatic.
+	mv     mvTuning
+	closed bool
 }
 
 // errRecWords is the length of the error record in i32 words.

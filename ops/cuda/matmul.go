@@ -7,46 +7,208 @@ import (
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
-// matvecMaxRows is the most rows the bandwidth-bound matvec kernel takes
+// matvecMaxRows is the most rows the bandwidth-bound matvec kernels take
 // (MV_MAXR in matvec.cu); more rows go to cuBLAS or the tiled kernel.
 const matvecMaxRows = 8
 
 // blasMin is the smallest output and input width cuBLAS is used for.
 const blasMin = 64
 
-// mvWarps is the warps (output features) of one matvec block.
-const mvWarps = 8
+// The matvec kernels' compile-time shape (matvec.cu): mvLoads 16-byte loads
+// per lane per iteration (MV_LOADS), at most mvMaxWarps warps a block
+// (MV_MAXWARPS) and mvSegs weights a launch (MV_SEGS).
+const (
+	mvLoads    = 2
+	mvMaxWarps = 8
+	mvSegs     = 4
+)
 
-// splitK chooses the matvec's split of the input features: enough warps to
-// keep every SM busy (about 48 per SM), chunks of at most maxChunk features
-// when it is positive, a multiple of 256
-// features (one pass of a warp's 16-byte loads over bf16) and, when split,
-// at least 512 long.
-func splitK(sms, nOut, k, maxChunk int) (splits, chunk int) {
-	want := (48*sms + nOut - 1) / nOut
-	if maxChunk > 0 {
-		want = max(want, (k+maxChunk-1)/maxChunk)
-	}
-	splits = max(1, min(want, k/512))
-	chunk = (k + splits - 1) / splits
-	chunk = (chunk + 255) / 256 * 256
-	return (k + chunk - 1) / chunk, chunk
+// The default launch: mvWarps warps a block, units of mvFeats features,
+// and at most about mvWaveWarps warps an SM (one wave at the kernels'
+// register use). With mvLoads these measured best on the H200 at Dory's
+// one-row decode shapes, sweeping MV_LOADS 2..16, 4 or 8 warps a block,
+// split 1..8 and 1 or 2 features a unit (TestMatVecSweep).
+const (
+	mvWarps     = 4
+	mvFeats     = 2
+	mvWaveWarps = 40
+)
+
+// mvTuning overrides the matvec launch shape (tests and tuning); a zero
+// field takes the default.
+type mvTuning struct {
+	loads int // MV_LOADS the kernels were compiled with (0: mvLoads)
+	warps int // warps a block, a power of two up to mvMaxWarps (0: mvWarps)
+	split int // warps splitting one unit's K, a power of two up to warps (0: mvPlan's)
+	feats int // features a unit (1 or 2) for plain products (0: mvFeats)
 }
 
-// matmul appends y[rows, nOut] = x[rows, k] · w[nOut, k]ᵀ to s.
-func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
+// mvShape is a matvec launch: units of feats features, split warps each,
+// warps warps a block.
+type mvShape struct {
+	feats, split, warps, blocks int
+}
+
+// mvPlan chooses the launch of a matvec over units units of k inputs, elems
+// elements to a 16-byte vector (1 when the kernel reads elements one by
+// one) on sms multiprocessors: each unit's K split across as many warps as
+// keep the grid within one wave of resident warps (mvWaveWarps an SM; a
+// second wave costs more than a warp's longer stream) while every warp
+// still has a chunk (32 vectors) to read, and at least ceil(k/maxChunk)
+// warps when maxChunk is positive.
+func mvPlan(t mvTuning, units, feats, k, elems, maxChunk, sms int) mvShape {
+	warps := t.warps
+	if warps <= 0 {
+		warps = mvWarps
+	}
+	warps = min(pow2Floor(warps), mvMaxWarps)
+	chunks := max(1, (k/max(1, elems)+31)/32)
+	split := t.split
+	if split <= 0 {
+		split = 1
+		for split*2 <= warps && split*2 <= chunks && units*split*2 <= mvWaveWarps*sms {
+			split *= 2
+		}
+		if maxChunk > 0 {
+			split = max(split, (k+maxChunk-1)/maxChunk)
+		}
+	}
+	split = max(1, min(pow2Ceil(split), warps))
+	group := warps / split
+	return mvShape{feats: feats, split: split, warps: warps, blocks: (units + group - 1) / group}
+}
+
+func pow2Ceil(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+func pow2Floor(n int) int {
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	return p
+}
+
+// wtypeNames are the kernels' names of the weight types (wtype's codes).
+var wtypeNames = [...]string{"f32", "bf16", "f16"}
+
+// mvSeg is one weight of a matvec launch and its output.
+type mvSeg struct {
+	w, y *Buffer
+	n    int // rows (output features)
+}
+
+// matvec appends one launch computing y_s[rows, n_s] = x[rows, k] · w_sᵀ
+// for up to mvSegs weights of one stored type; with swiglu (two weights,
+// gate and up, and the scales sg, su) it writes silu(g·sg)·(u·su) into
+// swiglu's output instead.
+func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer) error {
+	wt, err := wtype(segs[0].w)
+	if err != nil {
+		return err
+	}
+	elems := 8
+	if wt == 0 {
+		elems = 4
+	}
+	vec := int32(0)
+	if k%elems == 0 && x.ptr%16 == 0 {
+		vec = 1
+	}
+	var w [mvSegs]cu.DevicePtr
+	var y [mvSegs]cu.DevicePtr
+	ends := [mvSegs - 1]int32{}
+	nf := 0
+	for i, sg := range segs {
+		if t, err := wtype(sg.w); err != nil || t != wt {
+			return fmt.Errorf("weight %d stored as %s, weight 0 as %s", i, sg.w.store, segs[0].w.store)
+		}
+		if sg.w.ptr%16 != 0 {
+			vec = 0
+		}
+		w[i] = sg.w.ptr
+		if sg.y != nil {
+			y[i] = sg.y.ptr
+		}
+		nf += sg.n
+		if i < mvSegs-1 {
+			ends[i] = int32(nf)
+		}
+	}
+	for i := len(segs); i < mvSegs-1; i++ {
+		ends[i] = int32(nf)
+	}
+	if vec == 0 {
+		elems = 1
+	}
+	rb := 1
+	if rows > 1 {
+		rb = matvecMaxRows
+	}
+	var name string
+	var sc [2]cu.DevicePtr
+	var shape mvShape
+	if swiglu != nil {
+		nf = segs[0].n
+		y[0] = swiglu[0].ptr
+		ends = [mvSegs - 1]int32{int32(nf), int32(nf), int32(nf)}
+		sc = [2]cu.DevicePtr{swiglu[1].ptr, swiglu[2].ptr}
+		name = fmt.Sprintf("mvsw_%s_r%d", wtypeNames[wt], rb)
+		shape = mvPlan(be.mv, nf, 2, k, elems, be.opts.MatvecMaxChunk, be.kernels.sms)
+	} else {
+		feats := mvFeats
+		if be.mv.feats == 1 || be.mv.feats == 2 {
+			feats = be.mv.feats
+		}
+		shape = mvPlan(be.mv, (nf+feats-1)/feats, feats, k, elems, be.opts.MatvecMaxChunk, be.kernels.sms)
+		name = fmt.Sprintf("mv_%s_r%d_f%d", wtypeNames[wt], rb, feats)
+	}
+	s.add(name, [3]uint32{uint32(shape.blocks), 1, 1}, [3]uint32{uint32(32 * shape.warps), 1, 1}, 0,
+		x.ptr, int32(rows), int32(k), int32(nf), int32(shape.split), vec,
+		w[0], w[1], w[2], w[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2], sc[0], sc[1])
+	return nil
+}
+
+// mvKernelNames are the matvec kernels' names (matvec.cu's instances).
+func mvKernelNames() []string {
+	var out []string
+	for _, t := range wtypeNames {
+		for _, rb := range []int{1, matvecMaxRows} {
+			for _, f := range []int{1, 2} {
+				out = append(out, fmt.Sprintf("mv_%s_r%d_f%d", t, rb, f))
+			}
+			out = append(out, fmt.Sprintf("mvsw_%s_r%d", t, rb))
+		}
+	}
+	return out
+}
+
+// checkProduct checks x, w and y against rows of k -> nOut features.
+func checkProduct(x, w, y *Buffer, rows, k, nOut int) error {
 	if err := f32("x", x); err != nil {
 		return err
 	}
 	if err := f32("output", y); err != nil {
 		return err
 	}
-	wt, err := wtype(w)
-	if err != nil {
+	if _, err := wtype(w); err != nil {
 		return err
 	}
 	if x.n != rows*k || w.n != nOut*k || y.n != rows*nOut {
 		return fmt.Errorf("x of %d, w of %d, output of %d elements do not fit %d rows of %d -> %d", x.n, w.n, y.n, rows, k, nOut)
+	}
+	return nil
+}
+
+// matmul appends y[rows, nOut] = x[rows, k] · w[nOut, k]ᵀ to s.
+func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
+	if err := checkProduct(x, w, y, rows, k, nOut); err != nil {
+		return err
 	}
 	if rows == 0 || nOut == 0 {
 		return nil
@@ -57,33 +219,9 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 		return nil
 	}
 	if rows <= matvecMaxRows {
-		splits, chunk := splitK(be.kernels.sms, nOut, k, be.opts.MatvecMaxChunk)
-		elems := 4
-		if wt != 0 {
-			elems = 8
-		}
-		vec := int32(0)
-		if k%elems == 0 && chunk%elems == 0 && x.ptr%16 == 0 && w.ptr%16 == 0 {
-			vec = 1
-		}
-		var part, cnt cu.DevicePtr
-		cols := (nOut + mvWarps - 1) / mvWarps
-		if splits > 1 {
-			if part, err = be.scratchAlloc(4 * splits * rows * nOut); err != nil {
-				return err
-			}
-			if cnt, err = be.scratchAlloc(4 * cols); err != nil {
-				return err
-			}
-			if err := be.ctx.Memset(cnt, 0, uint64(4*cols)); err != nil {
-				return err
-			}
-		}
-		name := [...]string{"matvec_f32", "matvec_bf16", "matvec_f16"}[wt]
-		s.add(name, [3]uint32{uint32(cols), uint32(splits), 1}, [3]uint32{32 * mvWarps, 1, 1}, 0,
-			x.ptr, w.ptr, y.ptr, part, cnt, int32(rows), int32(nOut), int32(k), int32(chunk), vec)
-		return nil
+		return be.matvec(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil)
 	}
+	wt, _ := wtype(w)
 	if be.blas != nil && nOut >= blasMin && k >= blasMin {
 		blas := be.blas
 		if wt == 0 {
@@ -92,7 +230,16 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 			})
 			return nil
 		}
-		x16, err := be.scratchAlloc(2 * rows * k)
+		// cuBLAS multiplies like types only, so the f32 activations go in as
+		// 16-bit numbers: x = hi + lo, both 16-bit, and y = W·hi + W·lo keeps
+		// about 16 bits of each activation (a single rounding to bf16 would
+		// keep 8 and move a deep model's logits by several 1e-2). With
+		// Options.HalfActivations only hi is used.
+		parts := 2
+		if be.opts.HalfActivations {
+			parts = 1
+		}
+		x16, err := be.scratchAlloc(2 * parts * rows * k)
 		if err != nil {
 			return err
 		}
@@ -100,10 +247,32 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 		if wt == 2 {
 			dt = cu.F16
 		}
+		lo := x16.Offset(uint64(2 * rows * k))
+		if parts == 1 {
+			lo = 0
+		}
 		g, b := grid1(int64(rows * k))
-		s.add("to_half", g, b, 0, x.ptr, x16, int64(rows*k), wt)
+		s.add("to_half", g, b, 0, x.ptr, x16, lo, int64(rows*k), wt)
 		s.work = append(s.work, func() error {
-			return blas.MatMulRowMajor(rows, nOut, k, x16, k, dt, w.ptr, k, dt, y.ptr, nOut, cu.F32)
+			for p := 0; p < parts; p++ {
+				in := x16
+				if p == 1 {
+					in = lo
+				}
+				err := blas.GemmEx(cu.Gemm{
+					TransA: cu.Trans, TransB: cu.NoTrans,
+					M: nOut, N: rows, K: k,
+					Alpha: 1, Beta: float32(p),
+					A: w.ptr, AType: dt, LDA: k,
+					B: in, BType: dt, LDB: k,
+					C: y.ptr, CType: cu.F32, LDC: nOut,
+					Compute: cu.Compute32F,
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		return nil
 	}
@@ -112,7 +281,9 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 	return nil
 }
 
-// bindMatMul binds matmul and grouped_matmul: one product per weight.
+// bindMatMul binds matmul and grouped_matmul. Up to matvecMaxRows rows,
+// every run of up to mvSegs consecutive weights of one stored type is one
+// launch (Dory's q/k/v/g: one); more rows take one product per weight.
 func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	if len(in) < 2 || len(out) != len(in)-1 {
 		return nil, fmt.Errorf("%s: %d inputs and %d outputs", n.Op, len(in), len(out))
@@ -120,19 +291,46 @@ func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	xv := n.Inputs[0]
 	k, rows := xv.Shape.Last(), xv.Shape.Rows()
 	s := be.newSteps()
+	var segs []mvSeg
+	flush := func() error {
+		if len(segs) == 0 {
+			return nil
+		}
+		err := be.matvec(s, in[0], segs, rows, k, nil)
+		segs = segs[:0]
+		return err
+	}
 	for i, wv := range n.Inputs[1:] {
 		if len(wv.Shape) != 2 || wv.Shape[1] != k {
 			return nil, fmt.Errorf("weight %d %s does not take %d features", i, wv, k)
 		}
-		if err := be.matmul(s, in[0], in[i+1], out[i], rows, k, wv.Shape[0]); err != nil {
+		nOut := wv.Shape[0]
+		w, y := in[i+1], out[i]
+		if rows == 0 || nOut == 0 || k == 0 || rows > matvecMaxRows {
+			if err := be.matmul(s, in[0], w, y, rows, k, nOut); err != nil {
+				return nil, fmt.Errorf("weight %d: %w", i, err)
+			}
+			continue
+		}
+		if err := checkProduct(in[0], w, y, rows, k, nOut); err != nil {
 			return nil, fmt.Errorf("weight %d: %w", i, err)
 		}
+		if len(segs) == mvSegs || len(segs) > 0 && segs[0].w.store != w.store {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		segs = append(segs, mvSeg{w: w, y: y, n: nOut})
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// bindMatMulSwiGLU binds matmul_swiglu: the gate and up products into
-// scratch, then swiglu into the output.
+// bindMatMulSwiGLU binds matmul_swiglu: up to matvecMaxRows rows (gate and
+// up stored alike) one launch that writes the gated activation directly;
+// more rows the gate and up products into scratch, then swiglu.
 func bindMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	if len(in) != 5 || len(out) != 1 {
 		return nil, fmt.Errorf("matmul_swiglu: %d inputs and %d outputs", len(in), len(out))
@@ -143,6 +341,21 @@ func bindMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 		return nil, err
 	}
 	s := be.newSteps()
+	if rows > 0 && rows <= matvecMaxRows && k > 0 && f > 0 && in[1].store == in[2].store {
+		for i := range 2 {
+			if err := checkProduct(in[0], in[1+i], out[0], rows, k, f); err != nil {
+				return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+			}
+		}
+		if in[3].n != f || in[4].n != f {
+			return nil, fmt.Errorf("scales of %d and %d elements for %d features", in[3].n, in[4].n, f)
+		}
+		segs := []mvSeg{{w: in[1], n: f}, {w: in[2], n: f}}
+		if err := be.matvec(s, in[0], segs, rows, k, &[3]*Buffer{out[0], in[3], in[4]}); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	tmp := make([]*Buffer, 2)
 	for i := range tmp {
 		p, err := be.scratchAlloc(4 * rows * f)

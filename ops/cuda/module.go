@@ -16,12 +16,12 @@ import (
 var sources embed.FS
 
 // kernelNames are the kernels the Go side launches.
-var kernelNames = []string{
+var kernelNames = append([]string{
 	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half",
-	"norm_rows", "rowfuse", "rope",
+	"norm_rows", "norm_rows_wide", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part", "attn_finish",
-	"matvec_f32", "matvec_bf16", "matvec_f16", "matmul_tiled",
-}
+	"matmul_tiled",
+}, mvKernelNames()...)
 
 // kernelSet is the loaded module's kernels, by name.
 type kernelSet struct {

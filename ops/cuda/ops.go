@@ -132,19 +132,6 @@ func wtype(b *Buffer) (int32, error) {
 	return 0, fmt.Errorf("weight stored as %s: want f32, bf16 or f16", b.store)
 }
 
-func attrsOf[T any](n *graph.Node) (T, error) {
-	switch v := n.Attrs.(type) {
-	case T:
-		return v, nil
-	case *T:
-		if v != nil {
-			return *v, nil
-		}
-	}
-	var zero T
-	return zero, fmt.Errorf("%s: attributes are %T, want %T", n.Op, n.Attrs, zero)
-}
-
 func bindEmbed(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	table, ids, y := in[0], in[1], out[0]
 	tv := n.Inputs[0]
@@ -194,7 +181,7 @@ func bindUnary(op int32) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		var factor float32
 		if op == 5 {
-			at, err := attrsOf[ops.ScaleAttrs](n)
+			at, err := ops.NodeAttrs[ops.ScaleAttrs](n)
 			if err != nil {
 				return nil, err
 			}
@@ -224,7 +211,7 @@ var chainOps = map[string]int32{"add": 0, "sub": 1, "mul": 2, "sigmoid": 3, "sil
 const chainMax = 16
 
 func bindChain(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	at, err := attrsOf[ops.ChainAttrs](n)
+	at, err := ops.NodeAttrs[ops.ChainAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +286,7 @@ func (be *Backend) swiglu(g, u, sg, su, y *Buffer, s *steps) (*steps, error) {
 
 func bindNorm(rms bool) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-		at, err := attrsOf[ops.NormAttrs](n)
+		at, err := ops.NodeAttrs[ops.NormAttrs](n)
 		if err != nil {
 			return nil, err
 		}
@@ -333,14 +320,32 @@ func bindNorm(rms bool) binder {
 		if rms {
 			r = 1
 		}
-		s.add("norm_rows", [3]uint32{uint32(x.n / g), 1, 1}, [3]uint32{threadsFor(g, 256), 1, 1}, 0, x.ptr, w, y.ptr, int32(g), at.Eps, r)
+		name, threads, err := rowKernel("norm_rows", g)
+		if err != nil {
+			return nil, err
+		}
+		s.add(name, [3]uint32{uint32(x.n / g), 1, 1}, [3]uint32{threads, 1, 1}, 0, x.ptr, w, y.ptr, int32(g), at.Eps, r)
 		return s, nil
 	}
 }
 
+// rowKernel picks the variant of a row kernel (norm_rows, rowfuse) for rows
+// of n and its block size: each thread keeps up to 8 elements in registers
+// (the _wide variant 32), with at least four per thread so reductions stay
+// short.
+func rowKernel(base string, n int) (string, uint32, error) {
+	switch {
+	case n <= 1024*8:
+		return base, threadsFor((n+3)/4, 1024), nil
+	case n <= 1024*32:
+		return base + "_wide", 1024, nil
+	}
+	return "", 0, fmt.Errorf("rows of %d elements: the row kernels take at most %d", n, 1024*32)
+}
+
 func bindRowFuse(kind int32) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-		at, err := attrsOf[ops.EpsAttrs](n)
+		at, err := ops.NodeAttrs[ops.EpsAttrs](n)
 		if err != nil {
 			return nil, err
 		}
@@ -373,7 +378,11 @@ func bindRowFuse(kind int32) binder {
 		if y.n == 0 {
 			return s, nil
 		}
-		s.add("rowfuse", [3]uint32{uint32(y.n / w), 1, 1}, [3]uint32{threadsFor(w, 256), 1, 1}, 0,
+		name, threads, err := rowKernel("rowfuse", w)
+		if err != nil {
+			return nil, err
+		}
+		s.add(name, [3]uint32{uint32(y.n / w), 1, 1}, [3]uint32{threads, 1, 1}, 0,
 			kind, in[0].ptr, in[1].ptr, v, y.ptr, int32(w), at.Eps)
 		return s, nil
 	}
@@ -391,19 +400,19 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	)
 	switch n.Op {
 	case "rope":
-		at, err := attrsOf[ops.RopeAttrs](n)
+		at, err := ops.NodeAttrs[ops.RopeAttrs](n)
 		if err != nil {
 			return nil, err
 		}
 		rope = at
 	case "norm_rope":
-		at, err := attrsOf[ops.NormRopeAttrs](n)
+		at, err := ops.NodeAttrs[ops.NormRopeAttrs](n)
 		if err != nil {
 			return nil, err
 		}
 		rope, norm, eps, optScale = at.Rope, true, at.Eps, 2
 	default: // norm_rope_kv: x, call, slot[, scale]
-		at, err := attrsOf[ops.NormRopeKVAttrs](n)
+		at, err := ops.NodeAttrs[ops.NormRopeKVAttrs](n)
 		if err != nil {
 			return nil, err
 		}
@@ -483,7 +492,7 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 }
 
 func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	at, err := attrsOf[ops.SlotAttrs](n)
+	at, err := ops.NodeAttrs[ops.SlotAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -516,7 +525,7 @@ func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 const attnChunkMax = 1024
 
 func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	at, err := attrsOf[ops.AttentionAttrs](n)
+	at, err := ops.NodeAttrs[ops.AttentionAttrs](n)
 	if err != nil {
 		return nil, err
 	}
@@ -552,10 +561,12 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	span = max(span, 1)
 	// Chunks: enough blocks to fill the SMs twice, each at most attnChunkMax
 	// keys and within 48 KiB of shared memory with the group's queries.
+	// Chunks of at least 16 keys keep a decode row's (kv head, chunk) blocks
+	// short: each warp scores a few keys, each thread sums a few values.
 	blocks := rows * at.KVHeads
-	splits := max(1, min((span+31)/32, (2*be.kernels.sms+blocks-1)/blocks))
+	splits := max(1, min((span+15)/16, (2*be.kernels.sms+blocks-1)/blocks))
 	chunk := (span + splits - 1) / splits
-	limit := (48*1024/4 - groups*d) / groups
+	limit := (48*1024/4 - groups*d) / (groups + 1)
 	if limit < 32 {
 		return nil, fmt.Errorf("attention: %d query heads per kv head of %d do not fit in shared memory", groups, d)
 	}
@@ -571,17 +582,17 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	if at.Ring {
 		ring = 1
 	}
-	shared := uint32(4 * (groups*d + groups*chunk))
-	s.add("attn_part", [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{128, 1, 1}, shared,
+	shared := uint32(4 * (groups*d + groups*chunk + chunk))
+	s.add("attn_part", [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{256, 1, 1}, shared,
 		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
-	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, 0,
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, uint32(4*splits),
 		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits))
 	return s, nil
 }
 
 func bindSliceRows(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	at, err := attrsOf[ops.SliceAttrs](n)
+	at, err := ops.NodeAttrs[ops.SliceAttrs](n)
 	if err != nil {
 		return nil, err
 	}

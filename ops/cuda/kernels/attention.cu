@@ -7,7 +7,7 @@
 // every position.
 
 // attn_part: grid (rows, kv heads, chunks), dynamic shared memory
-// (G*d + G*chunk) floats. Partials: m, l [rows][heads][S], acc [rows][heads][S][d].
+// (G*d + G*chunk) floats and chunk ints (the chunk's slot rows). Partials: m, l [rows][heads][S], acc [rows][heads][S][d].
 extern "C" __global__ void attn_part(const float* q, const float* k, const float* v, const int* call, int* err, float* pm,
                                      float* pl, float* pacc, int rows, int heads, int kvh, int d, int cap, int window,
                                      int ring, float scale, int chunk) {
@@ -16,6 +16,7 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	int G = heads / kvh;
 	float* qs = sh;
 	float* sc = sh + G * d;
+	int* ridx = (int*)(sc + G * chunk);
 	int pos, used;
 	if (!read_call(call, rows, err, &pos, &used)) return;
 	if ((!ring || window == 0) && pos + used > cap) {
@@ -31,11 +32,10 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	long long kw = (long long)kvh * d;
 	const float* qrow = q + (long long)t * heads * d + (long long)kh * G * d;
 	for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
+	for (int jj = threadIdx.x; jj < n; jj += blockDim.x) ridx[jj] = ring ? (j0 + jj) % cap : j0 + jj;
 	__syncthreads();
 	for (int jj = warp; jj < n; jj += nw) {
-		long long row = j0 + jj;
-		if (ring) row %= cap;
-		const float* kr = k + row * kw + kh * d;
+		const float* kr = k + (long long)ridx[jj] * kw + kh * d;
 		for (int g = 0; g < G; g++) {
 			float a = 0.f;
 			for (int i = lane; i < d; i += 32) a += qs[g * d + i] * kr[i];
@@ -62,19 +62,17 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	for (int x = threadIdx.x; x < G * d; x += blockDim.x) {
 		int g = x / d, i = x % d;
 		float a = 0.f;
-		for (int jj = 0; jj < n; jj++) {
-			long long row = j0 + jj;
-			if (ring) row %= cap;
-			a += sc[g * chunk + jj] * v[row * kw + kh * d + i];
-		}
+		const float* vc = v + kh * d + i;
+		for (int jj = 0; jj < n; jj++) a += sc[g * chunk + jj] * vc[(long long)ridx[jj] * kw];
 		pacc[(((long long)t * heads + kh * G + g) * S + s) * d + i] = a;
 	}
 }
 
-// attn_finish: grid (rows, heads); merges the S chunks of each head; rows
-// past the call's rows get zeros.
+// attn_finish: grid (rows, heads), dynamic shared memory S floats; merges the
+// S chunks of each head; rows past the call's rows get zeros.
 extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
                                        int heads, int d, int S) {
+	extern __shared__ float wsh[];
 	int t = blockIdx.x, h = blockIdx.y;
 	int pos = call[CALL_POS], used = call[CALL_ROWS];
 	if (pos < 0 || used < 0 || used > rows) return; // reported by attn_part
@@ -91,10 +89,12 @@ extern "C" __global__ void attn_finish(const float* pm, const float* pl, const f
 	float L = 0.f;
 	for (int s = 0; s < S; s++)
 		if (pl[base + s] > 0.f) L += pl[base + s] * expf(pm[base + s] - M);
+	// Each chunk's weight, once: exp(m_s − M) / L, zero for empty chunks.
+	for (int s = threadIdx.x; s < S; s += blockDim.x) wsh[s] = pl[base + s] > 0.f ? expf(pm[base + s] - M) / L : 0.f;
+	__syncthreads();
 	for (int i = threadIdx.x; i < d; i += blockDim.x) {
 		float a = 0.f;
-		for (int s = 0; s < S; s++)
-			if (pl[base + s] > 0.f) a += pacc[(base + s) * d + i] * expf(pm[base + s] - M);
-		out[i] = a / L;
+		for (int s = 0; s < S; s++) a += pacc[(base + s) * d + i] * wsh[s];
+		out[i] = a;
 	}
 }

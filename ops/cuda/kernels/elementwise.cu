@@ -141,7 +141,15 @@ extern "C" __global__ void kv_write(const float* rows, float* slot, const int* c
 	for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = src[i];
 }
 
-// to_half rounds f32 activations to bf16 (wt 1) or f16 (wt 2).
-extern "C" __global__ void to_half(const float* x, u16* y, long long n, int wt) {
-	GRID_STRIDE(i, n) { y[i] = wt == WT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]); }
+// to_half rounds f32 activations to bf16 (wt 1) or f16 (wt 2) into hi and,
+// when lo is not null, the rounded remainder x − hi into lo.
+extern "C" __global__ void to_half(const float* x, u16* hi, u16* lo, long long n, int wt) {
+	GRID_STRIDE(i, n) {
+		u16 h = wt == WT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+		hi[i] = h;
+		if (lo) {
+			float r = x[i] - (wt == WT_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
+			lo[i] = wt == WT_BF16 ? f32_to_bf16(r) : f32_to_f16(r);
+		}
+	}
 }

@@ -1,151 +1,214 @@
-// Matrix products. matvec_*: 1..MV_MAXR rows against a weight stored
-// [N, K], bandwidth bound: one warp per output feature, 16-byte weight loads
-// (MV_UNROLL, eight by default, in flight per lane), f32 accumulation, split-K across grid.y so that
-// short-output/long-input shapes keep every SM busy (the last block of each
-// column adds the partial sums, in order).
+// Matrix products. mv_*: 1..MV_MAXR rows of x against up to MV_SEGS
+// weights stored [N_s, K], bandwidth bound, in one launch: the weights'
+// rows form one virtual matrix (segment s holds virtual features
+// [e_{s-1}, e_s)), each feature's sums going to its own weight's output.
+// mvsw_*: the same for a gate and an up weight of F rows each, a warp
+// computing gate row j and up row j together and writing
+// silu(g·sg[j])·(u·su[j]) (matmul_swiglu) directly.
+//
+// Work: a block of W warps (blockDim.x = 32·W) holds W/S groups of S
+// warps; a group computes one unit (MF consecutive rows of the virtual
+// matrix, or a gate/up pair) and its S warps split K, each streaming every
+// S-th chunk of 32 16-byte vectors of the unit's rows, MV_LOADS loads per
+// lane in flight (ld.global.nc.L1::no_allocate; x is read through L1). Few
+// loads a lane keep registers low, so that the whole grid of a decode
+// shape is resident at once (one wave): on the H200 that beat deeper
+// unrolling with fewer warps (matmul.go's mvPlan).
+// Lane sums are reduced per warp by shuffles, then the S warps' sums are
+// added in warp order through shared memory: no atomics, so results are
+// the same bit for bit on every run.
 // matmul_tiled: a plain shared-memory tiled product for more rows when
 // cuBLAS is not used.
 
 #define MV_MAXR 8
+#define MV_SEGS 4
+#define MV_MAXWARPS 8
 
-__device__ __forceinline__ void unpack8(uint4 q, int wt, float* f) {
-	u32 u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		if (wt == WT_BF16) {
-			f[2 * i] = __uint_as_float(u[i] << 16);
-			f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-		} else {
-			f[2 * i] = f16_to_f32((u16)(u[i] & 0xffffu));
-			f[2 * i + 1] = f16_to_f32((u16)(u[i] >> 16));
-		}
-	}
-}
+// MV_LOADS is the 16-byte weight loads each lane issues per iteration, over
+// all the features of its unit (matmul.go's mvLoads).
+#ifndef MV_LOADS
+#define MV_LOADS 2
+#endif
 
 // ld_stream loads 16 bytes of weights that are read once: through the
 // read-only path without allocating in L1, which keeps x there.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 	uint4 r;
-	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+	asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
 	return r;
 }
 
-// mv_acc adds one 16-byte weight vector times x[r][kk..] (row stride ld) to acc.
+// mv_x reads the E elements of x that one 16-byte weight vector multiplies.
 template <int WT>
-__device__ __forceinline__ void mv_acc(uint4 q, const float* x, int R, int ld, int kk, float* acc) {
-	if (WT == WT_F32) {
-		float w0 = __uint_as_float(q.x), w1 = __uint_as_float(q.y), w2 = __uint_as_float(q.z), w3 = __uint_as_float(q.w);
+__device__ __forceinline__ void mv_x(const float* xs, float* xv) {
+	float4 a = __ldg((const float4*)xs);
+	xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+	if (WT != WT_F32) {
+		float4 b = __ldg((const float4*)xs + 1);
+		xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+	}
+}
+
+// mv_fma adds one 16-byte weight vector (4 f32 or 8 bf16/f16 elements)
+// times xv to acc, element by element in order.
+template <int WT>
+__device__ __forceinline__ float mv_fma(uint4 q, const float* xv, float acc) {
+	u32 u[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-		for (int r = 0; r < MV_MAXR; r++) {
-			if (r < R) {
-				float4 a = __ldg((const float4*)(x + (long long)r * ld + kk));
-				acc[r] += a.x * w0 + a.y * w1 + a.z * w2 + a.w * w3;
+	for (int i = 0; i < 4; i++) {
+		if (WT == WT_F32) {
+			acc = fmaf(xv[i], __uint_as_float(u[i]), acc);
+		} else if (WT == WT_BF16) {
+			acc = fmaf(xv[2 * i], __uint_as_float(u[i] << 16), acc);
+			acc = fmaf(xv[2 * i + 1], __uint_as_float(u[i] & 0xffff0000u), acc);
+		} else {
+			acc = fmaf(xv[2 * i], f16_to_f32((u16)(u[i] & 0xffffu)), acc);
+			acc = fmaf(xv[2 * i + 1], f16_to_f32((u16)(u[i] >> 16)), acc);
+		}
+	}
+	return acc;
+}
+
+// The kernels' parameters: x [R, K]; NF virtual features (mv) or gate/up
+// rows (mvsw); S warps per unit; vec: 16-byte loads allowed; the segments'
+// weights w0..w3, outputs y0..y3 and ends e0..e2 (the last ends at NF;
+// unused ends are NF); sg, su the swiglu scales (mvsw only).
+#define MV_PARAMS                                                                                                  \
+	const float *__restrict__ x, int R, int K, int NF, int S, int vec, const void *w0, const void *w1, const void *w2, \
+		const void *w3, float *y0, float *y1, float *y2, float *y3, int e0, int e1, int e2, const float *sg, const float *su
+#define MV_ARGS x, R, K, NF, S, vec, w0, w1, w2, w3, y0, y1, y2, y3, e0, e1, e2, sg, su
+
+// mv_impl: RB is the row bucket (R <= RB), MF the features per unit, SW the
+// swiglu form (MF = 2: gate, up). Grid: ceil(units / (W/S)) blocks.
+template <int WT, int RB, int MF, bool SW>
+__device__ __forceinline__ void mv_impl(MV_PARAMS) {
+	const int E = WT == WT_F32 ? 4 : 8;  // elements per 16-byte vector
+	const int ES = WT == WT_F32 ? 4 : 2; // bytes per element
+	const int U = MV_LOADS / MF > 0 ? MV_LOADS / MF : 1;
+	__shared__ float red[MV_MAXWARPS * MF * RB];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	int G = nw / S, g = warp / S, p = warp - g * S;
+	int unit = blockIdx.x * G + g;
+	int units = SW ? NF : (NF + MF - 1) / MF;
+	// The unit's weight rows.
+	const char* wr[MF];
+	bool ok[MF];
+#pragma unroll
+	for (int i = 0; i < MF; i++) {
+		int f = SW ? unit : unit * MF + i;
+		const void* w = SW ? (i == 0 ? w0 : w1) : w0;
+		int row = f;
+		if (!SW) {
+			int s = (f >= e0) + (f >= e1) + (f >= e2);
+			w = s == 0 ? w0 : s == 1 ? w1 : s == 2 ? w2 : w3;
+			row = f - (s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2);
+		}
+		ok[i] = unit < units && f < NF;
+		wr[i] = (const char*)w + (long long)(ok[i] ? row : 0) * K * ES;
+	}
+	float acc[MF][RB];
+#pragma unroll
+	for (int i = 0; i < MF; i++)
+#pragma unroll
+		for (int r = 0; r < RB; r++) acc[i][r] = 0.f;
+	if (vec) {
+		int V = K / E, C = (V + 31) >> 5;
+		for (int c0 = p; c0 < C; c0 += S * U) {
+			uint4 q[U][MF];
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				int v = ((c0 + S * u) << 5) + lane;
+#pragma unroll
+				for (int i = 0; i < MF; i++) q[u][i] = ok[i] && v < V ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
+			}
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				int v = ((c0 + S * u) << 5) + lane;
+				if (v < V) {
+#pragma unroll
+					for (int r = 0; r < RB; r++) {
+						if (r < R) {
+							float xv[8];
+							mv_x<WT>(x + (long long)r * K + v * E, xv);
+#pragma unroll
+							for (int i = 0; i < MF; i++) acc[i][r] = mv_fma<WT>(q[u][i], xv, acc[i][r]);
+						}
+					}
+				}
 			}
 		}
 	} else {
-		float f[8];
-		unpack8(q, WT, f);
+		for (int k = p * 32 + lane; k < K; k += 32 * S) {
+			float wv[MF];
 #pragma unroll
-		for (int r = 0; r < MV_MAXR; r++) {
-			if (r < R) {
-				const float4* xr = (const float4*)(x + (long long)r * ld + kk);
-				float4 a = __ldg(xr), b = __ldg(xr + 1);
-				acc[r] += a.x * f[0] + a.y * f[1] + a.z * f[2] + a.w * f[3] + b.x * f[4] + b.y * f[5] + b.z * f[6] + b.w * f[7];
+			for (int i = 0; i < MF; i++) wv[i] = ok[i] ? load_w(wr[i], WT, k) : 0.f;
+#pragma unroll
+			for (int r = 0; r < RB; r++) {
+				if (r < R) {
+					float xv = x[(long long)r * K + k];
+#pragma unroll
+					for (int i = 0; i < MF; i++) acc[i][r] += xv * wv[i];
+				}
 			}
 		}
 	}
-}
-
-// MV_UNROLL is the 16-byte weight loads each lane issues before using any.
-#ifndef MV_UNROLL
-#define MV_UNROLL 8
-#endif
-
-// matvec_impl: block = warps output features, grid (ceil(N/warps), S). Each
-// warp streams its feature's weight row chunk in batches of MV_UNROLL
-// 16-byte loads per lane (all issued before the first is used), reading x
-// through the read-only cache. With S > 1 each block writes its partial
-// sums to part [S][R][N]; the last block of a column (counted in cnt, reset
-// after) adds them in order and writes y, so split-K costs no second launch.
-template <int WT>
-__device__ void matvec_impl(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                            int vec) {
-	__shared__ int last;
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-	int n = blockIdx.x * nw + warp;
-	int s = blockIdx.y, S = gridDim.y;
-	int k0 = s * kchunk, k1 = min(K, k0 + kchunk);
-	float acc[MV_MAXR];
+	// Per warp, then the group's S warps in order.
 #pragma unroll
-	for (int r = 0; r < MV_MAXR; r++) acc[r] = 0.f;
-	if (n < N) {
-		if (vec) {
-			const int E = WT == WT_F32 ? 4 : 8;
-			const int ES = WT == WT_F32 ? 4 : 2;
-			const float* xb = x + k0;
-			const uint4* wr = (const uint4*)((const char*)w + ((long long)n * K + k0) * ES);
-			int nv = (k1 - k0) / E;
-			for (int base = lane; base < nv; base += 32 * MV_UNROLL) {
-				uint4 q[MV_UNROLL];
+	for (int i = 0; i < MF; i++)
 #pragma unroll
-				for (int u = 0; u < MV_UNROLL; u++) {
-					int v = base + 32 * u;
-					q[u] = v < nv ? ld_stream(wr + v) : make_uint4(0u, 0u, 0u, 0u);
-				}
-#pragma unroll
-				for (int u = 0; u < MV_UNROLL; u++) {
-					int v = base + 32 * u;
-					if (v < nv) mv_acc<WT>(q[u], xb, R, K, v * E, acc);
-				}
+		for (int r = 0; r < RB; r++) {
+			float t = r < R ? warp_sum(acc[i][r]) : 0.f;
+			if (lane == 0) red[(warp * MF + i) * RB + r] = t;
+		}
+	__syncthreads();
+	int outs = G * (SW ? 1 : MF) * RB;
+	for (int t = threadIdx.x; t < outs; t += blockDim.x) {
+		int r = t % RB, gi = t / RB;
+		if (r >= R) continue;
+		if (SW) {
+			int j = blockIdx.x * G + gi;
+			if (j >= NF) continue;
+			float a = 0.f, b = 0.f;
+			for (int q = 0; q < S; q++) {
+				a += red[((gi * S + q) * MF) * RB + r];
+				b += red[((gi * S + q) * MF + MF - 1) * RB + r];
 			}
+			y0[(long long)r * NF + j] = (float)silu_d((double)(a * sg[j])) * (b * su[j]);
 		} else {
-			for (int kk = k0 + lane; kk < k1; kk += 32) {
-				float wv = load_w(w, WT, (long long)n * K + kk);
-#pragma unroll
-				for (int r = 0; r < MV_MAXR; r++)
-					if (r < R) acc[r] += x[(long long)r * K + kk] * wv;
-			}
+			int i = gi % MF, gg = gi / MF;
+			int f = (blockIdx.x * G + gg) * MF + i;
+			if (f >= NF) continue;
+			float a = 0.f;
+			for (int q = 0; q < S; q++) a += red[((gg * S + q) * MF + i) * RB + r];
+			int s = (f >= e0) + (f >= e1) + (f >= e2);
+			int lo = s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2;
+			int hi = s == 0 ? e0 : s == 1 ? e1 : s == 2 ? e2 : NF;
+			float* y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : y3;
+			y[(long long)r * (hi - lo) + (f - lo)] = a;
 		}
 	}
-#pragma unroll
-	for (int r = 0; r < MV_MAXR; r++) {
-		if (r < R) {
-			float t = warp_sum(acc[r]);
-			if (lane == 0 && n < N) {
-				if (S > 1) part[((long long)s * R + r) * N + n] = t;
-				else y[(long long)r * N + n] = t;
-			}
-		}
-	}
-	if (S == 1) return;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0) last = atomicAdd(&cnt[blockIdx.x], 1) == S - 1;
-	__syncthreads();
-	if (!last) return;
-	__threadfence();
-	for (int i = threadIdx.x; i < R * nw; i += blockDim.x) {
-		int r = i / nw, nn = blockIdx.x * nw + i % nw;
-		if (nn >= N) continue;
-		float a = 0.f;
-		for (int j = 0; j < S; j++) a += __ldcg(part + ((long long)j * R + r) * N + nn);
-		y[(long long)r * N + nn] = a;
-	}
-	if (threadIdx.x == 0) cnt[blockIdx.x] = 0;
 }
 
-extern "C" __global__ void matvec_f32(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                                int vec) {
-	matvec_impl<WT_F32>(x, w, y, part, cnt, R, N, K, kchunk, vec);
-}
-extern "C" __global__ void matvec_bf16(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                                int vec) {
-	matvec_impl<WT_BF16>(x, w, y, part, cnt, R, N, K, kchunk, vec);
-}
-extern "C" __global__ void matvec_f16(const float* x, const void* w, float* y, float* part, int* cnt, int R, int N, int K, int kchunk,
-                                int vec) {
-	matvec_impl<WT_F16>(x, w, y, part, cnt, R, N, K, kchunk, vec);
-}
+// The instances the Go side launches (mvKernelNames in matmul.go):
+// mv_<type>_r<RB>_f<MF> and mvsw_<type>_r<RB>.
+extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { mv_impl<WT_F32, 1, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { mv_impl<WT_F32, 1, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { mv_impl<WT_F32, 8, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { mv_impl<WT_F32, 8, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { mv_impl<WT_BF16, 1, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { mv_impl<WT_BF16, 1, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { mv_impl<WT_BF16, 8, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { mv_impl<WT_BF16, 8, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { mv_impl<WT_F16, 1, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { mv_impl<WT_F16, 1, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { mv_impl<WT_F16, 8, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { mv_impl<WT_F16, 8, 2, false>(MV_ARGS); }
+extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { mv_impl<WT_F32, 1, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { mv_impl<WT_F32, 8, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { mv_impl<WT_BF16, 1, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { mv_impl<WT_BF16, 8, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { mv_impl<WT_F16, 1, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { mv_impl<WT_F16, 8, 2, true>(MV_ARGS); }
 
 #define TILE 16
 

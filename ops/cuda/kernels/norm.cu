@@ -20,42 +20,100 @@ __device__ void normalize_row(float* y, int n, float eps, double* scratch) {
 	for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = (float)((double)y[i] * inv);
 }
 
-// norm: one block per run of g elements; rms with w, else l2 (justnorm).
-extern "C" __global__ void norm_rows(const float* x, const float* w, float* y, int g, float eps, int rms) {
+// The row kernels keep a row in registers: each thread holds up to R of its
+// elements (index threadIdx.x + k·blockDim.x), so a row is read once and
+// every norm is one block reduction. Rows up to 1024·R elements; the binding
+// picks R = 8 or 32 and the block size.
+
+// norm_body: one block per run of g elements; rms with w, else l2 (justnorm).
+template <int R>
+__device__ void norm_body(const float* x, const float* w, float* y, int g, float eps, int rms) {
 	__shared__ double scratch[32];
 	long long o = (long long)blockIdx.x * g;
-	double ss = sumsq_d(x + o, g, scratch);
-	double inv = rms ? 1.0 / sqrt(ss / g + (double)eps) : 1.0 / sqrt(ss + (double)eps);
-	for (int i = threadIdx.x; i < g; i += blockDim.x) {
-		double v = (double)x[o + i] * inv;
-		if (rms) v *= (double)w[i];
-		y[o + i] = (float)v;
+	float r[R];
+	double ss = 0;
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		r[k] = i < g ? x[o + i] : 0.f;
+		ss += (double)r[k] * (double)r[k];
 	}
+	ss = block_sum_d(ss, scratch);
+	double inv = rms ? 1.0 / sqrt(ss / g + (double)eps) : 1.0 / sqrt(ss + (double)eps);
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		if (i < g) {
+			double v = (double)r[k] * inv;
+			if (rms) v *= (double)w[i];
+			y[o + i] = (float)v;
+		}
+	}
+}
+
+extern "C" __global__ void norm_rows(const float* x, const float* w, float* y, int g, float eps, int rms) {
+	norm_body<8>(x, w, y, g, eps, rms);
+}
+extern "C" __global__ void norm_rows_wide(const float* x, const float* w, float* y, int g, float eps, int rms) {
+	norm_body<32>(x, w, y, g, eps, rms);
 }
 
 #define ROW_SLERP 0
 #define ROW_MIX 1
 #define ROW_GATED_NORM 2
 
-// rowfuse: one block per row of n. slerp(a=x, b=y, v=alpha), mix(a, b),
+// rowfuse_body: one block per row of n. slerp(a=x, b=y, v=alpha), mix(a, b),
 // gated_norm(a=y, b=g, v=s); the output may be a's buffer.
-extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+template <int R>
+__device__ void rowfuse_body(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
 	__shared__ double scratch[32];
 	long long o = (long long)blockIdx.x * n;
 	a += o, b += o, y += o;
+	float ra[R], rb[R];
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		ra[k] = i < n ? a[i] : 0.f;
+		rb[k] = i < n ? b[i] : 0.f;
+	}
 	if (kind == ROW_SLERP) {
-		double nx = 1.0 / sqrt(sumsq_d(a, n, scratch) + (double)eps);
-		double ny = 1.0 / sqrt(sumsq_d(b, n, scratch) + (double)eps);
-		for (int i = threadIdx.x; i < n; i += blockDim.x) {
-			double ax = (double)a[i] * nx;
-			y[i] = (float)(ax + (double)v[i] * ((double)b[i] * ny - ax));
+		double sa = 0, sb = 0;
+#pragma unroll
+		for (int k = 0; k < R; k++) sa += (double)ra[k] * (double)ra[k], sb += (double)rb[k] * (double)rb[k];
+		double nx = 1.0 / sqrt(block_sum_d(sa, scratch) + (double)eps);
+		double ny = 1.0 / sqrt(block_sum_d(sb, scratch) + (double)eps);
+#pragma unroll
+		for (int k = 0; k < R; k++) {
+			int i = threadIdx.x + k * blockDim.x;
+			double ax = (double)ra[k] * nx;
+			ra[k] = i < n ? (float)(ax + (double)v[i] * ((double)rb[k] * ny - ax)) : 0.f;
 		}
 	} else if (kind == ROW_MIX) {
-		for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] + b[i];
+#pragma unroll
+		for (int k = 0; k < R; k++) ra[k] = ra[k] + rb[k];
 	} else {
-		for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] * (float)sigmoid_d((double)(b[i] * v[i]));
+#pragma unroll
+		for (int k = 0; k < R; k++) {
+			int i = threadIdx.x + k * blockDim.x;
+			ra[k] = i < n ? ra[k] * (float)sigmoid_d((double)(rb[k] * v[i])) : 0.f;
+		}
 	}
-	normalize_row(y, n, eps, scratch);
+	double ss = 0;
+#pragma unroll
+	for (int k = 0; k < R; k++) ss += (double)ra[k] * (double)ra[k];
+	double inv = 1.0 / sqrt(block_sum_d(ss, scratch) + (double)eps);
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		int i = threadIdx.x + k * blockDim.x;
+		if (i < n) y[i] = (float)((double)ra[k] * inv);
+	}
+}
+
+extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+	rowfuse_body<8>(kind, a, b, v, y, n, eps);
+}
+extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+	rowfuse_body<32>(kind, a, b, v, y, n, eps);
 }
 
 // rope: one block per (row, head). It rotates the first rot dims of the head
