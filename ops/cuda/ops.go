@@ -521,6 +521,10 @@ func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	return s, nil
 }
 
+// attnMaxGroup is ATTN_MAX_GROUP of attention.cu: the most query heads per
+// KV head.
+const attnMaxGroup = 16
+
 // attnChunkMax is the most keys one attn_part block scores.
 const attnChunkMax = 1024
 
@@ -541,6 +545,9 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 		return nil, fmt.Errorf("attention: heads %d over kv heads %d of %d, window %d", at.Heads, at.KVHeads, d, at.Window)
 	}
 	qw, kw, groups := at.Heads*d, at.KVHeads*d, at.Heads/at.KVHeads
+	if groups > attnMaxGroup {
+		return nil, fmt.Errorf("attention: %d query heads per kv head: the kernel takes at most %d", groups, attnMaxGroup)
+	}
 	if q.n%qw != 0 || y.n != q.n || k.n%kw != 0 || v.n != k.n {
 		return nil, fmt.Errorf("attention: q of %d, output of %d, k of %d, v of %d elements do not fit %d query and %d kv heads of %d",
 			q.n, y.n, k.n, v.n, at.Heads, at.KVHeads, d)
@@ -586,7 +593,7 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	s.add("attn_part", [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{256, 1, 1}, shared,
 		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
-	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, uint32(4*splits),
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, uint32(12*splits),
 		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits))
 	return s, nil
 }

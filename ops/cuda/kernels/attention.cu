@@ -6,6 +6,9 @@
 // range of each row comes from the call record, so one launch shape serves
 // every position.
 
+// ATTN_MAX_GROUP is the most query heads per KV head attn_part takes.
+#define ATTN_MAX_GROUP 16
+
 // attn_part: grid (rows, kv heads, chunks), dynamic shared memory
 // (G*d + G*chunk) floats and chunk ints (the chunk's slot rows). Partials: m, l [rows][heads][S], acc [rows][heads][S][d].
 extern "C" __global__ void attn_part(const float* q, const float* k, const float* v, const int* call, int* err, float* pm,
@@ -34,14 +37,29 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
 	for (int jj = threadIdx.x; jj < n; jj += blockDim.x) ridx[jj] = ring ? (j0 + jj) % cap : j0 + jj;
 	__syncthreads();
+	// A warp scores one key against the group's query heads at once: each
+	// key element is loaded once, and the G sums are reduced together.
 	for (int jj = warp; jj < n; jj += nw) {
 		const float* kr = k + (long long)ridx[jj] * kw + kh * d;
-		for (int g = 0; g < G; g++) {
-			float a = 0.f;
-			for (int i = lane; i < d; i += 32) a += qs[g * d + i] * kr[i];
-			a = warp_sum(a);
-			if (lane == 0) sc[g * chunk + jj] = scale * a;
+		float part[ATTN_MAX_GROUP];
+#pragma unroll
+		for (int g = 0; g < ATTN_MAX_GROUP; g++) part[g] = 0.f;
+#pragma unroll 8
+		for (int i = lane; i < d; i += 32) {
+			float kv = kr[i];
+#pragma unroll
+			for (int g = 0; g < ATTN_MAX_GROUP; g++)
+				if (g < G) part[g] += qs[g * d + i] * kv;
 		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+			for (int g = 0; g < ATTN_MAX_GROUP; g++)
+				if (g < G) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
+		if (lane == 0)
+#pragma unroll
+			for (int g = 0; g < ATTN_MAX_GROUP; g++)
+				if (g < G) sc[g * chunk + jj] = scale * part[g];
 	}
 	__syncthreads();
 	for (int g = warp; g < G; g += nw) {
@@ -68,7 +86,7 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	}
 }
 
-// attn_finish: grid (rows, heads), dynamic shared memory S floats; merges the
+// attn_finish: grid (rows, heads), dynamic shared memory 3·S floats; merges the
 // S chunks of each head; rows past the call's rows get zeros.
 extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
                                        int heads, int d, int S) {
@@ -83,14 +101,20 @@ extern "C" __global__ void attn_finish(const float* pm, const float* pl, const f
 		return;
 	}
 	long long base = ((long long)t * heads + h) * S;
+	// The chunks' maxima and sums go to shared memory in one parallel pass;
+	// every thread then reduces them there (no serial global loads).
+	float* sm = wsh + S;
+	float* sl = wsh + 2 * S;
+	for (int s = threadIdx.x; s < S; s += blockDim.x) sm[s] = pm[base + s], sl[s] = pl[base + s];
+	__syncthreads();
 	float M = NEG_INF;
 	for (int s = 0; s < S; s++)
-		if (pl[base + s] > 0.f) M = fmaxf(M, pm[base + s]);
+		if (sl[s] > 0.f) M = fmaxf(M, sm[s]);
 	float L = 0.f;
 	for (int s = 0; s < S; s++)
-		if (pl[base + s] > 0.f) L += pl[base + s] * expf(pm[base + s] - M);
+		if (sl[s] > 0.f) L += sl[s] * expf(sm[s] - M);
 	// Each chunk's weight, once: exp(m_s − M) / L, zero for empty chunks.
-	for (int s = threadIdx.x; s < S; s += blockDim.x) wsh[s] = pl[base + s] > 0.f ? expf(pm[base + s] - M) / L : 0.f;
+	for (int s = threadIdx.x; s < S; s += blockDim.x) wsh[s] = sl[s] > 0.f ? expf(sm[s] - M) / L : 0.f;
 	__syncthreads();
 	for (int i = threadIdx.x; i < d; i += blockDim.x) {
 		float a = 0.f;
