@@ -204,7 +204,9 @@ func (e *Engine) Profile(key Key) ([]OpTime, error) {
 	for _, ot := range by {
 		out = append(out, *ot)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Time > out[j].Time || (out[i].Time == out[j].Time && out[i].Op < out[j].Op) })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Time > out[j].Time || (out[i].Time == out[j].Time && out[i].Op < out[j].Op)
+	})
 	return out, nil
 }
 
