@@ -84,3 +84,38 @@ func BenchmarkPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeWeights compares the CPU's two ways of holding bf16
+// weights, in one run: decoded to f32 at load (the default) and kept in 16
+// bits, decoded row by row as kernels read them.
+func BenchmarkDecodeWeights(b *testing.B) {
+	for _, half := range []bool{false, true} {
+		name := "f32-at-load"
+		if half {
+			name = "bf16-kept"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := benchModels(b)["gotiny"]
+			s, err := NewSession(m, Options{Backend: cpu.NewWith(cpu.Options{HalfWeights: half})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.Forward(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, WantNone); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if s.Pos() >= 64+Rewind {
+					if err := s.Rollback(64); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, WantLast); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
