@@ -94,10 +94,16 @@ type launch struct {
 	grid, block [3]uint32
 	shared      uint32
 	args        []any
+	// pdl launches with programmatic dependent launch (every kernel starts
+	// with pdl_entry, which waits for the previous one).
+	pdl bool
 }
 
 // run enqueues the launch on the backend's stream.
 func (l *launch) run(ctx *cu.Context) error {
+	if l.pdl {
+		return ctx.Stream().LaunchPDL(l.fn, l.grid, l.block, l.shared, l.args...)
+	}
 	return ctx.Launch(l.fn, l.grid, l.block, l.shared, l.args...)
 }
 
@@ -122,7 +128,7 @@ func (s *steps) Run() error {
 
 // add appends a launch of kernel name.
 func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...any) {
-	l := &launch{fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args}
+	l := &launch{fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args, pdl: s.be.pdl}
 	ctx := s.be.ctx
 	s.work = append(s.work, func() error { return l.run(ctx) })
 }

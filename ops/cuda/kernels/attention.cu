@@ -14,6 +14,7 @@
 extern "C" __global__ void attn_part(const float* q, const float* k, const float* v, const int* call, int* err, float* pm,
                                      float* pl, float* pacc, int rows, int heads, int kvh, int d, int cap, int window,
                                      int ring, float scale, int chunk) {
+	pdl_entry();
 	extern __shared__ float sh[];
 	int t = blockIdx.x, kh = blockIdx.y, s = blockIdx.z, S = gridDim.z;
 	int G = heads / kvh;
@@ -90,6 +91,7 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 // S chunks of each head; rows past the call's rows get zeros.
 extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
                                        int heads, int d, int S) {
+	pdl_entry();
 	extern __shared__ float wsh[];
 	int t = blockIdx.x, h = blockIdx.y;
 	int pos = call[CALL_POS], used = call[CALL_ROWS];

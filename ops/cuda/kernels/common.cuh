@@ -110,3 +110,15 @@ __device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + exp(
 __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x)); }
 
 #define NEG_INF __int_as_float(0xff800000u)
+
+// pdl_entry starts every kernel: under programmatic dependent launch a kernel
+// may be scheduled while the previous one on the stream still runs, so it
+// first waits for that one's completion and memory (griddepcontrol.wait),
+// then lets the next kernel be scheduled in turn. Launched without the
+// attribute, both are no-ops.
+__device__ __forceinline__ void pdl_entry() {
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}

@@ -25,11 +25,13 @@ __device__ __forceinline__ float apply_op(int op, float a, float b, float factor
 
 // binary: y[i] = a[i] op b[i mod nb].
 extern "C" __global__ void binary(int op, const float* a, const float* b, float* y, long long n, long long nb) {
+	pdl_entry();
 	GRID_STRIDE(i, n) { y[i] = apply_op(op, a[i], b[i % nb], 0.f); }
 }
 
 // unary: y[i] = op(x[i]) (scale multiplies by factor).
 extern "C" __global__ void unary(int op, const float* x, float* y, long long n, float factor) {
+	pdl_entry();
 	GRID_STRIDE(i, n) { y[i] = apply_op(op, x[i], 0.f, factor); }
 }
 
@@ -40,6 +42,7 @@ extern "C" __global__ void unary(int op, const float* x, float* y, long long n, 
 // naming step s's result; the last step's result is y.
 extern "C" __global__ void chain(const int* steps, const float* factors, int nsteps, const unsigned long long* ins,
                                  const long long* lens, float* y, long long n) {
+	pdl_entry();
 	GRID_STRIDE(i, n) {
 		float res[CHAIN_MAX];
 		for (int s = 0; s < nsteps; s++) {
@@ -57,6 +60,7 @@ extern "C" __global__ void chain(const int* steps, const float* factors, int nst
 
 // swiglu: y = silu(g * sg) * (u * su), the scales broadcast over rows of f.
 extern "C" __global__ void swiglu(const float* g, const float* u, const float* sg, const float* su, float* y, long long n, int f) {
+	pdl_entry();
 	GRID_STRIDE(i, n) {
 		int c = (int)(i % f);
 		y[i] = (float)silu_d((double)(g[i] * sg[c])) * (u[i] * su[c]);
@@ -65,6 +69,7 @@ extern "C" __global__ void swiglu(const float* g, const float* u, const float* s
 
 // embed gathers table rows as f32; an id outside [0, vocab) is reported.
 extern "C" __global__ void embed(const void* table, int wt, const int* ids, float* y, int rows, int h, int vocab, int* err) {
+	pdl_entry();
 	GRID_STRIDE(i, (long long)rows * h) {
 		int t = (int)(i / h), c = (int)(i % h);
 		int id = ids[t];
@@ -79,6 +84,7 @@ extern "C" __global__ void embed(const void* table, int wt, const int* ids, floa
 // argmax: one block per row; NaNs are skipped, ties go to the lowest index,
 // a row of NaNs gives -1.
 extern "C" __global__ void argmax(const float* x, int* y, int n) {
+	pdl_entry();
 	__shared__ float bv[32];
 	__shared__ int bi[32];
 	const float* r = x + (long long)blockIdx.x * n;
@@ -132,6 +138,7 @@ __device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, i
 
 // kv_write: one block per row of the chunk.
 extern "C" __global__ void kv_write(const float* rows, float* slot, const int* call, int* err, int t, int w, int cap, int ring) {
+	pdl_entry();
 	int pos, used;
 	if (!kv_check(call, t, cap, ring, err, &pos, &used)) return;
 	long long p = kv_row(blockIdx.x, pos, used, cap, ring);
@@ -144,6 +151,7 @@ extern "C" __global__ void kv_write(const float* rows, float* slot, const int* c
 // to_half rounds f32 activations to bf16 (wt 1) or f16 (wt 2) into hi and,
 // when lo is not null, the rounded remainder x − hi into lo.
 extern "C" __global__ void to_half(const float* x, u16* hi, u16* lo, long long n, int wt) {
+	pdl_entry();
 	GRID_STRIDE(i, n) {
 		u16 h = wt == WT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
 		hi[i] = h;

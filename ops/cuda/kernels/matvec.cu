@@ -191,29 +191,30 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 
 // The instances the Go side launches (mvKernelNames in matmul.go):
 // mv_<type>_r<RB>_f<MF> and mvsw_<type>_r<RB>.
-extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { mv_impl<WT_F32, 1, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { mv_impl<WT_F32, 1, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { mv_impl<WT_F32, 8, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { mv_impl<WT_F32, 8, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { mv_impl<WT_BF16, 1, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { mv_impl<WT_BF16, 1, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { mv_impl<WT_BF16, 8, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { mv_impl<WT_BF16, 8, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { mv_impl<WT_F16, 1, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { mv_impl<WT_F16, 1, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { mv_impl<WT_F16, 8, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { mv_impl<WT_F16, 8, 2, false>(MV_ARGS); }
-extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { mv_impl<WT_F32, 1, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { mv_impl<WT_F32, 8, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { mv_impl<WT_BF16, 1, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { mv_impl<WT_BF16, 8, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { mv_impl<WT_F16, 1, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { mv_impl<WT_F16, 8, 2, true>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 1, false>(MV_ARGS); }
+extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, false>(MV_ARGS); }
+extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, true>(MV_ARGS); }
+extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, true>(MV_ARGS); }
 
 #define TILE 16
 
 // matmul_tiled: grid (ceil(N/16), ceil(R/16)), block (16, 16).
 extern "C" __global__ void matmul_tiled(const float* x, const void* w, int wt, float* y, int R, int N, int K) {
+	pdl_entry();
 	__shared__ float xs[TILE][TILE + 1], ws[TILE][TILE + 1];
 	int tx = threadIdx.x, ty = threadIdx.y;
 	int n = blockIdx.x * TILE + tx, r = blockIdx.y * TILE + ty;

@@ -52,9 +52,11 @@ __device__ void norm_body(const float* x, const float* w, float* y, int g, float
 }
 
 extern "C" __global__ void norm_rows(const float* x, const float* w, float* y, int g, float eps, int rms) {
+	pdl_entry();
 	norm_body<8>(x, w, y, g, eps, rms);
 }
 extern "C" __global__ void norm_rows_wide(const float* x, const float* w, float* y, int g, float eps, int rms) {
+	pdl_entry();
 	norm_body<32>(x, w, y, g, eps, rms);
 }
 
@@ -110,9 +112,11 @@ __device__ void rowfuse_body(int kind, const float* a, const float* b, const flo
 }
 
 extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+	pdl_entry();
 	rowfuse_body<8>(kind, a, b, v, y, n, eps);
 }
 extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+	pdl_entry();
 	rowfuse_body<32>(kind, a, b, v, y, n, eps);
 }
 
@@ -123,6 +127,7 @@ extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b
 // to the row's slot row as kv_write places it, else to y.
 extern "C" __global__ void rope(const float* x, float* y, const int* call, int* err, const double* freq, const float* scale,
                                 float* slot, int rows, int width, int hd, int rot, int norm, float eps, int cap, int ring) {
+	pdl_entry();
 	__shared__ double scratch[32];
 	int r = blockIdx.x, o = blockIdx.y * hd, h = rot / 2;
 	int pos, used;

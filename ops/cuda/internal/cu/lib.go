@@ -60,7 +60,7 @@ type driverSyms struct {
 	memsetD8Async, memsetD32Async, streamCreate, streamDestroy, streamSynchronize,
 	streamBeginCapture, streamEndCapture, streamIsCapturing, eventCreate, eventRecord,
 	eventSynchronize, eventElapsedTime, eventDestroy, moduleLoadData, moduleGetFunction,
-	moduleUnload, funcSetAttribute, funcGetAttribute, funcGetParamInfo, launchKernel,
+	moduleUnload, funcSetAttribute, funcGetAttribute, funcGetParamInfo, launchKernel, launchKernelEx,
 	graphInstantiate, graphLaunch, graphExecUpdate, graphDestroy, graphExecDestroy,
 	graphGetNodes, getErrorName, getErrorString uintptr
 
@@ -138,6 +138,7 @@ func (d *driverSyms) specs() []symSpec {
 		sym(&d.funcGetAttribute, "cuFuncGetAttribute"),
 		optSym(&d.funcGetParamInfo, "cuFuncGetParamInfo"), // CUDA 12.4+
 		sym(&d.launchKernel, "cuLaunchKernel"),
+		optSym(&d.launchKernelEx, "cuLaunchKernelEx"), // CUDA 12.0+
 		sym(&d.graphInstantiate, "cuGraphInstantiateWithFlags"),
 		sym(&d.graphLaunch, "cuGraphLaunch"),
 		sym(&d.graphDestroy, "cuGraphDestroy"),

@@ -139,6 +139,38 @@ func (c *Context) Launch(fn *Function, grid, block [3]uint32, sharedBytes uint32
 	return c.stream.Launch(fn, grid, block, sharedBytes, args...)
 }
 
+// CanLaunchPDL reports whether launches may use programmatic dependent
+// launch: the driver has cuLaunchKernelEx and the device is sm_90 or newer.
+func (c *Context) CanLaunchPDL() bool {
+	major, _ := c.ComputeCapability()
+	return c.lib.drv.launchKernelEx != 0 && major >= 9
+}
+
+// LaunchPDL queues fn like Launch, allowed to start before the previous
+// kernel on the stream has finished (programmatic dependent launch): the
+// kernel must execute griddepcontrol.wait before it touches memory the
+// previous kernels write or read. Inside a stream capture this becomes a
+// programmatic edge of the CUDA graph. Without support it is Launch.
+func (s *Stream) LaunchPDL(fn *Function, grid, block [3]uint32, sharedBytes uint32, args ...any) error {
+	c := s.c
+	if !c.CanLaunchPDL() {
+		return s.Launch(fn, grid, block, sharedBytes, args...)
+	}
+	var buf [maxKernelArgs * 8]byte
+	if err := fn.marshal(&buf, args); err != nil {
+		return err
+	}
+	if err := c.bind(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	if r := cuLaunchKernelEx(c.lib.drv.launchKernelEx, fn.h, grid, block, sharedBytes, s.h, &buf, len(args)); r != 0 {
+		return c.lib.cuErr(r, fmt.Sprintf("cuLaunchKernelEx(%s, grid=%v, block=%v, shared=%d)",
+			fn.name, grid, block, sharedBytes))
+	}
+	return nil
+}
+
 // Launch queues kernel fn on s with the given grid and block dimensions and
 // bytes of dynamic shared memory. Each argument is one kernel parameter and
 // must be one of DevicePtr (a pointer parameter), int32, uint32, int64,

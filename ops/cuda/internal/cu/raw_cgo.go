@@ -15,6 +15,8 @@ package cu
 #cgo LDFLAGS: -ldl
 #cgo noescape t_cuLaunchKernel
 #cgo nocallback t_cuLaunchKernel
+#cgo noescape t_cuLaunchKernelEx
+#cgo nocallback t_cuLaunchKernelEx
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -182,6 +184,43 @@ static CUresult t_cuLaunchKernel(uintptr_t fn, uintptr_t f,
 			unsigned, CUstream, void **, void **))fn)(
 		(CUfunction)f, gx, gy, gz, bx, by, bz, shared, (CUstream)stream,
 		n > 0 ? params : NULL, NULL);
+}
+// reelLaunchConfig and reelLaunchAttribute mirror CUlaunchConfig and
+// CUlaunchAttribute (CUDA 12): an attribute is a 4-byte id, 4 bytes of
+// padding and a 64-byte value union.
+typedef struct {
+	int id;
+	char pad[4];
+	union { int i; char bytes[64]; } value;
+} reelLaunchAttribute;
+typedef struct {
+	unsigned gx, gy, gz, bx, by, bz, shared;
+	void *stream;
+	reelLaunchAttribute *attrs;
+	unsigned numAttrs;
+} reelLaunchConfig;
+
+// t_cuLaunchKernelEx launches like t_cuLaunchKernel with the programmatic
+// stream serialization attribute (id 6): the kernel may start while the
+// previous one on the stream finishes, and waits for it with
+// griddepcontrol.wait (programmatic dependent launch, sm_90+).
+static CUresult t_cuLaunchKernelEx(uintptr_t fn, uintptr_t f,
+		unsigned gx, unsigned gy, unsigned gz,
+		unsigned bx, unsigned by, unsigned bz,
+		unsigned shared, uintptr_t stream,
+		const unsigned char *args, int n) {
+	unsigned long long vals[REEL_MAX_KERNEL_ARGS];
+	void *params[REEL_MAX_KERNEL_ARGS];
+	if (n < 0 || n > REEL_MAX_KERNEL_ARGS) return 1; // CUDA_ERROR_INVALID_VALUE
+	if (n > 0) memcpy(vals, args, (size_t)n * 8);
+	for (int i = 0; i < n; i++) params[i] = &vals[i];
+	reelLaunchAttribute attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+	attr.value.i = 1;
+	reelLaunchConfig cfg = {gx, gy, gz, bx, by, bz, shared, (void *)stream, &attr, 1};
+	return ((CUresult(*)(const reelLaunchConfig *, CUfunction, void **, void **))fn)(
+		&cfg, (CUfunction)f, n > 0 ? params : NULL, NULL);
 }
 static CUresult t_cuStreamBeginCapture(uintptr_t fn, uintptr_t s, int mode) {
 	return ((CUresult(*)(CUstream, int))fn)((CUstream)s, mode);
@@ -500,6 +539,15 @@ func cuFuncGetParamInfo(fn, f uintptr, idx int) (off, size uint64, r int32) {
 func cuLaunchKernel(fn, f uintptr, grid, block [3]uint32, shared uint32, stream uintptr,
 	args *[maxKernelArgs * 8]byte, n int) int32 {
 	return int32(C.t_cuLaunchKernel(C.uintptr_t(fn), C.uintptr_t(f),
+		C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
+		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
+		C.uint(shared), C.uintptr_t(stream),
+		(*C.uchar)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
+func cuLaunchKernelEx(fn, f uintptr, grid, block [3]uint32, shared uint32, stream uintptr,
+	args *[maxKernelArgs * 8]byte, n int) int32 {
+	return int32(C.t_cuLaunchKernelEx(C.uintptr_t(fn), C.uintptr_t(f),
 		C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
 		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
 		C.uint(shared), C.uintptr_t(stream),

@@ -46,6 +46,10 @@ func cuFuncGetParamInfo(uintptr, uintptr, int) (uint64, uint64, int32) { return 
 func cuLaunchKernel(uintptr, uintptr, [3]uint32, [3]uint32, uint32, uintptr, *[maxKernelArgs * 8]byte, int) int32 {
 	return errNoCgo
 }
+
+func cuLaunchKernelEx(uintptr, uintptr, [3]uint32, [3]uint32, uint32, uintptr, *[maxKernelArgs * 8]byte, int) int32 {
+	return errNoCgo
+}
 func cuStreamBeginCapture(uintptr, uintptr, int) int32               { return errNoCgo }
 func cuStreamEndCapture(uintptr, uintptr) (uintptr, int32)           { return 0, errNoCgo }
 func cuStreamIsCapturing(uintptr, uintptr) (int, int32)              { return 0, errNoCgo }
