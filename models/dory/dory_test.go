@@ -275,3 +275,14 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	requireClose(t, ref[3:], rowsOf(t, out), 2e-4, "after errors")
 }
+
+func TestClosedSession(t *testing.T) {
+	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-per_loop"))
+	s, err := NewSession(m, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = s.Forward([]int{1}, 0, 2, WantLast)
+	require.ErrorContains(t, err, "closed")
+	_, err = NewSession(nil, Options{})
+	require.Error(t, err)
+}

@@ -117,6 +117,9 @@ type Session struct {
 
 // NewSession prepares a session on the model's weights.
 func NewSession(m *Model, opts Options) (*Session, error) {
+	if m == nil {
+		return nil, fmt.Errorf("dory: new session on a nil model")
+	}
 	c := m.Config
 	if opts.KV != nil {
 		c.KV = *opts.KV
@@ -272,6 +275,9 @@ func (s *Session) Forward(ids []int, pos0, loops int, want Want) (*tensor.Dense,
 }
 
 func (s *Session) check(ids []int, pos0, loops int, want Want) error {
+	if s.eng == nil {
+		return fmt.Errorf("dory: the session is closed")
+	}
 	if len(ids) == 0 {
 		return fmt.Errorf("dory: empty input: a forward needs at least one token")
 	}
