@@ -1,0 +1,426 @@
+// Package qwen4 implements Qwen4-Exp as graphs of Reel ops: the
+// checkpoint's config and weights (per-expert tensors stacked at load, the
+// PLE hash constants read into op attributes), the graph of a chunk of rows
+// of the forward and of the MTP draft head, and a Session that keeps the
+// caches and recurrent states across calls.
+//
+// The hidden state is kept as C residual streams X = [x_1 | ... | x_C]
+// (hc_count). Every block reads a gated mix of the streams and adds its
+// output back into each stream with its own gate (a gated residual, "GR"):
+//
+//	embed      X = [E[t] | ... | E[t]]
+//	GR in      Xn = rmsnorm1p(X; per H-chunk); t = silu(W_down·Xn / C)
+//	           u = (1/C) Σ_c σ(W_up·t)_c ⊙ Xn_c;  s = 2σ(W_inject·Xn / C)
+//	GR out     X_c += s_c · y
+//	layer      [PLE: X += PLE(X, ids)]; y = Mixer(GR_attn in); X = GR_attn out(y)
+//	           y = MoE(GR_mlp in); X = GR_mlp out(y)
+//	logits     W_lm · u, u the final mixer's GR in (no inject)
+//
+// The token mixer is Gated DeltaNet (linear_attention layers) or QSA sparse
+// attention (every other layer):
+//
+//	GDN   q,k,v = silu(conv_K(W_qkv·u)); q̂,k̂ = l2norm (q̂ /= √dk); g = −e^A·softplus(W_a·u + dt)
+//	      β = σ(W_b·u); per value head S ← e^g S; S ← S + k̂ (β(v − Sᵀk̂))ᵀ; o = Sᵀq̂
+//	      y = W_out · (w ⊙ rms(o) ⊙ act(W_z·u))
+//	QSA   q,gate = W_q·u; q = rope(rmsnorm1p(q)); k = rope(rmsnorm1p(W_k·u)); v = W_v·u
+//	      indexer: qI = rope(rmsnorm1p(qI)); block key = rope(rmsnorm1p(mean of raw keys))
+//	      σ_b = Σ_h relu(qI_h·kb) / √d; keep the top budget/cr blocks + the trailing keys
+//	      y = W_o · (softmax(q·k/√hd over the kept keys)·v ⊙ σ(gate))
+//
+// and the channel mixer a routed MoE with a gated shared expert:
+//
+//	MoE   p = softmax(W_r·u); top-k (renormalized); y = Σ_j p_j down_j(silu(gate_j u) ⊙ up_j u)
+//	      + σ(w_sg·u) · shared(u)
+//
+// PLE layers add hashed n-gram embeddings, gated per stream by the hidden
+// state and passed through a dilated causal conv:
+//
+//	e = concat_h Table[hash_h(t_0..t_{o−1})]; K = rmsnorm1p(W_key·e); v = W_val·e
+//	γ_c = ssqrt(K_c·rmsnorm1p(X)_c / √H); gv_c = σ(γ_c)·v
+//	X += gv + silu(conv_{K, dilation n}(rmsnorm1p(gv)))
+//
+// The MTP head drafts the token after next from the final hyper-state H_t
+// and the next token: X_c = fc_h(rmsnorm1p(H)_c) + fc_e(rmsnorm1p(E[t+1])),
+// one QSA layer with its MoE, then the shared lm_head on its own final mix.
+package qwen4
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// LayerKind is a decoder layer's token mixer.
+type LayerKind int
+
+const (
+	// GDN is a Gated DeltaNet layer ("linear_attention").
+	GDN LayerKind = iota
+	// QSA is a sparse attention layer ("qwen_sparse_attention", "full_attention").
+	QSA
+)
+
+// String gives the kind's short name.
+func (k LayerKind) String() string {
+	if k == QSA {
+		return "qsa"
+	}
+	return "gdn"
+}
+
+// GDNEps is the epsilon of the l2 norms of GDN's queries and keys.
+const GDNEps = 1e-6
+
+// Config is a Qwen4-Exp checkpoint's shape and settings: every field the
+// forward reads.
+type Config struct {
+	Vocab, Hidden int
+	// Eps is rms_norm_eps, used by every RMS norm.
+	Eps float64
+	// EOS is the end-of-sequence id (the first if the config lists several);
+	// -1 when the config has none (allowed only without PLE layers).
+	EOS int
+	// Streams is hc_count C; Rank is hc_lowrank R.
+	Streams, Rank int
+	// Layers gives each decoder layer's token mixer.
+	Layers []LayerKind
+
+	// Gated DeltaNet: key and value heads and their dims, the conv kernel
+	// and the output gate's activation.
+	KeyHeads, KeyDim, ValueHeads, ValueDim int
+	ConvKernel                             int
+	OutGate                                ops.Activation
+
+	// QSA: query and KV heads of HeadDim, Rotary rotated dims (head_dim ×
+	// partial_rotary_factor) at base Theta.
+	Heads, KVHeads, HeadDim, Rotary int
+	Theta                           float64
+	// The indexer: IndexHeads query heads of IndexDim, blocks of Block keys
+	// (the compress ratio), Budget keys kept (Budget/Block blocks).
+	IndexHeads, IndexDim, Block, Budget int
+
+	// PLE: the zero-based layers that have one, the n-gram size, the table
+	// heads of each order, the embedding width, the conv kernel, and the
+	// hash's table constants.
+	PLELayers                                   []int
+	NGram, HeadsPerNGram, PLEDim, PLEConvKernel int
+	NGramBase, NGramDivisible                   int
+	Seed                                        int64
+	// PLEShards is split_ngram_parts: the row chunks the table is stored in
+	// (0: as many as the checkpoint has).
+	PLEShards int
+
+	// MoE: experts, the top-k, the expert and shared expert widths.
+	Experts, TopK, ExpertFFN, SharedFFN int
+	NormTopK                            bool
+
+	// MTPLayers is mtp_num_hidden_layers (0 or 1).
+	MTPLayers int
+	// MaxPositions is max_position_embeddings (0: unknown); informative.
+	MaxPositions int
+}
+
+// Released is the shape of the released Qwen4-Exp (QWEN4.md), for dumps
+// and synthetic benchmarks.
+func Released() Config {
+	c := Config{
+		Vocab: 248320, Hidden: 2560, Eps: 1e-6, EOS: 248044, Streams: 4, Rank: 320,
+		KeyHeads: 16, KeyDim: 128, ValueHeads: 48, ValueDim: 128, ConvKernel: 4, OutGate: ops.ActSigmoid,
+		Heads: 24, KVHeads: 2, HeadDim: 256, Rotary: 64, Theta: 1e7,
+		IndexHeads: 4, IndexDim: 128, Block: 4, Budget: 2048,
+		PLELayers: []int{1}, NGram: 3, HeadsPerNGram: 8, PLEDim: 2560, PLEConvKernel: 4,
+		NGramBase: 20000000, NGramDivisible: 128, Seed: 1234,
+		Experts: 512, TopK: 10, ExpertFFN: 640, SharedFFN: 640, NormTopK: true,
+		MTPLayers: 1, MaxPositions: 262144,
+	}
+	c.Layers = make([]LayerKind, 48)
+	for i := 3; i < 48; i += 4 {
+		c.Layers[i] = QSA
+	}
+	return c
+}
+
+// NumLayers is the number of decoder layers.
+func (c *Config) NumLayers() int { return len(c.Layers) }
+
+// HasPLE reports whether layer li has a PLE block.
+func (c *Config) HasPLE(li int) bool { return slices.Contains(c.PLELayers, li) }
+
+// PLEIndex is layer li's index among the PLE layers (its hash constants'
+// index), or -1.
+func (c *Config) PLEIndex(li int) int { return slices.Index(c.PLELayers, li) }
+
+// PLEHeads is the table heads of a PLE layer: (n − 1) · heads per order.
+func (c *Config) PLEHeads() int { return (c.NGram - 1) * c.HeadsPerNGram }
+
+// ConvDim is the channels of GDN's conv: [q | k | v].
+func (c *Config) ConvDim() int { return 2*c.KeyHeads*c.KeyDim + c.ValueHeads*c.ValueDim }
+
+// Keep is the key blocks a QSA query keeps.
+func (c *Config) Keep() int { return c.Budget / c.Block }
+
+// Recurrent reports whether the model keeps state that cannot be rolled
+// back by position (GDN layers' states and conv rings, PLE histories).
+func (c *Config) Recurrent() bool {
+	return len(c.PLELayers) > 0 || slices.Contains(c.Layers, GDN)
+}
+
+// Validate checks everything a forward relies on, with errors naming the field.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"vocab_size", c.Vocab}, {"hidden_size", c.Hidden}, {"hc_count", c.Streams}, {"hc_lowrank", c.Rank},
+		{"num_experts", c.Experts}, {"num_experts_per_tok", c.TopK}, {"moe_intermediate_size", c.ExpertFFN},
+		{"shared_expert_intermediate_size", c.SharedFFN}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s = %d: must be positive", f.n, f.v)
+		}
+	}
+	if !(c.Eps > 0) || math.IsInf(c.Eps, 0) {
+		return fmt.Errorf("rms_norm_eps = %v: must be positive and finite", c.Eps)
+	}
+	if len(c.Layers) == 0 {
+		return fmt.Errorf("num_hidden_layers = 0: a model needs layers")
+	}
+	if c.TopK > c.Experts {
+		return fmt.Errorf("num_experts_per_tok = %d: more than the %d experts", c.TopK, c.Experts)
+	}
+	if slices.Contains(c.Layers, GDN) {
+		for _, f := range []struct {
+			n string
+			v int
+		}{{"linear_num_key_heads", c.KeyHeads}, {"linear_key_head_dim", c.KeyDim}, {"linear_num_value_heads", c.ValueHeads},
+			{"linear_value_head_dim", c.ValueDim}} {
+			if f.v <= 0 {
+				return fmt.Errorf("%s = %d: must be positive", f.n, f.v)
+			}
+		}
+		if c.ValueHeads%c.KeyHeads != 0 {
+			return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.ValueHeads, c.KeyHeads)
+		}
+		if c.ConvKernel < 2 {
+			return fmt.Errorf("linear_conv_kernel_dim = %d: must be at least 2", c.ConvKernel)
+		}
+		if c.OutGate != ops.ActSigmoid && c.OutGate != ops.ActSiLU {
+			return fmt.Errorf("output_gate_type = %q: want sigmoid or silu", c.OutGate)
+		}
+	}
+	if slices.Contains(c.Layers, QSA) || c.MTPLayers > 0 {
+		for _, f := range []struct {
+			n string
+			v int
+		}{{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
+			{"indexer_n_heads", c.IndexHeads}, {"indexer_head_dim", c.IndexDim}, {"indexer_compress_ratio", c.Block},
+			{"indexer_budget", c.Budget}} {
+			if f.v <= 0 {
+				return fmt.Errorf("%s = %d: must be positive", f.n, f.v)
+			}
+		}
+		if c.Heads%c.KVHeads != 0 {
+			return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+		}
+		if c.Rotary <= 0 || c.Rotary%2 != 0 || c.Rotary > c.HeadDim || c.Rotary > c.IndexDim {
+			return fmt.Errorf("partial_rotary_factor gives %d rotary dims: they must be even, positive and at most head_dim %d and indexer_head_dim %d",
+				c.Rotary, c.HeadDim, c.IndexDim)
+		}
+		if !(c.Theta > 0) || math.IsInf(c.Theta, 0) {
+			return fmt.Errorf("rope_theta = %v: must be positive and finite", c.Theta)
+		}
+		if c.Budget%c.Block != 0 {
+			return fmt.Errorf("indexer_budget %d is not a multiple of indexer_compress_ratio %d", c.Budget, c.Block)
+		}
+	}
+	if c.MTPLayers < 0 || c.MTPLayers > 1 {
+		return fmt.Errorf("mtp_num_hidden_layers = %d: want 0 or 1", c.MTPLayers)
+	}
+	if len(c.PLELayers) > 0 {
+		for i, li := range c.PLELayers {
+			if li < 0 || li >= len(c.Layers) {
+				return fmt.Errorf("ple_layer_ids[%d] = %d: want 1 to %d (one-based)", i, li+1, len(c.Layers))
+			}
+			if slices.Index(c.PLELayers, li) != i {
+				return fmt.Errorf("ple_layer_ids[%d] = %d: listed twice", i, li+1)
+			}
+		}
+		if c.NGram < 2 {
+			return fmt.Errorf("ngram_size = %d: must be at least 2", c.NGram)
+		}
+		if c.HeadsPerNGram <= 0 {
+			return fmt.Errorf("heads_per_ngram = %d: must be positive", c.HeadsPerNGram)
+		}
+		if c.PLEDim <= 0 || c.PLEDim%c.PLEHeads() != 0 {
+			return fmt.Errorf("ple_embed_dim = %d: must be a positive multiple of the %d table heads", c.PLEDim, c.PLEHeads())
+		}
+		if c.PLEConvKernel < 2 {
+			return fmt.Errorf("ple_conv_kernel_size = %d: must be at least 2", c.PLEConvKernel)
+		}
+		if c.EOS < 0 {
+			return fmt.Errorf("eos_token_id = %d: PLE layers need the end-of-sequence id", c.EOS)
+		}
+		if c.EOS >= c.Vocab || c.EOS > math.MaxInt32 {
+			return fmt.Errorf("eos_token_id = %d: outside the vocabulary of %d", c.EOS, c.Vocab)
+		}
+		if c.PLEShards < 0 {
+			return fmt.Errorf("split_ngram_parts = %d: must not be negative", c.PLEShards)
+		}
+	}
+	return nil
+}
+
+// ConfigFromJSON reads a Qwen4-Exp config.json (the text model's, or a
+// multimodal one's text_config), checking every field QWEN4.md lists and
+// rejecting settings the graphs do not implement, with errors naming the
+// field.
+func ConfigFromJSON(cfg *weights.Config) (Config, error) {
+	pre := ""
+	if cfg.Has("text_config") && !cfg.IsNull("text_config") {
+		pre = "text_config."
+	}
+	g := cfg.Get()
+	var c Config
+	var errs []error
+	key := func(k string) string { return pre + k }
+	has := func(k string) bool { return cfg.Has(key(k)) && !cfg.IsNull(key(k)) }
+	c.Vocab = g.Int(key("vocab_size"), 0)
+	c.Hidden = g.Int(key("hidden_size"), 0)
+	c.Eps = g.Float(key("rms_norm_eps"), 1e-6)
+	c.EOS = -1
+	switch {
+	case has("eos_token_id"):
+		c.EOS = eosOf(cfg, key("eos_token_id"), &errs)
+	case cfg.Has("eos_token_id") && !cfg.IsNull("eos_token_id"):
+		c.EOS = eosOf(cfg, "eos_token_id", &errs)
+	}
+	c.Streams = g.Int(key("hc_count"), 0)
+	c.Rank = g.Int(key("hc_lowrank"), 0)
+	layers := g.Int(key("num_hidden_layers"), 0)
+	types := g.Strings(key("layer_types"))
+	c.KeyHeads = g.Int(key("linear_num_key_heads"), 0)
+	c.KeyDim = g.Int(key("linear_key_head_dim"), 0)
+	c.ValueHeads = g.Int(key("linear_num_value_heads"), 0)
+	c.ValueDim = g.Int(key("linear_value_head_dim"), 0)
+	c.ConvKernel = g.Int(key("linear_conv_kernel_dim"), 4)
+	c.OutGate = ops.Activation(g.String(key("output_gate_type"), string(ops.ActSiLU)))
+	c.Heads = g.Int(key("num_attention_heads"), 0)
+	c.KVHeads = g.Int(key("num_key_value_heads"), c.Heads)
+	c.HeadDim = g.Int(key("head_dim"), 0)
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	// rope: rope_parameters (transformers 5) or the older top-level fields
+	theta := g.Float(key("rope_theta"), 10000)
+	partial := g.Float(key("partial_rotary_factor"), 1)
+	ropeType := "default"
+	if has("rope_parameters") {
+		theta = g.Float(key("rope_parameters.rope_theta"), theta)
+		partial = g.Float(key("rope_parameters.partial_rotary_factor"), partial)
+		ropeType = g.String(key("rope_parameters.rope_type"), ropeType)
+	}
+	if has("rope_scaling") {
+		ropeType = g.String(key("rope_scaling.rope_type"), g.String(key("rope_scaling.type"), ropeType))
+	}
+	c.Theta = theta
+	c.Rotary = int(math.Round(float64(c.HeadDim) * partial))
+	c.IndexHeads = g.Int(key("indexer_n_heads"), 0)
+	c.IndexDim = g.Int(key("indexer_head_dim"), 0)
+	c.Block = g.Int(key("indexer_compress_ratio"), 0)
+	c.Budget = g.Int(key("indexer_budget"), 0)
+	ikv := g.Int(key("indexer_kv_heads"), 1)
+	pleIDs := g.Ints(key("ple_layer_ids"))
+	c.NGram = g.Int(key("ngram_size"), 0)
+	c.HeadsPerNGram = g.Int(key("heads_per_ngram"), 0)
+	c.PLEDim = g.Int(key("ple_embed_dim"), 0)
+	c.PLEConvKernel = g.Int(key("ple_conv_kernel_size"), 0)
+	c.NGramBase = g.Int(key("ngram_vocab_size_base"), 0)
+	c.NGramDivisible = g.Int(key("make_ngram_vocab_size_divisible_by"), 1)
+	c.Seed = int64(g.Int(key("seed"), 0))
+	c.PLEShards = g.Int(key("split_ngram_parts"), 0)
+	c.Experts = g.Int(key("num_experts"), 0)
+	c.TopK = g.Int(key("num_experts_per_tok"), 0)
+	c.ExpertFFN = g.Int(key("moe_intermediate_size"), 0)
+	c.SharedFFN = g.Int(key("shared_expert_intermediate_size"), 0)
+	c.NormTopK = g.Bool(key("norm_topk_prob"), true)
+	c.MTPLayers = g.Int(key("mtp_num_hidden_layers"), 0)
+	c.MaxPositions = g.Int(key("max_position_embeddings"), 0)
+	act := g.String(key("hidden_act"), "silu")
+	tied := g.Bool(key("tie_word_embeddings"), false)
+	bias := g.Bool(key("attention_bias"), false)
+	mlpOnly := g.Ints(key("mlp_only_layers"))
+	sparseStep := g.Int(key("decoder_sparse_step"), 1)
+	if err := g.Err(); err != nil {
+		return c, err
+	}
+	if act != "silu" {
+		errs = append(errs, fmt.Errorf("hidden_act = %q: Qwen4-Exp needs silu", act))
+	}
+	if tied {
+		errs = append(errs, fmt.Errorf("tie_word_embeddings = true: Qwen4-Exp needs an untied lm_head"))
+	}
+	if bias {
+		errs = append(errs, fmt.Errorf("attention_bias = true: not supported"))
+	}
+	if len(mlpOnly) > 0 {
+		errs = append(errs, fmt.Errorf("mlp_only_layers = %v: dense MLP layers are not supported", mlpOnly))
+	}
+	if sparseStep != 1 {
+		errs = append(errs, fmt.Errorf("decoder_sparse_step = %d: every layer must be MoE (1)", sparseStep))
+	}
+	if ropeType != "default" {
+		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", ropeType))
+	}
+	if ikv != 1 {
+		errs = append(errs, fmt.Errorf("indexer_kv_heads = %d: the indexer needs 1", ikv))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	if types == nil {
+		return c, fmt.Errorf("%s: layer_types is missing", cfg.Path())
+	}
+	if len(types) != layers {
+		return c, fmt.Errorf("%s: num_hidden_layers %d but layer_types has %d entries", cfg.Path(), layers, len(types))
+	}
+	c.Layers = make([]LayerKind, len(types))
+	for i, t := range types {
+		switch t {
+		case "linear_attention":
+			c.Layers[i] = GDN
+		case "qwen_sparse_attention", "full_attention":
+			c.Layers[i] = QSA
+		default:
+			return c, fmt.Errorf("%s: layer_types[%d] = %q: want linear_attention, qwen_sparse_attention or full_attention", cfg.Path(), i, t)
+		}
+	}
+	for _, id := range pleIDs {
+		c.PLELayers = append(c.PLELayers, id-1)
+	}
+	if len(c.PLELayers) > 0 && c.NGramBase <= 1 {
+		return c, fmt.Errorf("%s: ngram_vocab_size_base = %d: must be more than 1", cfg.Path(), c.NGramBase)
+	}
+	if c.NGramDivisible <= 0 {
+		return c, fmt.Errorf("%s: make_ngram_vocab_size_divisible_by = %d: must be positive", cfg.Path(), c.NGramDivisible)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	return c, nil
+}
+
+// eosOf reads an end-of-sequence id written as a number or a list (the
+// first entry).
+func eosOf(cfg *weights.Config, key string, errs *[]error) int {
+	if v, err := cfg.Int(key, -1); err == nil {
+		return v
+	}
+	vs, err := cfg.Ints(key)
+	if err != nil || len(vs) == 0 {
+		*errs = append(*errs, fmt.Errorf("%s = %s: want an id or a non-empty list of ids", key, cfg.Raw(key)))
+		return -1
+	}
+	return vs[0]
+}

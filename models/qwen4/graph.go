@@ -1,0 +1,389 @@
+package qwen4
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// Stage is which graph a key builds.
+type Stage int
+
+const (
+	// Forward is the model over a chunk of rows: embeddings, every layer and
+	// the head.
+	Forward Stage = iota
+	// Draft is the MTP head over a chunk of rows: each row pairs the main
+	// model's final hyper-state at a position with the token after it.
+	Draft
+)
+
+// String gives the stage's lower-case name.
+func (s Stage) String() string {
+	if s == Draft {
+		return "mtp"
+	}
+	return "forward"
+}
+
+// Want says which rows' logits a graph computes.
+type Want int
+
+// What a forward leaves as logits.
+const (
+	// WantNone computes no logits: the call only extends the caches.
+	WantNone Want = iota
+	// WantLast computes the last row's logits.
+	WantLast
+	// WantAll computes every row's logits.
+	WantAll
+)
+
+var wantNames = [...]string{"none", "last", "all"}
+
+// String gives the lower-case name.
+func (w Want) String() string {
+	if w >= 0 && int(w) < len(wantNames) {
+		return wantNames[w]
+	}
+	return fmt.Sprintf("want(%d)", int(w))
+}
+
+// ParseWant reads none, last or all.
+func ParseWant(s string) (Want, error) {
+	for i, n := range wantNames {
+		if n == s {
+			return Want(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown want %q: want none, last or all", s)
+}
+
+// Key identifies one graph: plans are built once per key.
+type Key struct {
+	Stage Stage
+	Want  Want
+	Rows  int
+	// Hidden adds the final hyper-state of every row [rows, C·H] as an
+	// output after the logits (the MTP head's input; a Draft graph always
+	// has it).
+	Hidden bool
+}
+
+// String writes the key as dumps and logs show it.
+func (k Key) String() string {
+	s := fmt.Sprintf("%s/want=%s/rows=%d", k.Stage, k.Want, k.Rows)
+	if k.Hidden {
+		s += "/hidden"
+	}
+	return s
+}
+
+// Names of the graph inputs.
+const (
+	// InputIDs are the rows' token ids, i32 [rows].
+	InputIDs = "ids"
+	// InputHidden are the Draft rows' main hyper-states, f32 [rows, C·H].
+	InputHidden = "mtp.hidden"
+)
+
+// StateName names a state of a layer: the layer's index, or "mtp" for the
+// draft head's layer, and the part:
+//
+//	GDN  conv (the conv ring [K−1, conv dim]), state (S [nv, dk, dv])
+//	QSA  k, v (KV slots [cap, kv·hd]), kraw (raw indexer keys [cap, idim]),
+//	     blocks (block keys [cap/cr+1, idim])
+//	PLE  hist (the last n−1 ids, i32), conv (the conv ring [(K−1)·n, C·H])
+func StateName(kind, layer, part string) string { return kind + "." + layer + "." + part }
+
+func layerTag(li int) string {
+	if li < 0 {
+		return "mtp"
+	}
+	return fmt.Sprint(li)
+}
+
+// Weights describes the stored weights a graph declares. A Model is one;
+// nil builds from the config alone (bf16 weights, computed PLE constants,
+// one table shard per PLE layer), for dumps.
+type Weights interface {
+	// WeightDType is a weight's stored dtype.
+	WeightDType(name string) graph.DType
+	// PLEHash gives PLE layer li's hash attributes.
+	PLEHash(li int) (ops.PLEHashAttrs, bool)
+	// PLEShards gives PLE layer li's table shards: names and rows.
+	PLEShards(li int) (names []string, rows []int)
+}
+
+// PLEShards gives PLE layer li's table shards as loaded: names and rows.
+func (m *Model) PLEShards(li int) ([]string, []int) {
+	names := m.shards[li]
+	rows := make([]int, len(names))
+	for i, n := range names {
+		rows[i] = m.tensors[n].shape[0]
+	}
+	return names, rows
+}
+
+// configWeights describes the weights of a config without a checkpoint.
+type configWeights struct{ c *Config }
+
+func (configWeights) WeightDType(string) graph.DType { return graph.BF16 }
+
+func (w configWeights) PLEHash(li int) (ops.PLEHashAttrs, bool) {
+	idx := w.c.PLEIndex(li)
+	if idx < 0 {
+		return ops.PLEHashAttrs{}, false
+	}
+	m, s, o := PLEConstants(w.c, idx)
+	return ops.PLEHashAttrs{NGram: w.c.NGram, HeadsPerNGram: w.c.HeadsPerNGram, EOS: int32(w.c.EOS), Mult: m, Sizes: s, Offsets: o}, true
+}
+
+func (w configWeights) PLEShards(li int) ([]string, []int) {
+	return []string{ShardName(li, 0)}, []int{PLETableRows(w.c, w.c.PLEIndex(li))}
+}
+
+// builder holds what building one graph needs.
+type builder struct {
+	c    *Config
+	b    *graph.Builder
+	w    Weights
+	call *graph.Value
+	rows int
+	eps  float32
+}
+
+// weight declares a stored weight.
+func (g *builder) weight(name string, shape ...int) *graph.Value {
+	dt := g.w.WeightDType(name)
+	if dt == graph.Invalid {
+		g.b.Fail(fmt.Errorf("weight %s: not in the model", name))
+	}
+	return g.b.Weight(name, dt, shape...)
+}
+
+// state declares a state of the model's f32 activations.
+func (g *builder) state(kind string, li int, part string, shape ...int) *graph.Value {
+	return g.b.State(StateName(kind, layerTag(li), part), graph.F32, shape...)
+}
+
+func (g *builder) rope(headDim int) ops.RopeAttrs {
+	return ops.RopeAttrs{HeadDim: headDim, Rotary: g.c.Rotary, Theta: g.c.Theta}
+}
+
+// residualIn is a gated residual's first half: the block input u and the
+// normed hyper-state xn (which the inject logits read).
+func (g *builder) residualIn(pre string, x *graph.Value) (u, xn *graph.Value) {
+	c, b := g.c, g.b
+	ch := c.Streams * c.Hidden
+	xn = ops.RMSNorm1p(b, x, g.weight(pre+"hc_norm.weight", ch), c.Hidden, g.eps)
+	t := ops.SiLU(b, ops.Scale(b, ops.MatMul(b, xn, g.weight(pre+"input_mix_weight_down.weight", c.Rank, ch)), 1/float32(c.Streams)))
+	u = ops.HCMix(b, xn, ops.MatMul(b, t, g.weight(pre+"input_mix_weight_up.weight", ch, c.Rank)), c.Streams)
+	return b.Label(u, "u"), xn
+}
+
+// residualOut adds the block output y into every stream: X_c += 2σ(l_c/C)·y.
+func (g *builder) residualOut(pre string, x, xn, y *graph.Value) *graph.Value {
+	c := g.c
+	l := ops.MatMul(g.b, xn, g.weight(pre+"block_inject_weight.weight", c.Streams, c.Streams*c.Hidden))
+	return ops.HCInject(g.b, x, y, l, c.Streams)
+}
+
+// gdn builds Gated DeltaNet layer li on the block input u.
+func (g *builder) gdn(li int, u *graph.Value) *graph.Value {
+	c, b := g.c, g.b
+	pre := LayerPrefix(li) + "linear_attn."
+	h, cd, vd := c.Hidden, c.ConvDim(), c.ValueHeads*c.ValueDim
+	ring := g.state("gdn", li, "conv", c.ConvKernel-1, cd)
+	s := g.state("gdn", li, "state", c.ValueHeads, c.KeyDim, c.ValueDim)
+	qkv := b.Label(ops.MatMul(b, u, g.weight(pre+"in_proj_qkv.weight", cd, h)), "qkv")
+	mixed := ops.CausalConv(b, qkv, g.weight(pre+"conv1d.weight", cd, 1, c.ConvKernel), ring, g.call, ops.ConvAttrs{Dilation: 1, Act: ops.ActSiLU})
+	q, k, v := ops.GDNPrep(b, mixed, ops.GDNPrepAttrs{KeyHeads: c.KeyHeads, KeyDim: c.KeyDim, ValueHeads: c.ValueHeads, ValueDim: c.ValueDim, Eps: GDNEps})
+	a := ops.MatMul(b, u, g.weight(pre+"in_proj_a.weight", c.ValueHeads, h))
+	bl := ops.MatMul(b, u, g.weight(pre+"in_proj_b.weight", c.ValueHeads, h))
+	decay, beta := ops.GDNGates(b, a, bl, g.weight(pre+"A_log", c.ValueHeads), g.weight(pre+"dt_bias", c.ValueHeads))
+	o := ops.GDNScan(b, q, k, v, decay, beta, s, g.call)
+	z := b.Label(ops.MatMul(b, u, g.weight(pre+"in_proj_z.weight", vd, h)), "z")
+	y := ops.GatedRMSNorm(b, o, z, g.weight(pre+"norm.weight", c.ValueDim), ops.GatedRMSNormAttrs{Group: c.ValueDim, Eps: g.eps, Act: c.OutGate})
+	return b.Label(ops.MatMul(b, y, g.weight(pre+"out_proj.weight", h, vd)), "gdn_out")
+}
+
+// qsa builds a QSA layer (li < 0: the MTP head's) on the block input u.
+func (g *builder) qsa(li int, pre string, u *graph.Value) *graph.Value {
+	c, b := g.c, g.b
+	h, hd, id := c.Hidden, c.HeadDim, c.IndexDim
+	kw := c.KVHeads * hd
+	K := g.state("qsa", li, "k", graph.Dyn, kw)
+	V := g.state("qsa", li, "v", graph.Dyn, kw)
+	kraw := g.state("qsa", li, "kraw", graph.Dyn, id)
+	keys := g.state("qsa", li, "blocks", graph.Dyn, id)
+
+	qg := ops.Split(b, ops.MatMul(b, u, g.weight(pre+"q_proj.weight", 2*c.Heads*hd, h)), c.Heads, hd, hd)
+	q := ops.Rope(b, ops.RMSNorm1p(b, qg[0], g.weight(pre+"q_norm.weight", hd), hd, g.eps), g.call, g.rope(hd))
+	k := ops.RMSNorm1p(b, ops.MatMul(b, u, g.weight(pre+"k_proj.weight", kw, h)), g.weight(pre+"k_norm.weight", hd), hd, g.eps)
+	k = ops.Rope(b, k, g.call, g.rope(hd))
+	v := ops.MatMul(b, u, g.weight(pre+"v_proj.weight", kw, h))
+	ops.KVWrite(b, k, K, g.call, ops.SlotAttrs{})
+	ops.KVWrite(b, v, V, g.call, ops.SlotAttrs{})
+
+	pop := b.Push("indexer")
+	ik := ops.Split(b, ops.MatMul(b, u, g.weight(pre+"indexer.index_qk_proj.weight", (c.IndexHeads+1)*id, h)), 1, c.IndexHeads*id, id)
+	qi := ops.Rope(b, ops.RMSNorm1p(b, ik[0], g.weight(pre+"indexer.q_layernorm.weight", id), id, g.eps), g.call, g.rope(id))
+	ops.QSABlockKeys(b, ik[1], g.weight(pre+"indexer.k_layernorm.weight", id), kraw, keys, g.call,
+		ops.BlockKeyAttrs{Block: c.Block, Rope: g.rope(id), Eps: g.eps})
+	sel := b.Label(ops.QSASelect(b, qi, keys, g.call, ops.SelectAttrs{Heads: c.IndexHeads, Block: c.Block, Keep: c.Keep()}), "selected")
+	pop()
+
+	y := ops.QSAAttention(b, q, K, V, sel, g.call, ops.SparseAttentionAttrs{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: hd, Block: c.Block,
+		Scale: float32(1 / math.Sqrt(float64(hd)))})
+	y = ops.GateMerge(b, y, qg[1])
+	return b.Label(ops.MatMul(b, y, g.weight(pre+"o_proj.weight", h, c.Heads*hd)), "attn_out")
+}
+
+// moe builds the routed experts and the gated shared expert on u.
+func (g *builder) moe(pre string, u *graph.Value) *graph.Value {
+	c, b := g.c, g.b
+	h, f, sf := c.Hidden, c.ExpertFFN, c.SharedFFN
+	ids, w := ops.MoERoute(b, ops.MatMul(b, u, g.weight(pre+"mlp.gate.weight", c.Experts, h)), c.TopK, c.NormTopK)
+	units := ops.SiLUGLU(b, ops.ExpertMatMul(b, u, g.weight(pre+ExpertsGateUp, c.Experts, 2*f, h), ids))
+	y := ops.ExpertMatMul(b, units, g.weight(pre+ExpertsDown, c.Experts, h, f), ids)
+	gt := ops.MatMul(b, u, g.weight(pre+"mlp.shared_expert.gate_proj.weight", sf, h))
+	up := ops.MatMul(b, u, g.weight(pre+"mlp.shared_expert.up_proj.weight", sf, h))
+	shared := ops.MatMul(b, ops.Mul(b, ops.SiLU(b, gt), up), g.weight(pre+"mlp.shared_expert.down_proj.weight", h, sf))
+	sg := ops.MatMul(b, u, g.weight(pre+"mlp.shared_expert_gate.weight", 1, h))
+	return b.Label(ops.MoECombine(b, y, w, shared, sg), "moe_out")
+}
+
+// ple builds layer li's PLE block: X + gv + silu(conv(rmsnorm1p(gv))).
+func (g *builder) ple(li int, x, ids *graph.Value) *graph.Value {
+	c, b := g.c, g.b
+	defer b.Push("ple")()
+	pre := LayerPrefix(li) + "ple."
+	h, ch := c.Hidden, c.Streams*c.Hidden
+	at, ok := g.w.PLEHash(li)
+	if !ok {
+		b.Fail(fmt.Errorf("layer %d: no PLE hash constants", li))
+		return x
+	}
+	hist := g.b.State(StateName("ple", layerTag(li), "hist"), graph.I32, c.NGram-1)
+	ring := g.state("ple", li, "conv", (c.PLEConvKernel-1)*c.NGram, ch)
+	names, rows := g.w.PLEShards(li)
+	width := c.PLEDim / c.PLEHeads()
+	shards := make([]*graph.Value, len(names))
+	for i, n := range names {
+		shards[i] = g.weight(n, rows[i], width)
+	}
+	e := b.Label(ops.NGramEmbed(b, ops.PLEHash(b, ids, hist, g.call, at), shards...), "ngram")
+	kn := ops.RMSNorm1p(b, ops.MatMul(b, e, g.weight(pre+"key_proj.weight", ch, c.PLEDim)), g.weight(pre+"norm_key.weight", ch), h, g.eps)
+	qn := ops.RMSNorm1p(b, x, g.weight(pre+"norm_query.weight", ch), h, g.eps)
+	gv := ops.PLEGate(b, kn, qn, ops.MatMul(b, e, g.weight(pre+"value_proj.weight", h, c.PLEDim)), c.Streams)
+	gn := ops.RMSNorm1p(b, gv, g.weight(pre+"norm_conv.weight", ch), h, g.eps)
+	cv := ops.CausalConv(b, gn, g.weight(pre+"conv1d.weight", ch, 1, c.PLEConvKernel), ring, g.call, ops.ConvAttrs{Dilation: c.NGram, Act: ops.ActSiLU})
+	return ops.Add(b, ops.Add(b, x, gv), cv)
+}
+
+// layer builds decoder layer li (MTP head: li < 0, a QSA layer without PLE).
+func (g *builder) layer(li int, x, ids *graph.Value) *graph.Value {
+	c, b := g.c, g.b
+	pre, kind := MTPPrefix, QSA
+	if li < 0 {
+		defer b.Push("mtp")()
+	} else {
+		pre, kind = LayerPrefix(li), c.Layers[li]
+		defer b.Push("layer %d", li)()
+		if c.HasPLE(li) {
+			x = g.ple(li, x, ids)
+		}
+	}
+	func() {
+		defer b.Push("%s", kind)()
+		u, xn := g.residualIn(pre+"attn_hyper_connection.", x)
+		var y *graph.Value
+		if kind == GDN {
+			y = g.gdn(li, u)
+		} else {
+			y = g.qsa(li, pre+"self_attn.", u)
+		}
+		x = g.residualOut(pre+"attn_hyper_connection.", x, xn, y)
+	}()
+	defer b.Push("moe")()
+	u, xn := g.residualIn(pre+"mlp_hyper_connection.", x)
+	return g.residualOut(pre+"mlp_hyper_connection.", x, xn, g.moe(pre, u))
+}
+
+// head mixes the streams of the wanted rows with the final gated residual
+// (mixer, no inject) and applies lm_head.
+func (g *builder) head(mixer string, x *graph.Value, want Want) *graph.Value {
+	c, b := g.c, g.b
+	defer b.Push("head")()
+	if want == WantLast && g.rows > 1 {
+		x = ops.SliceRows(b, x, g.rows-1, g.rows)
+	}
+	u, _ := g.residualIn(mixer, x)
+	return b.Label(ops.MatMul(b, u, g.weight("lm_head.weight", c.Vocab, c.Hidden)), "logits")
+}
+
+// Build builds the graph of a key: the forward of k.Rows rows, or the MTP
+// head's. w describes the stored weights (nil: from the config alone).
+// The graph's outputs are the logits (unless WantNone) and then, with
+// k.Hidden or for Draft, the final hyper-state of every row.
+func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if k.Rows < 1 {
+		return nil, fmt.Errorf("qwen4: %d rows: want at least 1", k.Rows)
+	}
+	if k.Want < WantNone || k.Want > WantAll {
+		return nil, fmt.Errorf("qwen4: unknown want %d", int(k.Want))
+	}
+	if w == nil {
+		w = configWeights{c}
+	}
+	b := graph.NewBuilder("qwen4/" + k.String())
+	g := &builder{c: c, b: b, w: w, rows: k.Rows, eps: float32(c.Eps)}
+	g.call = ops.Call(b)
+	ids := b.Input(InputIDs, graph.I32, k.Rows)
+	embed := g.weight("model.embed_tokens.weight", c.Vocab, c.Hidden)
+	var x *graph.Value
+	mixer := "model.hyper_connection_mixer."
+	switch k.Stage {
+	case Forward:
+		x = ops.HCExpand(b, ops.Embed(b, embed, ids), c.Streams)
+		for li := range c.Layers {
+			x = g.layer(li, x, ids)
+		}
+	case Draft:
+		if c.MTPLayers == 0 {
+			return nil, fmt.Errorf("qwen4: the config has no MTP head (mtp_num_hidden_layers 0)")
+		}
+		x = g.mtpInput(b.Input(InputHidden, graph.F32, k.Rows, c.Streams*c.Hidden), ops.Embed(b, embed, ids))
+		x = g.layer(-1, x, ids)
+		mixer = "mtp.hyper_connection_mixer."
+	default:
+		return nil, fmt.Errorf("qwen4: unknown stage %d", int(k.Stage))
+	}
+	if k.Want != WantNone {
+		b.Output(g.head(mixer, x, k.Want))
+	}
+	if k.Hidden || k.Stage == Draft {
+		b.Output(b.Label(x, "hidden"))
+	}
+	return b.Graph()
+}
+
+// mtpInput is the MTP head's hyper-state from the main model's final
+// hyper-state hs and the next token's embedding e:
+// X_c = fc_hidden(rmsnorm1p(hs; whole row)_c) + fc_embedding(rmsnorm1p(e)).
+func (g *builder) mtpInput(hs, e *graph.Value) *graph.Value {
+	c, b := g.c, g.b
+	defer b.Push("mtp input")()
+	h, ch := c.Hidden, c.Streams*c.Hidden
+	en := ops.RMSNorm1p(b, e, g.weight("mtp.pre_fc_norm_embedding.weight", h), 0, g.eps)
+	ef := ops.MatMul(b, en, g.weight("mtp.fc_embedding.weight", h, h))
+	hn := ops.RMSNorm1p(b, hs, g.weight("mtp.pre_fc_norm_hidden.weight", ch), 0, g.eps)
+	hf := ops.MatMul(b, ops.Reshape(b, hn, g.rows*c.Streams, h), g.weight("mtp.fc_hidden.weight", h, h))
+	return ops.Add(b, ops.Reshape(b, hf, g.rows, ch), ops.HCExpand(b, ef, c.Streams))
+}

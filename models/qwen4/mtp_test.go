@@ -1,0 +1,251 @@
+package qwen4
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// The tiny checkpoints carry no MTP head, so these tests give one to the
+// small checkpoint: its layer is a copy of layer 3 (QSA) with the final
+// mixer, its input norms are random and its projections scaled
+// permutations. Fed hidden rows that repeat one vector v in every stream
+// (the whole-row norm of [v | ... | v] is [n(v) | ... | n(v)]), the head's
+// input is the same in every stream:
+//
+//	X_c = 1.3·Q(n(v) ⊙ (1 + w_h)) + 0.7·P(n(E[t]) ⊙ (1 + w_e))
+//
+// so with v = E[t] it equals a one-layer model whose embedding table holds
+// those rows, computed here in float64.
+
+const mtpSource = "model.layers.3."
+
+// perm is a permutation of n (a fixed shuffle from a seed).
+func perm(n int, seed uint64) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	for i := n - 1; i > 0; i-- {
+		j := int(splitmix64(seed+uint64(i)) % uint64(i+1))
+		p[i], p[j] = p[j], p[i]
+	}
+	return p
+}
+
+// scaledPerm is the [n, n] matrix W with W[i, p[i]] = s (W·x picks x[p[i]]).
+func scaledPerm(p []int, s float32) []float32 {
+	n := len(p)
+	w := make([]float32, n*n)
+	for i, j := range p {
+		w[i*n+j] = s
+	}
+	return w
+}
+
+func smallVec(n int, seed uint64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(int(splitmix64(seed+uint64(i))%201)-100) / 400
+	}
+	return v
+}
+
+func f32Tensor(name string, shape []int, v []float32) weights.NamedTensor {
+	return weights.NamedTensor{Name: name, DType: graph.F32, Shape: shape, Data: weights.EncodeF32(v)}
+}
+
+func decodeF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
+	}
+	return out
+}
+
+type mtpFixture struct {
+	c          Config
+	we, wh     []float32 // the head's input norms (wh over one stream)
+	pe, ph     []int     // the permutations of fc_embedding and fc_hidden
+	embed      []float32
+	withHead   string // the small checkpoint with an MTP head
+	equivalent string // the one-layer model the head equals on repeated streams
+}
+
+func newMTPFixture(t *testing.T) *mtpFixture {
+	t.Helper()
+	src := loadModel(t, filepath.Join(testdata, checkpoints[0]))
+	c := src.Config
+	h := c.Hidden
+	f := &mtpFixture{c: c, we: smallVec(h, 1), wh: smallVec(h, 2), pe: perm(h, 3), ph: perm(h, 4)}
+	var whAll []float32
+	for range c.Streams {
+		whAll = append(whAll, f.wh...)
+	}
+	f.withHead = copyCheckpoint(t, checkpoints[0], func(m map[string]any) { m["mtp_num_hidden_layers"] = 1 },
+		func(ts []weights.NamedTensor) []weights.NamedTensor {
+			for _, x := range ts {
+				switch {
+				case strings.HasPrefix(x.Name, mtpSource):
+					x.Name = MTPPrefix + strings.TrimPrefix(x.Name, mtpSource)
+					ts = append(ts, x)
+				case strings.HasPrefix(x.Name, "model.hyper_connection_mixer."):
+					x.Name = "mtp." + strings.TrimPrefix(x.Name, "model.")
+					ts = append(ts, x)
+				case x.Name == "model.embed_tokens.weight":
+					f.embed = decodeF32(x.Data)
+				}
+			}
+			return append(ts,
+				f32Tensor("mtp.pre_fc_norm_embedding.weight", []int{h}, f.we),
+				f32Tensor("mtp.pre_fc_norm_hidden.weight", []int{c.Streams * h}, whAll),
+				f32Tensor("mtp.fc_embedding.weight", []int{h, h}, scaledPerm(f.pe, 0.7)),
+				f32Tensor("mtp.fc_hidden.weight", []int{h, h}, scaledPerm(f.ph, 1.3)))
+		})
+	f.equivalent = copyCheckpoint(t, checkpoints[0], func(m map[string]any) {
+		m["num_hidden_layers"], m["layer_types"], m["ple_layer_ids"] = 1, []any{"qwen_sparse_attention"}, []any{}
+	}, func(ts []weights.NamedTensor) []weights.NamedTensor {
+		var out []weights.NamedTensor
+		for _, x := range ts {
+			switch {
+			case strings.HasPrefix(x.Name, mtpSource):
+				x.Name = LayerPrefix(0) + strings.TrimPrefix(x.Name, mtpSource)
+				out = append(out, x)
+			case strings.HasPrefix(x.Name, "model.layers."):
+			case x.Name == "model.embed_tokens.weight":
+				out = append(out, f32Tensor(x.Name, x.Shape, f.table()))
+			default:
+				out = append(out, x)
+			}
+		}
+		return out
+	})
+	return f
+}
+
+// table is the embedding table of the equivalent model, in float64.
+func (f *mtpFixture) table() []float32 {
+	h := f.c.Hidden
+	out := make([]float32, len(f.embed))
+	for r := 0; r < len(f.embed)/h; r++ {
+		e := f.embed[r*h : (r+1)*h]
+		ss := 0.0
+		for _, x := range e {
+			ss += float64(x) * float64(x)
+		}
+		inv := 1 / math.Sqrt(ss/float64(h)+f.c.Eps)
+		for i := 0; i < h; i++ {
+			hn := float64(e[f.ph[i]]) * inv * (1 + float64(f.wh[f.ph[i]]))
+			en := float64(e[f.pe[i]]) * inv * (1 + float64(f.we[f.pe[i]]))
+			out[r*h+i] = float32(1.3*hn + 0.7*en)
+		}
+	}
+	return out
+}
+
+// repeated gives each id's embedding repeated in every stream.
+func (f *mtpFixture) repeated(ids []int) []float32 {
+	h := f.c.Hidden
+	var out []float32
+	for _, id := range ids {
+		for range f.c.Streams {
+			out = append(out, f.embed[id*h:(id+1)*h]...)
+		}
+	}
+	return out
+}
+
+// TestMTPHead checks the draft head's graph against the equivalent
+// one-layer model, over a whole sequence and in chunks through its cache.
+func TestMTPHead(t *testing.T) {
+	f := newMTPFixture(t)
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:17]
+	eq := newSession(t, loadModel(t, f.equivalent), Options{})
+	out, err := eq.Forward(ids, 0, WantAll)
+	require.NoError(t, err)
+	ref := rowsOf(t, out)
+
+	m := loadModel(t, f.withHead)
+	require.True(t, m.HasMTP)
+	s := newSession(t, m, Options{Capacity: 4})
+	require.True(t, s.MTP())
+	lg, hs, err := s.DraftRows(f.repeated(ids), ids, 0, WantAll)
+	require.NoError(t, err)
+	d := maxDiff(t, rowsOf(t, lg), ref)
+	require.Less(t, d, 1e-4)
+	t.Logf("MTP head vs its equivalent model: largest difference %.3g", d)
+	require.Equal(t, []int{len(ids), f.c.Streams * f.c.Hidden}, []int(hs.Shape()))
+
+	var inc [][]float32
+	for _, r := range [][2]int{{0, 6}, {6, 7}, {7, 12}, {12, 17}} {
+		lg, _, err := s.DraftRows(f.repeated(ids[r[0]:r[1]]), ids[r[0]:r[1]], r[0], WantAll)
+		require.NoError(t, err)
+		inc = append(inc, rowsOf(t, lg)...)
+	}
+	require.Less(t, maxDiff(t, inc, ref), 1e-4)
+
+	_, _, err = s.DraftRows(f.repeated(ids[:2]), ids[:1], 0, WantAll)
+	require.ErrorContains(t, err, "hidden values for 1 rows")
+	_, _, err = s.DraftRows(f.repeated(ids[:1]), []int{999}, 0, WantAll)
+	require.ErrorContains(t, err, "id 999 is outside")
+}
+
+// TestMTPSession checks the head inside a session: the main logits do not
+// change with the head on, a forward fills the head's cache with the pairs
+// (H_p, x_{p+1}) whatever the chunks, and Draft chains greedy drafts.
+func TestMTPSession(t *testing.T) {
+	f := newMTPFixture(t)
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:17]
+	n := len(ids) - 1
+	m := loadModel(t, f.withHead)
+
+	off := newSession(t, m, Options{NoMTP: true})
+	out, err := off.Forward(ids[:n], 0, WantAll)
+	require.NoError(t, err)
+	plain := rowsOf(t, out)
+
+	// one token per call, keeping every final hyper-state
+	one := newSession(t, m, Options{Chunk: 1})
+	var hidden []float32
+	var main [][]float32
+	for p := 0; p < n; p++ {
+		out, err := one.Forward(ids[p:p+1], p, WantLast)
+		require.NoError(t, err)
+		main = append(main, rowsOf(t, out)...)
+		hidden = append(hidden, one.hidden...)
+	}
+	require.Equal(t, 0.0, maxDiff(t, main, plain), "the head changes no main logit")
+	// the reference: the head over every pair at once on a fresh cache
+	ref := newSession(t, m, Options{})
+	lg, _, err := ref.DraftRows(hidden, ids[1:n+1], 0, WantAll)
+	require.NoError(t, err)
+	want := rowsOf(t, lg)[n-1:]
+
+	for _, chunk := range []int{1, 5, 64} {
+		s := newSession(t, m, Options{Chunk: chunk, Capacity: 4})
+		out, err := s.Forward(ids[:n], 0, WantAll)
+		require.NoError(t, err)
+		require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), plain))
+		require.Equal(t, hidden[(n-1)*len(s.hidden):], s.hidden)
+		lg, hs, err := s.DraftRows(s.hidden, ids[n:n+1], n-1, WantLast)
+		require.NoError(t, err)
+		d := maxDiff(t, rowsOf(t, lg), want)
+		require.Less(t, d, 1e-5, "chunk %d", chunk)
+
+		drafts, err := s.Draft(ids[n], 2)
+		require.NoError(t, err)
+		require.Len(t, drafts, 2)
+		require.Equal(t, argmax(lg.Data().([]float32)), drafts[0])
+		lg2, _, err := s.DraftRows(hs.Data().([]float32), drafts[:1], n, WantLast)
+		require.NoError(t, err)
+		require.Equal(t, argmax(lg2.Data().([]float32)), drafts[1])
+	}
+	_, err = newSession(t, m, Options{}).Draft(ids[0], 1)
+	require.ErrorContains(t, err, "run a forward first")
+}

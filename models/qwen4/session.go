@@ -1,0 +1,698 @@
+package qwen4
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+
+	"gorgonia.org/tensor"
+
+	"github.com/reel-runtime/reel/capture"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cpu"
+	"github.com/reel-runtime/reel/planner"
+)
+
+// DefaultChunk is the rows of a prompt chunk.
+const DefaultChunk = 64
+
+// DefaultCapacity is the first row capacity of a QSA layer's slots.
+const DefaultCapacity = 256
+
+// Options configure a Session.
+type Options struct {
+	// Backend runs the plans; nil means a CPU backend on every core.
+	Backend ops.Backend
+	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
+	Chunk int
+	// Capacity is the first row capacity of the QSA slots (doubled as the
+	// sequence grows); 0: DefaultCapacity.
+	Capacity int
+	// NoMTP leaves the MTP head off even when the model has one (a
+	// forward then skips filling its cache).
+	NoMTP bool
+	// Logger receives debug lines (slot growth, plans); nil: discard.
+	Logger *slog.Logger
+	// Planner sets the planner's passes; nil: planner.DefaultOptions().
+	Planner *planner.Options
+}
+
+// qsaSlots are one QSA layer's position-indexed states.
+type qsaSlots struct {
+	k, v, kraw, blocks ops.Buffer
+}
+
+// Session runs forwards of one sequence, keeping the QSA caches, the GDN
+// recurrent states and conv rings and the PLE histories between calls. It is
+// not safe for concurrent use.
+type Session struct {
+	m     *Model
+	c     Config
+	opts  Options
+	be    ops.Backend
+	ownBE bool
+	eng   *capture.Engine
+	log   *slog.Logger
+
+	weights map[string]ops.Buffer
+	// fixed are the states of fixed size (GDN, PLE), by state name; they
+	// run forward only.
+	fixed map[string]ops.Buffer
+	// slots are the QSA layers' (and the MTP head's) states, by layer tag.
+	slots    map[string]*qsaSlots
+	capacity int
+	inputs   map[string]ops.Buffer // ids and hidden-state inputs by name and rows
+	call     ops.Buffer
+	pos      int
+	// broken is the error of a run that may have left the recurrent states
+	// half-advanced; Reset or a Rollback to a snapshot clears it.
+	broken error
+	snap   *snapshot
+
+	mtp bool
+	// hidden is the main model's final hyper-state at position pos−1 (when
+	// the MTP head is on and known).
+	hidden []float32
+	// mtpPos is the positions the head's cache holds.
+	mtpPos int
+}
+
+// snapshot is a copy of the fixed states at a position.
+type snapshot struct {
+	pos    int
+	bufs   map[string]ops.Buffer
+	hidden []float32
+}
+
+// NewSession prepares a session on the model's weights.
+func NewSession(m *Model, opts Options) (*Session, error) {
+	if m == nil {
+		return nil, fmt.Errorf("qwen4: new session on a nil model")
+	}
+	if opts.Chunk == 0 {
+		opts.Chunk = DefaultChunk
+	}
+	if opts.Chunk < 1 {
+		return nil, fmt.Errorf("qwen4: chunk of %d rows", opts.Chunk)
+	}
+	if opts.Capacity == 0 {
+		opts.Capacity = DefaultCapacity
+	}
+	if opts.Capacity < 1 {
+		return nil, fmt.Errorf("qwen4: slot capacity of %d rows", opts.Capacity)
+	}
+	c := m.Config
+	s := &Session{m: m, c: c, opts: opts, be: opts.Backend, log: opts.Logger, fixed: map[string]ops.Buffer{},
+		slots: map[string]*qsaSlots{}, inputs: map[string]ops.Buffer{}, mtp: m.HasMTP && !opts.NoMTP}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.be == nil {
+		s.be, s.ownBE = cpu.New(0), true
+	}
+	var err error
+	if s.weights, err = m.Upload(s.be); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.call, err = s.be.Alloc(graph.I32, ops.CallLen); err != nil {
+		s.Close()
+		return nil, err
+	}
+	for _, f := range s.fixedStates() {
+		b, err := s.be.Alloc(f.dt, f.n)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("qwen4: state %s: %w", f.name, err)
+		}
+		s.fixed[f.name] = b
+	}
+	po := planner.DefaultOptions()
+	if opts.Planner != nil {
+		po = *opts.Planner
+	}
+	s.eng = capture.NewEngine(s.be, po, s.log)
+	return s, nil
+}
+
+// fixedState is a state of fixed size.
+type fixedState struct {
+	name string
+	dt   graph.DType
+	n    int
+}
+
+func (s *Session) fixedStates() []fixedState {
+	c := &s.c
+	var out []fixedState
+	for li, kind := range c.Layers {
+		tag := layerTag(li)
+		if c.HasPLE(li) {
+			out = append(out,
+				fixedState{StateName("ple", tag, "hist"), graph.I32, c.NGram - 1},
+				fixedState{StateName("ple", tag, "conv"), graph.F32, (c.PLEConvKernel - 1) * c.NGram * c.Streams * c.Hidden})
+		}
+		if kind == GDN {
+			out = append(out,
+				fixedState{StateName("gdn", tag, "conv"), graph.F32, (c.ConvKernel - 1) * c.ConvDim()},
+				fixedState{StateName("gdn", tag, "state"), graph.F32, c.ValueHeads * c.KeyDim * c.ValueDim})
+		}
+	}
+	return out
+}
+
+// Stats are the plan cache's counters.
+func (s *Session) Stats() capture.Stats {
+	if s.eng == nil {
+		return capture.Stats{}
+	}
+	return s.eng.Stats()
+}
+
+// CaptureKey is the capture cache's key of a graph key.
+func CaptureKey(k Key) capture.Key {
+	st := k.Stage.String()
+	if k.Hidden {
+		st += "+hidden"
+	}
+	return capture.Key{Stage: st, Loops: 1, Want: k.Want.String(), Rows: k.Rows}
+}
+
+// Planned gives the plan the session built for a key, for dumps.
+func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
+	if s.eng == nil {
+		return nil, planner.Report{}, false
+	}
+	return s.eng.Planned(CaptureKey(k))
+}
+
+// Config is the config the session runs.
+func (s *Session) Config() Config { return s.c }
+
+// Pos is the number of positions in the cache: the next call's pos0.
+func (s *Session) Pos() int { return s.pos }
+
+// Backend is the backend the session runs on.
+func (s *Session) Backend() ops.Backend { return s.be }
+
+// MTP reports whether the session runs the MTP head (the model has one and
+// Options.NoMTP is off).
+func (s *Session) MTP() bool { return s.mtp }
+
+// Close frees the session's buffers.
+func (s *Session) Close() error {
+	if s.eng != nil {
+		s.eng.Close()
+		s.eng = nil
+	}
+	free := func(b ops.Buffer) {
+		if b != nil {
+			s.be.Free(b)
+		}
+	}
+	for _, sl := range s.slots {
+		free(sl.k)
+		free(sl.v)
+		free(sl.kraw)
+		free(sl.blocks)
+	}
+	s.slots = nil
+	for _, m := range []map[string]ops.Buffer{s.fixed, s.inputs, s.weights} {
+		for _, b := range m {
+			free(b)
+		}
+	}
+	if s.snap != nil {
+		for _, b := range s.snap.bufs {
+			free(b)
+		}
+		s.snap = nil
+	}
+	s.fixed, s.inputs, s.weights = nil, nil, nil
+	if s.call != nil {
+		free(s.call)
+		s.call = nil
+	}
+	if s.ownBE && s.be != nil {
+		return s.be.Close()
+	}
+	return nil
+}
+
+// Reset empties the cache: the next call starts at position 0 (every
+// state restarts from zero there) and any snapshot is dropped.
+func (s *Session) Reset() {
+	s.pos = 0
+	s.broken = nil
+	s.snap = nil
+	s.hidden = nil
+	s.mtpPos = 0
+}
+
+// Snapshot keeps a copy of the recurrent states (GDN states and conv rings,
+// PLE histories) at Pos(), so that a later Rollback to this position can
+// return here; one snapshot is kept, a new one replaces it.
+func (s *Session) Snapshot() error {
+	if s.eng == nil {
+		return fmt.Errorf("qwen4: the session is closed")
+	}
+	if s.broken != nil {
+		return fmt.Errorf("qwen4: snapshot: %w", s.brokenErr())
+	}
+	if s.snap == nil {
+		s.snap = &snapshot{bufs: map[string]ops.Buffer{}}
+	}
+	for _, f := range s.fixedStates() {
+		dst := s.snap.bufs[f.name]
+		if dst == nil {
+			b, err := s.be.Alloc(f.dt, f.n)
+			if err != nil {
+				s.snap = nil
+				return fmt.Errorf("qwen4: snapshot of %s: %w", f.name, err)
+			}
+			s.snap.bufs[f.name], dst = b, b
+		}
+		if err := s.be.Copy(dst, s.fixed[f.name], f.n); err != nil {
+			s.snap = nil
+			return fmt.Errorf("qwen4: snapshot of %s: %w", f.name, err)
+		}
+	}
+	s.snap.pos = s.pos
+	s.snap.hidden = slices.Clone(s.hidden)
+	return nil
+}
+
+// Rollback forgets the positions from n on, so the next call starts at n.
+// The QSA caches are indexed by position and go back anywhere; the GDN
+// states, conv rings and PLE histories only run forward, so a model with
+// them goes back only to the position of its Snapshot. Any other rollback is
+// an error that changes nothing.
+func (s *Session) Rollback(n int) error {
+	if s.eng == nil {
+		return fmt.Errorf("qwen4: the session is closed")
+	}
+	if n < 0 || n > s.pos {
+		return fmt.Errorf("qwen4: rollback to %d: the cache holds positions 0 to %d", n, s.pos)
+	}
+	if n == s.pos && s.broken == nil {
+		return nil
+	}
+	if !s.c.Recurrent() {
+		// the head's first pair after n needs the hyper-state of n−1, which is gone
+		s.pos, s.broken, s.hidden = n, nil, nil
+		s.mtpPos = min(s.mtpPos, n)
+		return nil
+	}
+	if s.snap == nil || s.snap.pos != n {
+		at := "no snapshot was taken"
+		if s.snap != nil {
+			at = fmt.Sprintf("the snapshot is at position %d", s.snap.pos)
+		}
+		return fmt.Errorf("qwen4: rollback to %d: the GDN recurrent states, conv rings and PLE histories cannot go back by position and %s (take a Snapshot at %d first)", n, at, n)
+	}
+	for _, f := range s.fixedStates() {
+		if err := s.be.Copy(s.fixed[f.name], s.snap.bufs[f.name], f.n); err != nil {
+			s.broken = fmt.Errorf("restoring %s failed: %w", f.name, err)
+			return fmt.Errorf("qwen4: rollback to %d: %w", n, s.broken)
+		}
+	}
+	s.pos, s.broken = n, nil
+	s.hidden = slices.Clone(s.snap.hidden)
+	s.mtpPos = min(s.mtpPos, n)
+	return nil
+}
+
+// Forward runs ids at positions pos0, pos0+1, ... and returns the wanted
+// logits as a [rows, vocab] f32 tensor (nil for WantNone). pos0 must equal
+// Pos(). A call that fails its checks changes nothing; a run that fails may
+// leave the recurrent states half-advanced, and later calls say so until a
+// Reset or a Rollback to a snapshot.
+func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error) {
+	if err := s.check(ids, pos0, want); err != nil {
+		return nil, err
+	}
+	var logits []float32
+	nOut := 0
+	for a := 0; a < len(ids); a += s.opts.Chunk {
+		b := min(a+s.opts.Chunk, len(ids))
+		w := WantNone
+		if want == WantAll || (want == WantLast && b == len(ids)) {
+			w = want
+		}
+		out, err := s.chunk(ids[a:b], pos0+a, w)
+		if err != nil {
+			return nil, fmt.Errorf("qwen4: positions %d to %d: %w", pos0+a, pos0+b-1, err)
+		}
+		if w != WantNone {
+			logits = append(logits, out...)
+			nOut += len(out) / s.c.Vocab
+		}
+	}
+	if want == WantNone {
+		return nil, nil
+	}
+	return tensor.New(tensor.WithShape(nOut, s.c.Vocab), tensor.WithBacking(logits)), nil
+}
+
+func (s *Session) check(ids []int, pos0 int, want Want) error {
+	if s.eng == nil {
+		return fmt.Errorf("qwen4: the session is closed")
+	}
+	if s.broken != nil {
+		return fmt.Errorf("qwen4: %w", s.brokenErr())
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("qwen4: empty input: a forward needs at least one token")
+	}
+	for i, id := range ids {
+		if id < 0 || id >= s.c.Vocab {
+			return fmt.Errorf("qwen4: token %d (position %d): id %d is outside the vocabulary of %d", i, pos0+i, id, s.c.Vocab)
+		}
+	}
+	if pos0 != s.pos {
+		return fmt.Errorf("qwen4: pos0 %d does not follow the cache, which holds %d positions (roll back first to go back)", pos0, s.pos)
+	}
+	if want < WantNone || want > WantAll {
+		return fmt.Errorf("qwen4: unknown want %d", int(want))
+	}
+	return nil
+}
+
+// brokenErr says why the session refuses to run.
+func (s *Session) brokenErr() error {
+	return fmt.Errorf("an earlier forward failed (%w): the recurrent states may be half-advanced; Reset or roll back to a snapshot", s.broken)
+}
+
+// chunk runs one plan of the forward over ids at pos (and the MTP head over
+// the pairs it completes).
+func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
+	rows := len(ids)
+	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp}
+	outs, err := s.run(k, ids, nil, pos)
+	if err != nil {
+		return nil, err
+	}
+	s.pos = pos + rows
+	var logits []float32
+	if want != WantNone {
+		if logits, err = s.read(outs[0]); err != nil {
+			return nil, err
+		}
+	}
+	if !s.mtp {
+		return logits, nil
+	}
+	hs, err := s.read(outs[len(outs)-1])
+	if err != nil {
+		s.hidden = nil
+		return nil, err
+	}
+	// the MTP head over the pairs (H_p, x_{p+1}) this chunk completes
+	ch := s.c.Streams * s.c.Hidden
+	first, pairs, next := pos-1, hs[:(rows-1)*ch], ids
+	if s.hidden != nil && pos > 0 {
+		pairs = append(slices.Clone(s.hidden), pairs...)
+	} else {
+		first, next = pos, ids[1:]
+	}
+	if len(next) > 0 {
+		if _, err := s.run(Key{Stage: Draft, Want: WantNone, Rows: len(next)}, next, pairs, first); err != nil {
+			s.hidden = nil
+			return nil, fmt.Errorf("mtp (the forward itself ran: the cache holds %d positions): %w", s.pos, err)
+		}
+		s.mtpPos = first + len(next)
+	}
+	s.hidden = slices.Clone(hs[(rows-1)*ch:])
+	return logits, nil
+}
+
+// Draft drafts n tokens greedily with the MTP head after a forward: next is
+// the token at Pos() (picked from the last logits); draft j pairs the
+// hyper-state of position Pos()−1+j (the main model's for the first, the
+// head's own after) with the token at Pos()+j (next, then the drafts) and
+// predicts the token at Pos()+j+1. The drafts write the head's cache at
+// those positions; the next Forward rewrites them with the accepted tokens.
+func (s *Session) Draft(next, n int) ([]int, error) {
+	if s.eng == nil {
+		return nil, fmt.Errorf("qwen4: the session is closed")
+	}
+	if !s.mtp {
+		return nil, fmt.Errorf("qwen4: draft: the session has no MTP head (the checkpoint carries no mtp.* tensors, or Options.NoMTP)")
+	}
+	if s.broken != nil {
+		return nil, fmt.Errorf("qwen4: draft: %w", s.brokenErr())
+	}
+	if s.hidden == nil || s.pos == 0 {
+		return nil, fmt.Errorf("qwen4: draft: no hyper-state of position %d (run a forward first)", s.pos-1)
+	}
+	if next < 0 || next >= s.c.Vocab {
+		return nil, fmt.Errorf("qwen4: draft: token id %d is outside the vocabulary of %d", next, s.c.Vocab)
+	}
+	h, tok := s.hidden, next
+	var out []int
+	for j := 0; j < n; j++ {
+		logits, hs, err := s.DraftRows(h, []int{tok}, s.pos-1+j, WantLast)
+		if err != nil {
+			return out, err
+		}
+		tok = argmax(logits.Data().([]float32))
+		out = append(out, tok)
+		h = hs.Data().([]float32)
+	}
+	return out, nil
+}
+
+// DraftRows runs the MTP head over rows: row t pairs hidden[t] (a final
+// hyper-state [C·H] at position pos0+t) with ids[t] (the token at pos0+t+1).
+// It returns the wanted logits [rows or 1, vocab] (nil for WantNone) and the
+// head's own final hyper-states [rows, C·H] (the next draft's hidden). It
+// writes the head's cache at those positions (pos0 may not pass the
+// positions the cache holds: a forward fills it up to Pos()−1) and leaves
+// the main model's state alone.
+func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want Want) (logits, hs *tensor.Dense, err error) {
+	if !s.mtp {
+		return nil, nil, fmt.Errorf("qwen4: draft: the session has no MTP head")
+	}
+	ch := s.c.Streams * s.c.Hidden
+	if len(ids) == 0 || len(hidden) != len(ids)*ch {
+		return nil, nil, fmt.Errorf("qwen4: draft: %d hidden values for %d rows of %d", len(hidden), len(ids), ch)
+	}
+	for i, id := range ids {
+		if id < 0 || id >= s.c.Vocab {
+			return nil, nil, fmt.Errorf("qwen4: draft: row %d: id %d is outside the vocabulary of %d", i, id, s.c.Vocab)
+		}
+	}
+	if pos0 < 0 || pos0 > s.mtpPos {
+		return nil, nil, fmt.Errorf("qwen4: draft at position %d: the head's cache holds positions 0 to %d", pos0, s.mtpPos)
+	}
+	if want < WantNone || want > WantAll {
+		return nil, nil, fmt.Errorf("qwen4: unknown want %d", int(want))
+	}
+	outs, err := s.run(Key{Stage: Draft, Want: want, Rows: len(ids)}, ids, hidden, pos0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
+	}
+	s.mtpPos = pos0 + len(ids)
+	if want != WantNone {
+		lg, err := s.read(outs[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		logits = tensor.New(tensor.WithShape(len(lg)/s.c.Vocab, s.c.Vocab), tensor.WithBacking(lg))
+	}
+	hv, err := s.read(outs[len(outs)-1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return logits, tensor.New(tensor.WithShape(len(ids), ch), tensor.WithBacking(hv)), nil
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// run writes the inputs and the call record and runs key's plan.
+func (s *Session) run(k Key, ids []int, hidden []float32, pos int) ([]ops.Buffer, error) {
+	rows := len(ids)
+	if err := s.ensureSlots(pos + rows); err != nil {
+		return nil, err
+	}
+	idb, err := s.input(InputIDs, graph.I32, rows)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 4*rows)
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(id))
+	}
+	if err := s.be.Write(idb, raw); err != nil {
+		return nil, err
+	}
+	bind := make(capture.Binding, len(s.weights)+len(s.fixed)+4*len(s.slots)+3)
+	for n, b := range s.weights {
+		bind[n] = b
+	}
+	for n, b := range s.fixed {
+		bind[n] = b
+	}
+	for tag, sl := range s.slots {
+		bind[StateName("qsa", tag, "k")] = sl.k
+		bind[StateName("qsa", tag, "v")] = sl.v
+		bind[StateName("qsa", tag, "kraw")] = sl.kraw
+		bind[StateName("qsa", tag, "blocks")] = sl.blocks
+	}
+	bind[InputIDs] = idb
+	if hidden != nil {
+		hb, err := s.input(InputHidden, graph.F32, len(hidden))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.be.Write(hb, f32Bytes(hidden)); err != nil {
+			return nil, err
+		}
+		bind[InputHidden] = hb
+	}
+	rec := make([]byte, 4*ops.CallLen)
+	binary.LittleEndian.PutUint32(rec[4*ops.CallPos:], uint32(pos))
+	binary.LittleEndian.PutUint32(rec[4*ops.CallRows:], uint32(rows))
+	if err := s.be.Write(s.call, rec); err != nil {
+		return nil, err
+	}
+	bind[ops.CallName] = s.call
+	ck := CaptureKey(k)
+	_, _, planned := s.eng.Planned(ck)
+	outs, err := s.eng.Run(ck, func() (*graph.Graph, error) { return Build(&s.c, k, s.m) }, bind)
+	if err != nil {
+		// a failure after planning may have run part of the plan
+		if _, _, now := s.eng.Planned(ck); (planned || now) && s.c.Recurrent() && k.Stage == Forward {
+			s.broken = err
+		}
+		return nil, fmt.Errorf("%s: %w", k, err)
+	}
+	return outs, nil
+}
+
+// input gives the input buffer of name for n elements.
+func (s *Session) input(name string, dt graph.DType, n int) (ops.Buffer, error) {
+	key := fmt.Sprintf("%s/%d", name, n)
+	if b, ok := s.inputs[key]; ok {
+		return b, nil
+	}
+	b, err := s.be.Alloc(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	s.inputs[key] = b
+	return b, nil
+}
+
+func (s *Session) read(b ops.Buffer) ([]float32, error) {
+	raw := make([]byte, 4*b.Len())
+	if err := s.be.Read(b, raw); err != nil {
+		return nil, err
+	}
+	out := make([]float32, b.Len())
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out, nil
+}
+
+func f32Bytes(x []float32) []byte {
+	out := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+	}
+	return out
+}
+
+// ensureSlots makes the QSA slots of every layer (and the MTP head) hold
+// positions below end: the capacity doubles from Options.Capacity, so the
+// plans' signatures change a handful of times.
+func (s *Session) ensureSlots(end int) error {
+	c := &s.c
+	want := max(s.capacity, s.opts.Capacity)
+	for want < end {
+		want *= 2
+	}
+	if want == s.capacity && len(s.slots) > 0 {
+		return nil
+	}
+	var tags []string
+	for li, kind := range c.Layers {
+		if kind == QSA {
+			tags = append(tags, layerTag(li))
+		}
+	}
+	if s.mtp {
+		tags = append(tags, layerTag(-1))
+	}
+	kw, id := c.KVHeads*c.HeadDim, c.IndexDim
+	grown := map[string]*qsaSlots{}
+	undo := func() {
+		for _, g := range grown {
+			for _, b := range []ops.Buffer{g.k, g.v, g.kraw, g.blocks} {
+				if b != nil {
+					s.be.Free(b)
+				}
+			}
+		}
+	}
+	for _, tag := range tags {
+		g := &qsaSlots{}
+		grown[tag] = g
+		old := s.slots[tag]
+		for _, p := range []struct {
+			dst      *ops.Buffer
+			n, keep  int
+			previous ops.Buffer
+		}{
+			{&g.k, want * kw, s.capacity * kw, pick(old, 0)},
+			{&g.v, want * kw, s.capacity * kw, pick(old, 1)},
+			{&g.kraw, want * id, s.capacity * id, pick(old, 2)},
+			{&g.blocks, (want/c.Block + 1) * id, (s.capacity/c.Block + 1) * id, pick(old, 3)},
+		} {
+			b, err := s.be.Alloc(graph.F32, p.n)
+			if err != nil {
+				undo()
+				return fmt.Errorf("qsa slots of layer %s (%d rows): %w", tag, want, err)
+			}
+			*p.dst = b
+			if p.previous != nil {
+				if err := s.be.Copy(b, p.previous, p.keep); err != nil {
+					undo()
+					return fmt.Errorf("growing the qsa slots of layer %s: %w", tag, err)
+				}
+			}
+		}
+	}
+	for tag, g := range grown {
+		if old := s.slots[tag]; old != nil {
+			for _, b := range []ops.Buffer{old.k, old.v, old.kraw, old.blocks} {
+				s.be.Free(b)
+			}
+		}
+		s.slots[tag] = g
+	}
+	if s.capacity > 0 {
+		s.log.Debug("qwen4: qsa slots grown", "rows", want)
+	}
+	s.capacity = want
+	return nil
+}
+
+func pick(sl *qsaSlots, i int) ops.Buffer {
+	if sl == nil {
+		return nil
+	}
+	return []ops.Buffer{sl.k, sl.v, sl.kraw, sl.blocks}[i]
+}
