@@ -30,7 +30,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("check", "--golden DIR [--tol T] [--device cpu|cuda]", `
 Check runs every case of DIR/golden.json on the checkpoints beside it and
 prints, per case, the largest absolute and relative error of the logits
-against the golden ones; it fails (exit 1) when a case is past the tolerance.`, stderr)
+against the golden ones; it fails (exit 1) when a case is past the tolerance.
+For Dory, golden.json lists cases naming checkpoint folders beside it; for
+Qwen4-Exp, DIR is the checkpoint and each case is checked as one forward over
+the whole sequence and as a prefill of its first half then one token at a
+time.`, stderr)
 	mf.register(fs, false)
 	dir := fs.String("golden", "", "folder holding golden.json and the checkpoints it names (required)")
 	tol := fs.Float64("tol", 1e-4, "largest absolute error allowed")
@@ -44,9 +48,12 @@ against the golden ones; it fails (exit 1) when a case is past the tolerance.`, 
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
+	if isQwen4(*dir) {
+		return checkQwen4(ctx, &mf, *dir, raw, *tol, stdout)
+	}
 	var cases []doryGolden
 	if err := json.Unmarshal(raw, &cases); err != nil {
-		return fmt.Errorf("check: %s: %w (only Dory's golden format, a list of cases, is supported)", filepath.Join(*dir, "golden.json"), err)
+		return fmt.Errorf("check: %s: %w (Dory's golden format is a list of cases; a Qwen4-Exp golden.json sits beside its checkpoint)", filepath.Join(*dir, "golden.json"), err)
 	}
 	models := map[string]*dory.Model{}
 	defer func() {

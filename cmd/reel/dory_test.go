@@ -98,3 +98,18 @@ func TestDumpDoryStages(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "dory-9b")
 }
+
+func TestQwen4CheckAndLogits(t *testing.T) {
+	code, out, errOut := reel("check", "--golden", "../../testdata/qwen4/qwen4-tiny-small-11")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, 6, strings.Count(out, " ok\n"), out)
+
+	code, out, errOut = reel("logits", "--model", "../../testdata/qwen4/qwen4-tiny-wide-21", "--ids", "1,2,3", "--want", "all")
+	require.Equal(t, exitOK, code, errOut)
+	var got logitsOutput
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Equal(t, []int{0, 1, 2}, got.Positions)
+	code, _, errOut = reel("logits", "--model", "../../testdata/qwen4/qwen4-tiny-wide-21", "--ids", "1,100000")
+	require.Equal(t, exitError, code)
+	require.Contains(t, errOut, "100000")
+}

@@ -12,7 +12,7 @@ import (
 type logitsOutput struct {
 	Model     string      `json:"model"`
 	Device    string      `json:"device"`
-	Loops     int         `json:"loops"`
+	Loops     int         `json:"loops,omitempty"`
 	Want      string      `json:"want"`
 	Positions []int       `json:"positions"`
 	Logits    [][]float32 `json:"logits"`
@@ -23,7 +23,8 @@ func runLogits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("logits", "--model DIR --ids 1,2,3 [--chunk N] [--loops L] [--want last|all] [--device cpu|cuda]", `
 Logits feeds token ids through the model in chunks and prints the logits as
 JSON: {"logits": [[...], ...], "positions": [...], ...}, one row per position
-(the last, or all).`, stderr)
+(the last, or all). Dory and Qwen4-Exp checkpoints are told apart by their
+config's model_type.`, stderr)
 	mf.register(fs, false)
 	idsFlag := fs.String("ids", "", "comma-separated token ids (required)")
 	loops := fs.Int("loops", 0, "recurrent loops (0: the checkpoint's)")
@@ -41,6 +42,9 @@ JSON: {"logits": [[...], ...], "positions": [...], ...}, one row per position
 	want, err := dory.ParseWant(*wantFlag)
 	if err != nil || want == dory.WantNone {
 		return usagef("--want %q: want last or all", *wantFlag)
+	}
+	if mf.dir != "" && isQwen4(mf.dir) {
+		return qwen4Logits(&mf, ids, want == dory.WantLast, stdout)
 	}
 	l, err := mf.open(ctx, false)
 	if err != nil {

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/reel-runtime/reel/models/qwen4"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// isQwen4 reports whether the checkpoint in dir is a Qwen4-Exp (by its
+// config's model_type).
+func isQwen4(dir string) bool {
+	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return false
+	}
+	mt, _ := cfg.String("model_type", "")
+	return strings.HasPrefix(mt, "qwen4")
+}
+
+// qwen4Session loads a Qwen4-Exp and starts a session with the flags'
+// backend and chunk.
+func (f *modelFlags) qwen4Session(dir string) (*qwen4.Model, *qwen4.Session, func(), error) {
+	m, err := qwen4.Load(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	be, err := f.openBackend()
+	if err != nil {
+		m.Close()
+		return nil, nil, nil, err
+	}
+	s, err := qwen4.NewSession(m, qwen4.Options{Backend: be, Chunk: f.chunk})
+	if err != nil {
+		be.Close()
+		m.Close()
+		return nil, nil, nil, err
+	}
+	return m, s, func() { s.Close(); be.Close(); m.Close() }, nil
+}
+
+// qwen4Logits is reel logits on a Qwen4-Exp checkpoint.
+func qwen4Logits(mf *modelFlags, ids []int, last bool, stdout io.Writer) error {
+	_, s, done, err := mf.qwen4Session(mf.dir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	want := qwen4.WantAll
+	if last {
+		want = qwen4.WantLast
+	}
+	d, err := s.Forward(ids, 0, want)
+	if err != nil {
+		return err
+	}
+	out := logitsOutput{Model: mf.dir, Device: s.Backend().Name(), Want: want.String()}
+	rows := denseRows(d)
+	for r, row := range rows {
+		pos := r
+		if last {
+			pos = len(ids) - 1
+		}
+		out.Positions = append(out.Positions, pos)
+		out.Logits = append(out.Logits, row)
+	}
+	return json.NewEncoder(stdout).Encode(out)
+}
+
+func denseRows(d *tensor.Dense) [][]float32 {
+	data, sh := d.Data().([]float32), d.Shape()
+	rows := make([][]float32, sh[0])
+	for i := range rows {
+		rows[i] = data[i*sh[1] : (i+1)*sh[1]]
+	}
+	return rows
+}
+
+// qwenGolden is a Qwen4-Exp golden.json: logits of every position from one
+// forward over the whole sequence, and from a prefill of the first half
+// then one token at a time.
+type qwenGolden struct {
+	Model string `json:"model"`
+	Cases []struct {
+		IDs         []int       `json:"ids"`
+		Full        [][]float64 `json:"logits_full"`
+		Incremental [][]float64 `json:"logits_incremental"`
+	} `json:"cases"`
+}
+
+// checkQwen4 runs reel check on a Qwen4-Exp golden folder: the checkpoint
+// and golden.json side by side.
+func checkQwen4(ctx context.Context, mf *modelFlags, dir string, raw []byte, tol float64, stdout io.Writer) error {
+	var g qwenGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return fmt.Errorf("check: %s: %w", filepath.Join(dir, "golden.json"), err)
+	}
+	_, s, done, err := mf.qwen4Session(dir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	failed, total := 0, 0
+	for i, c := range g.Cases {
+		for _, mode := range []string{"full", "incremental"} {
+			ref := c.Full
+			if mode == "incremental" {
+				ref = c.Incremental
+			}
+			if len(ref) == 0 {
+				continue
+			}
+			s.Reset()
+			var rows [][]float32
+			if mode == "full" {
+				d, err := s.Forward(c.IDs, 0, qwen4.WantAll)
+				if err != nil {
+					return fmt.Errorf("check: case %d %s: %w", i, mode, err)
+				}
+				rows = denseRows(d)
+			} else {
+				half := len(c.IDs) / 2
+				d, err := s.Forward(c.IDs[:half], 0, qwen4.WantAll)
+				if err != nil {
+					return fmt.Errorf("check: case %d %s: %w", i, mode, err)
+				}
+				rows = denseRows(d)
+				for p := half; p < len(c.IDs); p++ {
+					d, err := s.Forward(c.IDs[p:p+1], p, qwen4.WantAll)
+					if err != nil {
+						return fmt.Errorf("check: case %d %s position %d: %w", i, mode, p, err)
+					}
+					rows = append(rows, denseRows(d)...)
+				}
+			}
+			if len(rows) != len(ref) {
+				return fmt.Errorf("check: case %d %s: %d rows of logits, golden has %d", i, mode, len(rows), len(ref))
+			}
+			abs, rel := 0.0, 0.0
+			for r := range ref {
+				if len(rows[r]) != len(ref[r]) {
+					return fmt.Errorf("check: case %d %s row %d: %d logits, golden has %d", i, mode, r, len(rows[r]), len(ref[r]))
+				}
+				for j, want := range ref[r] {
+					d := math.Abs(float64(rows[r][j]) - want)
+					abs = math.Max(abs, d)
+					rel = math.Max(rel, d/math.Max(math.Abs(want), 1e-6))
+				}
+			}
+			verdict := "ok"
+			if !(abs <= tol) {
+				verdict = "FAIL"
+				failed++
+			}
+			total++
+			fmt.Fprintf(stdout, "case %d  %-22s %-11s %2d ids  max abs %.3g  max rel %.3g  %s\n", i, g.Model, mode, len(c.IDs), abs, rel, verdict)
+		}
+	}
+	logger(ctx).Debug("qwen4 check", "stats", s.Stats().String())
+	if failed > 0 {
+		return fmt.Errorf("%w: %d of %d past %g", errCheckFailed, failed, total, tol)
+	}
+	return nil
+}
