@@ -113,3 +113,12 @@ func TestQwen4CheckAndLogits(t *testing.T) {
 	require.Equal(t, exitError, code)
 	require.Contains(t, errOut, "100000")
 }
+
+func TestDumpQwen4(t *testing.T) {
+	code, out, errOut := reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--rows", "2", "--pass", "plan", "--format", "json")
+	require.Equal(t, exitOK, code, errOut)
+	require.True(t, json.Valid([]byte(out)))
+	code, _, errOut = reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--stage", "firstread")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "forward and draft")
+}

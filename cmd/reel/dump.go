@@ -61,7 +61,8 @@ Graphviz graph (dot: pipe it into 'dot -Tsvg'); or JSON for scripts.
 
 With --model (a Dory checkpoint) or --synthetic (a known Dory shape, no
 weights needed) it prints one stage graph, keyed by --stage, --loops, --want
-and --rows. --pass fused prints it after the planner's fusion; --pass plan
+and --rows. A Qwen4-Exp checkpoint has the stages forward and draft (the MTP
+head). --pass fused prints it after the planner's fusion; --pass plan
 prints the plan: each launch, its fused members, its buffers and arena
 offsets. --stats prints the planner's report instead. REEL_FUSE=0 turns
 fusion off.
@@ -91,6 +92,9 @@ Without a model it prints a built-in example of a tiny nGPT-style model
 // dumpGraph resolves the graph the flags ask for. Model sources go here,
 // ahead of the examples.
 func dumpGraph(ctx context.Context, o *dumpOptions) (*graph.Graph, error) {
+	if o.model != "" && o.synthetic == "" && isQwen4(o.model) {
+		return qwen4Stage(o)
+	}
 	if o.model != "" || o.synthetic != "" {
 		return doryStage(o)
 	}

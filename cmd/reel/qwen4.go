@@ -11,6 +11,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/models/qwen4"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -169,4 +170,32 @@ func checkQwen4(ctx context.Context, mf *modelFlags, dir string, raw []byte, tol
 		return fmt.Errorf("%w: %d of %d past %g", errCheckFailed, failed, total, tol)
 	}
 	return nil
+}
+
+// qwen4Stage builds the Qwen4-Exp graph the dump flags ask for: --stage
+// forward (or all) or draft, --want, --rows.
+func qwen4Stage(o *dumpOptions) (*graph.Graph, error) {
+	m, err := qwen4.Load(o.model)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	var st qwen4.Stage
+	switch o.stage {
+	case "all", "forward":
+		st = qwen4.Forward
+	case "draft":
+		if !m.HasMTP {
+			return nil, usagef("--stage draft: the checkpoint has no MTP head")
+		}
+		st = qwen4.Draft
+	default:
+		return nil, usagef("--stage %q: a Qwen4-Exp has the stages forward and draft", o.stage)
+	}
+	want, err := qwen4.ParseWant(o.want)
+	if err != nil {
+		return nil, usagef("--want: %v", err)
+	}
+	c := m.Config
+	return qwen4.Build(&c, qwen4.Key{Stage: st, Want: want, Rows: o.rows}, m)
 }
