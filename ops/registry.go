@@ -26,6 +26,9 @@ var defs = func() map[string]*Def {
 	for _, d := range plannerDefs {
 		m[d.Op] = d
 	}
+	for _, d := range decodeDefs {
+		m[d.Op] = d
+	}
 	return m
 }()
 

@@ -16,6 +16,10 @@ const (
 	RuleMix          = "mix"
 	RuleGroupMatMul  = "grouped_matmul"
 	RuleChain        = "elementwise_chain"
+	// The fused decode ops' rules (ops/fused_decode.go).
+	RuleQKVPrep       = "qkv_prep"
+	RuleAttentionGate = "attention_gate"
+	RuleNormMatMul    = "norm_matmul"
 )
 
 // Rules gives the fusion rules in the order they run, leaving out those
@@ -31,6 +35,7 @@ func Rules(skip []string) []Rule {
 	}
 	call := ExampleInput{Kind: graph.Input, DType: graph.I32, Shape: graph.Shape{ops.CallLen}}
 	slot := ExampleInput{Kind: graph.State, DType: graph.F32, Shape: graph.Shape{graph.Dyn, 8}}
+	slot4 := ExampleInput{Kind: graph.State, DType: graph.F32, Shape: graph.Shape{graph.Dyn, 4}}
 	eps := ops.EpsAttrs{Eps: 1e-6}
 	nr := ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: 4, Rotary: 4, Theta: 1e4}, Eps: 1e-6}
 	nrkv := ops.NormRopeKVAttrs{NormRope: nr}
@@ -45,19 +50,33 @@ func Rules(skip []string) []Rule {
 		n, ok2 := attrsOf[ops.NormAttrs](firstTemplate(m, ops.OpL2Norm.Op), m)
 		return ops.NormRopeAttrs{Rope: r, Eps: n.Eps}, ok1 && ok2
 	}
+	nrkvRule := &TemplateRule{Op: ops.OpNormRopeKV,
+		Variants: []Example{
+			{Inputs: []ExampleInput{f32(2, 8), call, slot, f32(8)}, Attrs: nrkv},
+			{Inputs: []ExampleInput{f32(2, 8), call, slot}, Attrs: nrkv},
+		},
+		Attrs: func(m *Match) (any, bool) {
+			a, ok := normRope(m)
+			s, ok2 := attrsOf[ops.SlotAttrs](m.t.root, m)
+			return ops.NormRopeKVAttrs{NormRope: a, Slot: s}, ok && ok2
+		}}
+	nrRule := &TemplateRule{Op: ops.OpNormRope,
+		Variants: []Example{
+			{Inputs: []ExampleInput{f32(2, 8), call, f32(8)}, Attrs: nr},
+			{Inputs: []ExampleInput{f32(2, 8), call}, Attrs: nr},
+		},
+		Attrs: func(m *Match) (any, bool) { return normRope(m) }}
+	attn := ops.AttentionAttrs{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5}
 	all := []Rule{
 		&TemplateRule{Op: ops.OpMatMulSwiGLU,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 4), w(6, 4), w(6, 4), f32(6), f32(6)}}},
 			Attrs:    func(*Match) (any, bool) { return nil, true }},
-		&TemplateRule{Op: ops.OpNormRopeKV,
-			Variants: []Example{
-				{Inputs: []ExampleInput{f32(2, 8), call, slot, f32(8)}, Attrs: nrkv},
-				{Inputs: []ExampleInput{f32(2, 8), call, slot}, Attrs: nrkv},
-			},
+		&QKVRule{Q: nrRule, K: nrkvRule},
+		nrkvRule,
+		&TemplateRule{Op: ops.OpAttentionGate,
+			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), slot4, slot4, call, f32(2, 8), f32(8)}, Attrs: attn}},
 			Attrs: func(m *Match) (any, bool) {
-				a, ok := normRope(m)
-				s, ok2 := attrsOf[ops.SlotAttrs](m.t.root, m)
-				return ops.NormRopeKVAttrs{NormRope: a, Slot: s}, ok && ok2
+				return attrsOf[ops.AttentionAttrs](firstTemplate(m, ops.OpAttention.Op), m)
 			}},
 		&TemplateRule{Op: ops.OpSlerp,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), f32(2, 8), f32(8)}, Attrs: eps}},
@@ -65,18 +84,21 @@ func Rules(skip []string) []Rule {
 		&TemplateRule{Op: ops.OpGatedNorm,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), f32(2, 8), f32(8)}, Attrs: eps}},
 			Attrs:    lastEps},
-		&TemplateRule{Op: ops.OpNormRope,
-			Variants: []Example{
-				{Inputs: []ExampleInput{f32(2, 8), call, f32(8)}, Attrs: nr},
-				{Inputs: []ExampleInput{f32(2, 8), call}, Attrs: nr},
-			},
-			Attrs: func(m *Match) (any, bool) { return normRope(m) }},
+		nrRule,
 		&TemplateRule{Op: ops.OpSwiGLU,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), f32(2, 8), f32(8), f32(8)}}},
 			Attrs:    func(*Match) (any, bool) { return nil, true }},
 		&TemplateRule{Op: ops.OpMix,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), f32(2, 8)}, Attrs: eps}},
 			Attrs:    lastEps},
+		&TemplateRule{Op: ops.OpNormMatMul,
+			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), w(6, 8)}, Attrs: eps}},
+			Attrs: func(m *Match) (any, bool) {
+				if a, ok := attrsOf[ops.NormAttrs](firstTemplate(m, ops.OpL2Norm.Op), m); ok && a.Group == 0 {
+					return ops.EpsAttrs{Eps: a.Eps}, true
+				}
+				return nil, false
+			}},
 		SiblingRule{},
 		ChainRule{},
 	}
@@ -245,4 +267,146 @@ func (c *chainBuilder) add(n *graph.Node, isEW, absorbed func(*graph.Node) bool)
 	c.steps = append(c.steps, st)
 	c.members = append(c.members, n)
 	return len(c.steps) - 1
+}
+
+// QKVRule fuses an attention layer's query and key preparation and both of
+// its KV row writes into one qkv_prep. It starts from each attention (or
+// attention_gate) node and finds what feeds it: the norm_rope that makes its
+// queries, the norm_rope_kv that last wrote its key slot and the kv_write
+// that last wrote its value slot, with the same call record, rotary and
+// norm, no key scale, and one slot layout. Those parts are found as
+// primitive chains (through the norm_rope and norm_rope_kv rules' templates)
+// or as those rules' fused nodes.
+type QKVRule struct {
+	// Q and K find the query and key chains: the norm_rope and
+	// norm_rope_kv rules.
+	Q, K *TemplateRule
+}
+
+// Name is "qkv_prep".
+func (*QKVRule) Name() string { return RuleQKVPrep }
+
+// qkvPart is a query or key chain: the nodes it is made of, its inputs and
+// attributes as its fused op takes them, and its output (queries only).
+type qkvPart struct {
+	members []*graph.Node
+	in      []*graph.Value
+	attrs   any
+	out     *graph.Value
+}
+
+// last is the part's member latest in build order.
+func (p qkvPart) last() *graph.Node {
+	l := p.members[0]
+	for _, m := range p.members[1:] {
+		if m.ID > l.ID {
+			l = m
+		}
+	}
+	return l
+}
+
+// Match pairs each attention with its parts.
+func (r *QKVRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	qs := map[*graph.Value]qkvPart{}   // query chains by output
+	ks := map[*graph.Value][]qkvPart{} // key chains by slot
+	vs := map[*graph.Value][]*graph.Node{}
+	for _, rep := range r.Q.Match(g, u) {
+		qs[rep.Outputs[0]] = qkvPart{members: rep.Members, in: rep.Inputs, attrs: rep.Attrs, out: rep.Outputs[0]}
+	}
+	for _, rep := range r.K.Match(g, u) {
+		ks[rep.Inputs[2]] = append(ks[rep.Inputs[2]], qkvPart{members: rep.Members, in: rep.Inputs, attrs: rep.Attrs})
+	}
+	var attns []*graph.Node
+	for _, n := range g.Nodes {
+		switch n.Op {
+		case ops.OpNormRope.Op:
+			qs[n.Outputs[0]] = qkvPart{members: []*graph.Node{n}, in: n.Inputs, attrs: n.Attrs, out: n.Outputs[0]}
+		case ops.OpNormRopeKV.Op:
+			ks[n.Inputs[2]] = append(ks[n.Inputs[2]], qkvPart{members: []*graph.Node{n}, in: n.Inputs, attrs: n.Attrs})
+		case ops.OpKVWrite.Op:
+			vs[n.Inputs[1]] = append(vs[n.Inputs[1]], n)
+		case ops.OpAttention.Op, ops.OpAttentionGate.Op:
+			attns = append(attns, n)
+		}
+	}
+	claimed := map[*graph.Node]bool{}
+	var reps []Replacement
+	for _, a := range attns {
+		rep, ok := r.pair(a, qs, ks, vs)
+		if !ok {
+			continue
+		}
+		free := true
+		for _, m := range rep.Members {
+			free = free && !claimed[m]
+		}
+		if !free || !eligible(g, u, &rep) {
+			continue
+		}
+		for _, m := range rep.Members {
+			claimed[m] = true
+		}
+		reps = append(reps, rep)
+	}
+	return reps
+}
+
+// pair builds the replacement for attention a, if its parts agree.
+func (r *QKVRule) pair(a *graph.Node, qs map[*graph.Value]qkvPart, ks map[*graph.Value][]qkvPart, vs map[*graph.Value][]*graph.Node) (Replacement, bool) {
+	q, ok := qs[a.Inputs[0]]
+	if !ok {
+		return Replacement{}, false
+	}
+	var k *qkvPart
+	for i, p := range ks[a.Inputs[1]] {
+		if l := p.last(); l.ID < a.ID && (k == nil || l.ID > k.last().ID) {
+			k = &ks[a.Inputs[1]][i]
+		}
+	}
+	var v *graph.Node
+	for _, n := range vs[a.Inputs[2]] {
+		if n.ID < a.ID && (v == nil || n.ID > v.ID) {
+			v = n
+		}
+	}
+	if k == nil || v == nil {
+		return Replacement{}, false
+	}
+	call := a.Inputs[3]
+	qa, ok1 := attrsValue[ops.NormRopeAttrs](q.attrs)
+	ka, ok2 := attrsValue[ops.NormRopeKVAttrs](k.attrs)
+	va, ok3 := attrsValue[ops.SlotAttrs](v.Attrs)
+	if !ok1 || !ok2 || !ok3 || qa != ka.NormRope || ka.Slot != va || len(k.in) != 3 ||
+		q.in[1] != call || k.in[1] != call || v.Inputs[2] != call {
+		return Replacement{}, false
+	}
+	attrs := ops.QKVPrepAttrs{NormRope: qa, Slot: va}
+	in := append([]*graph.Value{q.in[0], k.in[0], v.Inputs[0], call, k.in[2], v.Inputs[1]}, q.in[2:]...)
+	if _, err := ops.OpQKVPrep.Infer(attrs, in); err != nil {
+		return Replacement{}, false
+	}
+	rep := Replacement{Op: ops.OpQKVPrep, Attrs: attrs, Inputs: in, Outputs: []*graph.Value{q.out}}
+	rep.Members = append(append(append(rep.Members, q.members...), k.members...), v)
+	rep.At = rep.Members[0]
+	for _, m := range rep.Members[1:] {
+		if m.ID > rep.At.ID {
+			rep.At = m
+		}
+	}
+	return rep, true
+}
+
+// attrsValue reads attributes held as T or *T.
+func attrsValue[T any](a any) (T, bool) {
+	switch v := a.(type) {
+	case T:
+		return v, true
+	case *T:
+		if v != nil {
+			return *v, true
+		}
+	}
+	var zero T
+	return zero, false
 }

@@ -12,6 +12,9 @@ var kernels = func() map[string]kernelFunc {
 	for name, k := range plannerKernels {
 		m[name] = k
 	}
+	for name, k := range decodeKernels {
+		m[name] = k
+	}
 	return m
 }()
 

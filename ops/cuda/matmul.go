@@ -106,8 +106,9 @@ type mvSeg struct {
 // matvec appends one launch computing y_s[rows, n_s] = x[rows, k] · w_sᵀ
 // for up to mvSegs weights of one stored type; with swiglu (two weights,
 // gate and up, and the scales sg, su) it writes silu(g·sg)·(u·su) into
-// swiglu's output instead.
-func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer) error {
+// swiglu's output instead; with norm (its epsilon) the product of each row
+// is divided by sqrt(Σx² + eps) of that row (norm_matmul).
+func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32) error {
 	wt, err := wtype(segs[0].w)
 	if err != nil {
 		return err
@@ -168,9 +169,16 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 		shape = mvPlan(be.mv, (nf+feats-1)/feats, feats, k, elems, be.opts.MatvecMaxChunk, be.kernels.sms)
 		name = fmt.Sprintf("mv_%s_r%d_f%d", wtypeNames[wt], rb, feats)
 	}
-	s.add(name, [3]uint32{uint32(shape.blocks), 1, 1}, [3]uint32{uint32(32 * shape.warps), 1, 1}, 0,
-		x.ptr, int32(rows), int32(k), int32(nf), int32(shape.split), vec,
-		w[0], w[1], w[2], w[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2], sc[0], sc[1])
+	args := []any{x.ptr, int32(rows), int32(k), int32(nf), int32(shape.split), vec,
+		w[0], w[1], w[2], w[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2], sc[0], sc[1]}
+	if norm != nil {
+		if swiglu != nil {
+			return fmt.Errorf("matvec: a normalized product with a swiglu epilogue")
+		}
+		name = "mvn_" + name[len("mv_"):]
+		args = append(args, *norm)
+	}
+	s.add(name, [3]uint32{uint32(shape.blocks), 1, 1}, [3]uint32{uint32(32 * shape.warps), 1, 1}, 0, args...)
 	return nil
 }
 
@@ -180,7 +188,7 @@ func mvKernelNames() []string {
 	for _, t := range wtypeNames {
 		for _, rb := range []int{1, matvecMaxRows} {
 			for _, f := range []int{1, 2} {
-				out = append(out, fmt.Sprintf("mv_%s_r%d_f%d", t, rb, f))
+				out = append(out, fmt.Sprintf("mv_%s_r%d_f%d", t, rb, f), fmt.Sprintf("mvn_%s_r%d_f%d", t, rb, f))
 			}
 			out = append(out, fmt.Sprintf("mvsw_%s_r%d", t, rb))
 		}
@@ -219,7 +227,7 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 		return nil
 	}
 	if rows <= matvecMaxRows {
-		return be.matvec(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil)
+		return be.matvec(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil, nil)
 	}
 	wt, _ := wtype(w)
 	if be.blas != nil && nOut >= blasMin && k >= blasMin {
@@ -296,7 +304,7 @@ func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		if len(segs) == 0 {
 			return nil
 		}
-		err := be.matvec(s, in[0], segs, rows, k, nil)
+		err := be.matvec(s, in[0], segs, rows, k, nil, nil)
 		segs = segs[:0]
 		return err
 	}
@@ -351,7 +359,7 @@ func bindMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 			return nil, fmt.Errorf("scales of %d and %d elements for %d features", in[3].n, in[4].n, f)
 		}
 		segs := []mvSeg{{w: in[1], n: f}, {w: in[2], n: f}}
-		if err := be.matvec(s, in[0], segs, rows, k, &[3]*Buffer{out[0], in[3], in[4]}); err != nil {
+		if err := be.matvec(s, in[0], segs, rows, k, &[3]*Buffer{out[0], in[3], in[4]}, nil); err != nil {
 			return nil, err
 		}
 		return s, nil

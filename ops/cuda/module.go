@@ -19,7 +19,7 @@ var sources embed.FS
 var kernelNames = append([]string{
 	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half",
 	"norm_rows", "norm_rows_wide", "rowfuse", "rowfuse_wide", "rope",
-	"attn_part", "attn_finish",
+	"attn_part", "attn_finish", "qkv_prep",
 	"matmul_tiled",
 }, mvKernelNames()...)
 

@@ -33,6 +33,9 @@ var binders = map[string]binder{
 	"norm_rope_kv":      bindRope,
 	"kv_write":          bindKVWrite,
 	"attention":         bindAttention,
+	"attention_gate":    bindAttentionGate,
+	"qkv_prep":          bindQKVPrep,
+	"norm_matmul":       bindNormMatMul,
 	"slice_rows":        bindSliceRows,
 	"argmax":            bindArgmax,
 	"store":             bindStore,
@@ -467,15 +470,11 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		sc = scale.ptr
 	}
 	h := rope.Rotary / 2
-	freq := make([]byte, 8*h)
-	for j := 0; j < h; j++ {
-		binary.LittleEndian.PutUint64(freq[8*j:], math.Float64bits(math.Pow(rope.Theta, -2*float64(j)/float64(rope.Rotary))))
-	}
 	s := be.newSteps()
 	if rows == 0 {
 		return s, nil
 	}
-	fp, err := be.upload(freq)
+	fp, err := be.upload(ropeFreq(rope))
 	if err != nil {
 		return nil, err
 	}
@@ -489,6 +488,17 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	s.add("rope", [3]uint32{uint32(rows), uint32(w / rope.HeadDim), 1}, [3]uint32{threadsFor(max(h, rope.HeadDim-rope.Rotary), 128), 1, 1}, 0,
 		x.ptr, y, call.ptr, be.errRec, fp, sc, sl, int32(rows), int32(w), int32(rope.HeadDim), int32(rope.Rotary), nb, eps, int32(capacity), rg)
 	return s, nil
+}
+
+// ropeFreq is rope's table of frequencies f_j = Theta^(-2j/Rotary), j <
+// Rotary/2, as little-endian f64.
+func ropeFreq(rope ops.RopeAttrs) []byte {
+	h := rope.Rotary / 2
+	freq := make([]byte, 8*h)
+	for j := 0; j < h; j++ {
+		binary.LittleEndian.PutUint64(freq[8*j:], math.Float64bits(math.Pow(rope.Theta, -2*float64(j)/float64(rope.Rotary))))
+	}
+	return freq
 }
 
 func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
@@ -533,7 +543,23 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	if err != nil {
 		return nil, err
 	}
-	q, k, v, call, y := in[0], in[1], in[2], in[3], out[0]
+	return be.attention(at, in[0], in[1], in[2], in[3], out[0], nil, nil)
+}
+
+// attention binds attention, or attention_gate when the gate g and its
+// scale sg are not nil: attn_part over (row, kv head, key chunk), then
+// attn_finish merging the chunks of each (row, head) and gating them.
+func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buffer) (*steps, error) {
+	var gp, sp cu.DevicePtr
+	if g != nil {
+		if err := f32All([]string{"g", "s"}, []*Buffer{g, sg}); err != nil {
+			return nil, err
+		}
+		if g.n != q.n || sg.n != at.Heads*at.HeadDim {
+			return nil, fmt.Errorf("attention_gate: g of %d and s of %d elements for q of %d in rows of %d", g.n, sg.n, q.n, at.Heads*at.HeadDim)
+		}
+		gp, sp = g.ptr, sg.ptr
+	}
 	if err := f32All([]string{"q", "k", "v", "output"}, []*Buffer{q, k, v, y}); err != nil {
 		return nil, err
 	}
@@ -594,7 +620,7 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
 	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, uint32(12*splits),
-		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits))
+		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp)
 	return s, nil
 }
 

@@ -18,7 +18,7 @@ func Cases() []Case {
 		embedCases, matmulCases, groupedCases,
 		binaryCases, unaryCases, normCases,
 		ropeCases, kvWriteCases, attentionCases,
-		rowCases, storeCases, fusedCases, plannerCases, blockCases,
+		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases,
 		qwenCases,
 	} {
 		cs = append(cs, gen()...)

@@ -87,10 +87,20 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	}
 }
 
+// attn_gate is attention_gate's output gate on element a of row t's head
+// h, dimension i: a ⊙ sigmoid(g ⊙ s) as the primitives compute it (a when
+// g is null: plain attention).
+__device__ __forceinline__ float attn_gate(float a, const float* g, const float* sg, int t, int h, int heads, int d, int i) {
+	if (!g) return a;
+	int c = h * d + i;
+	return a * (float)sigmoid_d((double)(g[(long long)t * heads * d + c] * sg[c]));
+}
+
 // attn_finish: grid (rows, heads), dynamic shared memory 3·S floats; merges the
-// S chunks of each head; rows past the call's rows get zeros.
+// S chunks of each head; rows past the call's rows get zeros. With g (and
+// its scale sg) not null, each output is gated: attention_gate.
 extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
-                                       int heads, int d, int S) {
+                                       int heads, int d, int S, const float* g, const float* sg) {
 	pdl_entry();
 	extern __shared__ float wsh[];
 	int t = blockIdx.x, h = blockIdx.y;
@@ -99,7 +109,7 @@ extern "C" __global__ void attn_finish(const float* pm, const float* pl, const f
 	if (used == 0) used = rows;
 	float* out = y + ((long long)t * heads + h) * d;
 	if (t >= used) {
-		for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = 0.f;
+		for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = attn_gate(0.f, g, sg, t, h, heads, d, i);
 		return;
 	}
 	long long base = ((long long)t * heads + h) * S;
@@ -121,6 +131,6 @@ extern "C" __global__ void attn_finish(const float* pm, const float* pl, const f
 	for (int i = threadIdx.x; i < d; i += blockDim.x) {
 		float a = 0.f;
 		for (int s = 0; s < S; s++) a += pacc[(base + s) * d + i] * wsh[s];
-		out[i] = a;
+		out[i] = attn_gate(a, g, sg, t, h, heads, d, i);
 	}
 }

@@ -4,7 +4,12 @@
 // [e_{s-1}, e_s)), each feature's sums going to its own weight's output.
 // mvsw_*: the same for a gate and an up weight of F rows each, a warp
 // computing gate row j and up row j together and writing
-// silu(g·sg[j])·(u·su[j]) (matmul_swiglu) directly.
+// silu(g·sg[j])·(u·su[j]) (matmul_swiglu) directly. mvn_*: mv_* of
+// l2-normalized rows (norm_matmul, one weight): each group also sums x² over
+// the x it reads for its unit, which is the whole row (in f32, by fma: the
+// conversions an f64 sum needs would cost more than the stream), and scales
+// its sums by 1/sqrt(Σx² + eps); every group adds the same terms in the same
+// order, so every feature of a row gets the same norm.
 //
 // Work: a block of W warps (blockDim.x = 32·W) holds W/S groups of S
 // warps; a group computes one unit (MF consecutive rows of the virtual
@@ -79,13 +84,15 @@ __device__ __forceinline__ float mv_fma(uint4 q, const float* xv, float acc) {
 #define MV_ARGS x, R, K, NF, S, vec, w0, w1, w2, w3, y0, y1, y2, y3, e0, e1, e2, sg, su
 
 // mv_impl: RB is the row bucket (R <= RB), MF the features per unit, SW the
-// swiglu form (MF = 2: gate, up). Grid: ceil(units / (W/S)) blocks.
-template <int WT, int RB, int MF, bool SW>
-__device__ __forceinline__ void mv_impl(MV_PARAMS) {
+// swiglu form (MF = 2: gate, up), NRM the normalized form (eps its
+// epsilon). Grid: ceil(units / (W/S)) blocks.
+template <int WT, int RB, int MF, bool SW, bool NRM>
+__device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	const int E = WT == WT_F32 ? 4 : 8;  // elements per 16-byte vector
 	const int ES = WT == WT_F32 ? 4 : 2; // bytes per element
 	const int U = MV_LOADS / MF > 0 ? MV_LOADS / MF : 1;
 	__shared__ float red[MV_MAXWARPS * MF * RB];
+	__shared__ float nred[NRM ? MV_MAXWARPS * RB : 1];
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	int G = nw / S, g = warp / S, p = warp - g * S;
 	int unit = blockIdx.x * G + g;
@@ -107,6 +114,9 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 		wr[i] = (const char*)w + (long long)(ok[i] ? row : 0) * K * ES;
 	}
 	float acc[MF][RB];
+	float ss[RB]; // NRM: Σx² of the x this lane read
+#pragma unroll
+	for (int r = 0; r < RB; r++) ss[r] = 0.f;
 #pragma unroll
 	for (int i = 0; i < MF; i++)
 #pragma unroll
@@ -130,6 +140,9 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 						if (r < R) {
 							float xv[8];
 							mv_x<WT>(x + (long long)r * K + v * E, xv);
+							if (NRM)
+#pragma unroll
+								for (int e = 0; e < E; e++) ss[r] = fmaf(xv[e], xv[e], ss[r]);
 #pragma unroll
 							for (int i = 0; i < MF; i++) acc[i][r] = mv_fma<WT>(q[u][i], xv, acc[i][r]);
 						}
@@ -146,6 +159,7 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 			for (int r = 0; r < RB; r++) {
 				if (r < R) {
 					float xv = x[(long long)r * K + k];
+					if (NRM) ss[r] = fmaf(xv, xv, ss[r]);
 #pragma unroll
 					for (int i = 0; i < MF; i++) acc[i][r] += xv * wv[i];
 				}
@@ -159,6 +173,12 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 		for (int r = 0; r < RB; r++) {
 			float t = r < R ? warp_sum(acc[i][r]) : 0.f;
 			if (lane == 0) red[(warp * MF + i) * RB + r] = t;
+		}
+	if (NRM)
+#pragma unroll
+		for (int r = 0; r < RB; r++) {
+			float t = r < R ? warp_sum(ss[r]) : 0.f;
+			if (lane == 0) nred[warp * RB + r] = t;
 		}
 	__syncthreads();
 	int outs = G * (SW ? 1 : MF) * RB;
@@ -180,6 +200,11 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 			if (f >= NF) continue;
 			float a = 0.f;
 			for (int q = 0; q < S; q++) a += red[((gg * S + q) * MF + i) * RB + r];
+			if (NRM) {
+				float n2 = 0.f;
+				for (int q = 0; q < S; q++) n2 += nred[(gg * S + q) * RB + r];
+				a = (float)((double)a / sqrt((double)n2 + (double)eps));
+			}
 			int s = (f >= e0) + (f >= e1) + (f >= e2);
 			int lo = s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2;
 			int hi = s == 0 ? e0 : s == 1 ? e1 : s == 2 ? e2 : NF;
@@ -190,25 +215,37 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS) {
 }
 
 // The instances the Go side launches (mvKernelNames in matmul.go):
-// mv_<type>_r<RB>_f<MF> and mvsw_<type>_r<RB>.
-extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 1, false>(MV_ARGS); }
-extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, false>(MV_ARGS); }
-extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, true>(MV_ARGS); }
-extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, true>(MV_ARGS); }
+// mv_<type>_r<RB>_f<MF>, mvsw_<type>_r<RB> and mvn_<type>_r<RB>_f<MF>.
+extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvn_f32_r1_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 1, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f32_r1_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 1, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f32_r8_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 8, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f32_r8_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 8, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r1_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 1, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r1_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 1, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r8_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 8, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r8_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 8, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r1_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 1, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r1_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 1, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r8_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 8, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r8_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 8, 2, false, true>(MV_ARGS, eps); }
 
 #define TILE 16
 

@@ -120,32 +120,19 @@ extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b
 	rowfuse_body<32>(kind, a, b, v, y, n, eps);
 }
 
-// rope: one block per (row, head). It rotates the first rot dims of the head
-// by position call[pos] + row (NeoX half split, angles in f64 from freq),
-// copies the rest; with norm, then l2-normalizes the head and multiplies by
-// scale (when not null). With slot not null (norm_rope_kv) the result goes
-// to the row's slot row as kv_write places it, else to y.
-extern "C" __global__ void rope(const float* x, float* y, const int* call, int* err, const double* freq, const float* scale,
-                                float* slot, int rows, int width, int hd, int rot, int norm, float eps, int cap, int ring) {
-	pdl_entry();
+// rope_head is one block's work on one head of hd elements: it rotates the
+// first rot dims of src by position p (NeoX half split, angles in f64 from
+// freq) into dst, copies the rest; with norm, then l2-normalizes dst and
+// multiplies it by scale (the head's hd values, when not null). dst may be
+// src. Every thread of the block must call it (it synchronizes).
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, const float* scale, int hd, int rot, int norm,
+                          float eps) {
 	__shared__ double scratch[32];
-	int r = blockIdx.x, o = blockIdx.y * hd, h = rot / 2;
-	int pos, used;
-	float* dst;
-	if (slot) {
-		if (!kv_check(call, rows, cap, ring, err, &pos, &used)) return;
-		long long p = kv_row(r, pos, used, cap, ring);
-		if (p < 0) return;
-		dst = slot + p * width + o;
-	} else {
-		if (!read_call(call, rows, err, &pos, &used)) return;
-		dst = y + (long long)r * width + o;
-	}
-	const float* src = x + (long long)r * width + o;
-	double p = (double)(pos + r);
+	int h = rot / 2;
+	double pp = (double)p;
 	for (int j = threadIdx.x; j < h; j += blockDim.x) {
 		double s, c;
-		sincos(p * freq[j], &s, &c);
+		sincos(pp * freq[j], &s, &c);
 		float cf = (float)c, sf = (float)s;
 		float a = src[j], b = src[j + h];
 		dst[j] = a * cf - b * sf;
@@ -157,7 +144,28 @@ extern "C" __global__ void rope(const float* x, float* y, const int* call, int* 
 	double inv = 1.0 / sqrt(sumsq_d(dst, hd, scratch) + (double)eps);
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
 		float v = (float)((double)dst[i] * inv);
-		if (scale) v *= scale[o + i];
+		if (scale) v *= scale[i];
 		dst[i] = v;
 	}
+}
+
+// rope: one block per (row, head): rope_head on the head at position
+// call[pos] + row. With slot not null (norm_rope_kv) the result goes to the
+// row's slot row as kv_write places it, else to y.
+extern "C" __global__ void rope(const float* x, float* y, const int* call, int* err, const double* freq, const float* scale,
+                                float* slot, int rows, int width, int hd, int rot, int norm, float eps, int cap, int ring) {
+	pdl_entry();
+	int r = blockIdx.x, o = blockIdx.y * hd;
+	int pos, used;
+	float* dst;
+	if (slot) {
+		if (!kv_check(call, rows, cap, ring, err, &pos, &used)) return;
+		long long p = kv_row(r, pos, used, cap, ring);
+		if (p < 0) return;
+		dst = slot + p * width + o;
+	} else {
+		if (!read_call(call, rows, err, &pos, &used)) return;
+		dst = y + (long long)r * width + o;
+	}
+	rope_head(x + (long long)r * width + o, dst, pos + r, freq, scale ? scale + o : 0, hd, rot, norm, eps);
 }
