@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 )
 
@@ -50,38 +51,22 @@ func ParseStage(s string) (Stage, error) {
 	return 0, fmt.Errorf("unknown stage %q: want one of %v", s, stageNames)
 }
 
-// Want says which rows' logits a forward computes.
-type Want int
+// Want says which rows' logits a forward computes (lm.Want, shared with
+// the other models).
+type Want = lm.Want
 
 // What a forward leaves as logits.
 const (
 	// WantNone computes no logits: the call only extends the cache.
-	WantNone Want = iota
+	WantNone = lm.WantNone
 	// WantLast computes the last row's logits.
-	WantLast
+	WantLast = lm.WantLast
 	// WantAll computes every row's logits.
-	WantAll
+	WantAll = lm.WantAll
 )
 
-var wantNames = [...]string{"none", "last", "all"}
-
-// String gives the lower-case name.
-func (w Want) String() string {
-	if int(w) < len(wantNames) {
-		return wantNames[w]
-	}
-	return fmt.Sprintf("want(%d)", int(w))
-}
-
 // ParseWant reads none, last or all.
-func ParseWant(s string) (Want, error) {
-	for i, n := range wantNames {
-		if n == s {
-			return Want(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown want %q: want none, last or all", s)
-}
+func ParseWant(s string) (Want, error) { return lm.ParseWant(s) }
 
 // Key identifies one stage graph: plans are built once per key.
 type Key struct {

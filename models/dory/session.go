@@ -1,7 +1,6 @@
 package dory
 
 import (
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
-	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/planner"
 )
 
@@ -22,7 +21,7 @@ import (
 const Rewind = 448
 
 // DefaultChunk is the rows of a prompt chunk.
-const DefaultChunk = 64
+const DefaultChunk = lm.DefaultChunk
 
 // GateKind says how a token may leave the loop early.
 type GateKind int
@@ -93,19 +92,15 @@ type slot struct {
 // Session runs forwards of one sequence, keeping its KV cache between calls.
 // It is not safe for concurrent use.
 type Session struct {
-	m     *Model
-	c     Config
-	opts  Options
-	be    ops.Backend
-	ownBE bool
-	eng   *capture.Engine
-	log   *slog.Logger
+	m    *Model
+	c    Config
+	opts Options
+	core *lm.Core
+	be   ops.Backend  // core's backend
+	log  *slog.Logger // core's logger
 
-	weights map[string]ops.Buffer
-	slots   map[string]*slot
-	ids     map[int]ops.Buffer
-	call    ops.Buffer
-	carry   [2]ops.Buffer
+	slots map[string]*slot
+	carry [2]ops.Buffer
 	// filled is, per per_loop recurrent slot index, the position up to which
 	// it holds rows: a call may only use slots that reach its first row.
 	filled []int
@@ -124,11 +119,9 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.KV != nil {
 		c.KV = *opts.KV
 	}
-	if opts.Chunk == 0 {
-		opts.Chunk = DefaultChunk
-	}
-	if opts.Chunk < 1 {
-		return nil, fmt.Errorf("dory: chunk of %d rows", opts.Chunk)
+	var err error
+	if opts.Chunk, err = lm.ChunkRows(opts.Chunk); err != nil {
+		return nil, fmt.Errorf("dory: %w", err)
 	}
 	if opts.Capacity == 0 {
 		opts.Capacity = 256
@@ -139,39 +132,23 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.Gate.Kind == GateRecon && m.Router == nil {
 		return nil, fmt.Errorf("dory: gate recon: the checkpoint carries no router (dory.router.* tensors)")
 	}
-	s := &Session{m: m, c: c, opts: opts, be: opts.Backend, log: opts.Logger, slots: map[string]*slot{}, ids: map[int]ops.Buffer{}, exits: newExitRate()}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.be == nil {
-		s.be, s.ownBE = cpu.New(0), true
-	}
-	var err error
-	if s.weights, err = m.Upload(s.be); err != nil {
-		s.Close()
+	core, err := lm.Open(m, lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner})
+	if err != nil {
 		return nil, err
 	}
-	if s.call, err = s.be.Alloc(graph.I32, ops.CallLen); err != nil {
-		s.Close()
-		return nil, err
-	}
+	s := &Session{m: m, c: c, opts: opts, core: core, be: core.Backend(), log: core.Logger(), slots: map[string]*slot{}, exits: newExitRate()}
 	for i := range s.carry {
 		if s.carry[i], err = s.be.Alloc(graph.F32, c.Hidden); err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
-	po := planner.DefaultOptions()
-	if opts.Planner != nil {
-		po = *opts.Planner
-	}
-	s.eng = capture.NewEngine(s.be, po, s.log)
 	return s, nil
 }
 
 // Stats are the plan cache's counters: plans built, recordings made,
 // updated and replayed.
-func (s *Session) Stats() capture.Stats { return s.eng.Stats() }
+func (s *Session) Stats() capture.Stats { return s.core.Stats() }
 
 // CaptureKey is the capture cache's key of a stage key.
 func CaptureKey(k Key) capture.Key {
@@ -180,12 +157,12 @@ func CaptureKey(k Key) capture.Key {
 
 // Profile times the launches of key's plan op by op (see capture.Engine.Profile).
 func (s *Session) Profile(k Key) ([]capture.OpTime, error) {
-	return s.eng.Profile(CaptureKey(k))
+	return s.core.Profile(CaptureKey(k))
 }
 
 // Planned gives the plan the session built for a key, for dumps.
 func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
-	return s.eng.Planned(CaptureKey(k))
+	return s.core.Planned(CaptureKey(k))
 }
 
 // Config is the config the session runs (with its KV mode).
@@ -199,19 +176,12 @@ func (s *Session) Backend() ops.Backend { return s.be }
 
 // Close frees the session's buffers.
 func (s *Session) Close() error {
-	if s.eng != nil {
-		s.eng.Close()
-		s.eng = nil
-	}
+	extra := []ops.Buffer{s.carry[0], s.carry[1]}
 	for _, sl := range s.slots {
-		s.be.Free(sl.k)
-		s.be.Free(sl.v)
+		extra = append(extra, sl.k, sl.v)
 	}
-	s.slots = nil
-	if s.ownBE && s.be != nil {
-		return s.be.Close()
-	}
-	return nil
+	s.slots, s.carry = nil, [2]ops.Buffer{}
+	return s.core.Close(extra...)
 }
 
 // Reset empties the cache.
@@ -245,55 +215,32 @@ func (s *Session) Forward(ids []int, pos0, loops int, want Want) (*tensor.Dense,
 	if err := s.check(ids, pos0, loops, want); err != nil {
 		return nil, err
 	}
-	var logits []float32
-	nOut := 0
-	for a := 0; a < len(ids); a += s.opts.Chunk {
-		b := min(a+s.opts.Chunk, len(ids))
-		last := b == len(ids)
-		w := WantNone
-		if want == WantAll || (want == WantLast && last) {
-			w = want
-		}
+	d, err := lm.RunChunks(ids, pos0, s.opts.Chunk, s.c.Vocab, want, func(ids []int, pos int, w Want) ([]float32, error) {
 		lc := loops
 		if w == WantNone && s.opts.PromptLoops > 0 && s.c.KV == LastLoop {
 			lc = min(loops, s.opts.PromptLoops)
 		}
-		out, err := s.chunk(ids[a:b], pos0+a, lc, w)
-		if err != nil {
-			return nil, fmt.Errorf("dory: positions %d to %d: %w", pos0+a, pos0+b-1, err)
-		}
-		if w != WantNone {
-			logits = append(logits, out...)
-			nOut += len(out) / s.c.Vocab
-		}
+		return s.chunk(ids, pos, lc, w)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dory: %w", err)
 	}
 	s.pos = pos0 + len(ids)
-	if want == WantNone {
-		return nil, nil
-	}
-	return tensor.New(tensor.WithShape(nOut, s.c.Vocab), tensor.WithBacking(logits)), nil
+	return d, nil
 }
 
 func (s *Session) check(ids []int, pos0, loops int, want Want) error {
-	if s.eng == nil {
+	if s.core.Closed() {
 		return fmt.Errorf("dory: the session is closed")
 	}
-	if len(ids) == 0 {
-		return fmt.Errorf("dory: empty input: a forward needs at least one token")
-	}
-	for i, id := range ids {
-		if id < 0 || id >= s.c.Vocab {
-			return fmt.Errorf("dory: token %d (position %d): id %d is outside the vocabulary of %d", i, pos0+i, id, s.c.Vocab)
-		}
-	}
-	if pos0 != s.pos {
-		return fmt.Errorf("dory: pos0 %d does not follow the cache, which holds %d positions (roll back first to go back)", pos0, s.pos)
+	if err := lm.CheckTokens(ids, pos0, s.pos, s.c.Vocab); err != nil {
+		return fmt.Errorf("dory: %w", err)
 	}
 	if loops < 1 || loops > MaxLoops {
 		return fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
 	}
-	if want < WantNone || want > WantAll {
-		return fmt.Errorf("dory: unknown want %d", int(want))
+	if err := want.Check(); err != nil {
+		return fmt.Errorf("dory: %w", err)
 	}
 	if s.c.KV == PerLoop {
 		for i := 0; i < loops; i++ {
@@ -321,24 +268,14 @@ func (s *Session) chunk(ids []int, pos, loops int, want Want) ([]float32, error)
 	if err := s.ensureSlots(pos+rows, loops); err != nil {
 		return nil, err
 	}
-	idb, err := s.idsBuffer(rows)
-	if err != nil {
+	if _, err := s.core.WriteIDs(InputIDs, ids); err != nil {
 		return nil, err
 	}
-	raw := make([]byte, 4*rows)
-	for i, id := range ids {
-		binary.LittleEndian.PutUint32(raw[4*i:], uint32(id))
-	}
-	if err := s.be.Write(idb, raw); err != nil {
-		return nil, err
-	}
-	rec := make([]byte, 4*ops.CallLen)
-	binary.LittleEndian.PutUint32(rec[4*ops.CallPos:], uint32(pos))
-	binary.LittleEndian.PutUint32(rec[4*ops.CallRows:], uint32(rows))
-	if err := s.be.Write(s.call, rec); err != nil {
+	if err := s.core.WriteCall(pos, rows); err != nil {
 		return nil, err
 	}
 	var out []float32
+	var err error
 	if s.opts.Gate.Kind != NoGate && rows == 1 && want != WantNone && loops == 2 {
 		out, err = s.gated(want)
 	} else {
@@ -385,11 +322,11 @@ func (s *Session) gated(want Want) ([]float32, error) {
 		if _, err := s.stage(key(First, WantNone)); err != nil {
 			return nil, err
 		}
-		raw := make([]byte, 4*s.c.Hidden)
-		if err := s.be.Read(s.carry[1], raw); err != nil {
+		state, err := s.core.ReadF32(s.carry[1])
+		if err != nil {
 			return nil, err
 		}
-		one := s.m.Router.Score(decodeF32(raw)) >= s.m.Router.Bias
+		one := s.m.Router.Score(state) >= s.m.Router.Bias
 		s.log.Debug("dory gate", "recon", one)
 		if one {
 			s.GateOne++
@@ -401,17 +338,17 @@ func (s *Session) gated(want Want) ([]float32, error) {
 
 // stage runs one stage plan and reads its logits.
 func (s *Session) stage(k Key) ([]float32, error) {
-	bind := make(map[string]ops.Buffer, len(s.weights)+2*len(s.slots)+4)
-	for n, b := range s.weights {
-		bind[n] = b
+	idb, err := s.core.Input(InputIDs, graph.I32, k.Rows)
+	if err != nil {
+		return nil, err
 	}
+	bind := s.core.Bind(2*len(s.slots) + 3)
 	for n, sl := range s.slots {
 		bind[n+".k"], bind[n+".v"] = sl.k, sl.v
 	}
-	bind[ops.CallName] = s.call
-	bind[InputIDs] = s.ids[k.Rows]
+	bind[InputIDs] = idb
 	bind[StateInput], bind[StateLoop] = s.carry[0], s.carry[1]
-	outs, err := s.eng.Run(CaptureKey(k), func() (*graph.Graph, error) {
+	outs, err := s.core.Run(CaptureKey(k), func() (*graph.Graph, error) {
 		return BuildStage(&s.c, k, s.m.MatrixDType)
 	}, bind)
 	if err != nil {
@@ -420,31 +357,7 @@ func (s *Session) stage(k Key) ([]float32, error) {
 	if len(outs) == 0 {
 		return nil, nil
 	}
-	raw := make([]byte, 4*outs[0].Len())
-	if err := s.be.Read(outs[0], raw); err != nil {
-		return nil, err
-	}
-	return decodeF32(raw), nil
-}
-
-func decodeF32(raw []byte) []float32 {
-	out := make([]float32, len(raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out
-}
-
-func (s *Session) idsBuffer(rows int) (ops.Buffer, error) {
-	if b, ok := s.ids[rows]; ok {
-		return b, nil
-	}
-	b, err := s.be.Alloc(graph.I32, rows)
-	if err != nil {
-		return nil, err
-	}
-	s.ids[rows] = b
-	return b, nil
+	return s.core.ReadF32(outs[0])
 }
 
 // slotKey names a slot without its k/v suffix.

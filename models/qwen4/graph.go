@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 )
 
@@ -28,38 +29,22 @@ func (s Stage) String() string {
 	return "forward"
 }
 
-// Want says which rows' logits a graph computes.
-type Want int
+// Want says which rows' logits a graph computes (lm.Want, shared with the
+// other models).
+type Want = lm.Want
 
 // What a forward leaves as logits.
 const (
 	// WantNone computes no logits: the call only extends the caches.
-	WantNone Want = iota
+	WantNone = lm.WantNone
 	// WantLast computes the last row's logits.
-	WantLast
+	WantLast = lm.WantLast
 	// WantAll computes every row's logits.
-	WantAll
+	WantAll = lm.WantAll
 )
 
-var wantNames = [...]string{"none", "last", "all"}
-
-// String gives the lower-case name.
-func (w Want) String() string {
-	if w >= 0 && int(w) < len(wantNames) {
-		return wantNames[w]
-	}
-	return fmt.Sprintf("want(%d)", int(w))
-}
-
 // ParseWant reads none, last or all.
-func ParseWant(s string) (Want, error) {
-	for i, n := range wantNames {
-		if n == s {
-			return Want(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown want %q: want none, last or all", s)
-}
+func ParseWant(s string) (Want, error) { return lm.ParseWant(s) }
 
 // Key identifies one graph: plans are built once per key.
 type Key struct {
@@ -336,8 +321,8 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	if k.Rows < 1 {
 		return nil, fmt.Errorf("qwen4: %d rows: want at least 1", k.Rows)
 	}
-	if k.Want < WantNone || k.Want > WantAll {
-		return nil, fmt.Errorf("qwen4: unknown want %d", int(k.Want))
+	if err := k.Want.Check(); err != nil {
+		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	if w == nil {
 		w = configWeights{c}

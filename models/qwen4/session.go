@@ -1,23 +1,21 @@
 package qwen4
 
 import (
-	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
-	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/planner"
 )
 
 // DefaultChunk is the rows of a prompt chunk.
-const DefaultChunk = 64
+const DefaultChunk = lm.DefaultChunk
 
 // DefaultCapacity is the first row capacity of a QSA layer's slots.
 const DefaultCapacity = 256
@@ -49,23 +47,19 @@ type qsaSlots struct {
 // recurrent states and conv rings and the PLE histories between calls. It is
 // not safe for concurrent use.
 type Session struct {
-	m     *Model
-	c     Config
-	opts  Options
-	be    ops.Backend
-	ownBE bool
-	eng   *capture.Engine
-	log   *slog.Logger
+	m    *Model
+	c    Config
+	opts Options
+	core *lm.Core
+	be   ops.Backend  // core's backend
+	log  *slog.Logger // core's logger
 
-	weights map[string]ops.Buffer
 	// fixed are the states of fixed size (GDN, PLE), by state name; they
 	// run forward only.
 	fixed map[string]ops.Buffer
 	// slots are the QSA layers' (and the MTP head's) states, by layer tag.
 	slots    map[string]*qsaSlots
 	capacity int
-	inputs   map[string]ops.Buffer // ids and hidden-state inputs by name and rows
-	call     ops.Buffer
 	pos      int
 	// broken is the error of a run that may have left the recurrent states
 	// half-advanced; Reset or a Rollback to a snapshot clears it.
@@ -92,11 +86,9 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if m == nil {
 		return nil, fmt.Errorf("qwen4: new session on a nil model")
 	}
-	if opts.Chunk == 0 {
-		opts.Chunk = DefaultChunk
-	}
-	if opts.Chunk < 1 {
-		return nil, fmt.Errorf("qwen4: chunk of %d rows", opts.Chunk)
+	var err error
+	if opts.Chunk, err = lm.ChunkRows(opts.Chunk); err != nil {
+		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	if opts.Capacity == 0 {
 		opts.Capacity = DefaultCapacity
@@ -104,24 +96,12 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.Capacity < 1 {
 		return nil, fmt.Errorf("qwen4: slot capacity of %d rows", opts.Capacity)
 	}
-	c := m.Config
-	s := &Session{m: m, c: c, opts: opts, be: opts.Backend, log: opts.Logger, fixed: map[string]ops.Buffer{},
-		slots: map[string]*qsaSlots{}, inputs: map[string]ops.Buffer{}, mtp: m.HasMTP && !opts.NoMTP}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.be == nil {
-		s.be, s.ownBE = cpu.New(0), true
-	}
-	var err error
-	if s.weights, err = m.Upload(s.be); err != nil {
-		s.Close()
+	core, err := lm.Open(m, lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner})
+	if err != nil {
 		return nil, err
 	}
-	if s.call, err = s.be.Alloc(graph.I32, ops.CallLen); err != nil {
-		s.Close()
-		return nil, err
-	}
+	s := &Session{m: m, c: m.Config, opts: opts, core: core, be: core.Backend(), log: core.Logger(),
+		fixed: map[string]ops.Buffer{}, slots: map[string]*qsaSlots{}, mtp: m.HasMTP && !opts.NoMTP}
 	for _, f := range s.fixedStates() {
 		b, err := s.be.Alloc(f.dt, f.n)
 		if err != nil {
@@ -130,11 +110,6 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 		}
 		s.fixed[f.name] = b
 	}
-	po := planner.DefaultOptions()
-	if opts.Planner != nil {
-		po = *opts.Planner
-	}
-	s.eng = capture.NewEngine(s.be, po, s.log)
 	return s, nil
 }
 
@@ -165,12 +140,7 @@ func (s *Session) fixedStates() []fixedState {
 }
 
 // Stats are the plan cache's counters.
-func (s *Session) Stats() capture.Stats {
-	if s.eng == nil {
-		return capture.Stats{}
-	}
-	return s.eng.Stats()
-}
+func (s *Session) Stats() capture.Stats { return s.core.Stats() }
 
 // CaptureKey is the capture cache's key of a graph key.
 func CaptureKey(k Key) capture.Key {
@@ -183,10 +153,7 @@ func CaptureKey(k Key) capture.Key {
 
 // Planned gives the plan the session built for a key, for dumps.
 func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
-	if s.eng == nil {
-		return nil, planner.Report{}, false
-	}
-	return s.eng.Planned(CaptureKey(k))
+	return s.core.Planned(CaptureKey(k))
 }
 
 // Config is the config the session runs.
@@ -204,42 +171,20 @@ func (s *Session) MTP() bool { return s.mtp }
 
 // Close frees the session's buffers.
 func (s *Session) Close() error {
-	if s.eng != nil {
-		s.eng.Close()
-		s.eng = nil
-	}
-	free := func(b ops.Buffer) {
-		if b != nil {
-			s.be.Free(b)
-		}
-	}
+	var extra []ops.Buffer
 	for _, sl := range s.slots {
-		free(sl.k)
-		free(sl.v)
-		free(sl.kraw)
-		free(sl.blocks)
+		extra = append(extra, sl.k, sl.v, sl.kraw, sl.blocks)
 	}
-	s.slots = nil
-	for _, m := range []map[string]ops.Buffer{s.fixed, s.inputs, s.weights} {
-		for _, b := range m {
-			free(b)
-		}
+	for _, b := range s.fixed {
+		extra = append(extra, b)
 	}
 	if s.snap != nil {
 		for _, b := range s.snap.bufs {
-			free(b)
+			extra = append(extra, b)
 		}
-		s.snap = nil
 	}
-	s.fixed, s.inputs, s.weights = nil, nil, nil
-	if s.call != nil {
-		free(s.call)
-		s.call = nil
-	}
-	if s.ownBE && s.be != nil {
-		return s.be.Close()
-	}
-	return nil
+	s.slots, s.fixed, s.snap = nil, nil, nil
+	return s.core.Close(extra...)
 }
 
 // Reset empties the cache: the next call starts at position 0 (every
@@ -256,7 +201,7 @@ func (s *Session) Reset() {
 // PLE histories) at Pos(), so that a later Rollback to this position can
 // return here; one snapshot is kept, a new one replaces it.
 func (s *Session) Snapshot() error {
-	if s.eng == nil {
+	if s.core.Closed() {
 		return fmt.Errorf("qwen4: the session is closed")
 	}
 	if s.broken != nil {
@@ -291,7 +236,7 @@ func (s *Session) Snapshot() error {
 // them goes back only to the position of its Snapshot. Any other rollback is
 // an error that changes nothing.
 func (s *Session) Rollback(n int) error {
-	if s.eng == nil {
+	if s.core.Closed() {
 		return fmt.Errorf("qwen4: the session is closed")
 	}
 	if n < 0 || n > s.pos {
@@ -334,49 +279,25 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 	if err := s.check(ids, pos0, want); err != nil {
 		return nil, err
 	}
-	var logits []float32
-	nOut := 0
-	for a := 0; a < len(ids); a += s.opts.Chunk {
-		b := min(a+s.opts.Chunk, len(ids))
-		w := WantNone
-		if want == WantAll || (want == WantLast && b == len(ids)) {
-			w = want
-		}
-		out, err := s.chunk(ids[a:b], pos0+a, w)
-		if err != nil {
-			return nil, fmt.Errorf("qwen4: positions %d to %d: %w", pos0+a, pos0+b-1, err)
-		}
-		if w != WantNone {
-			logits = append(logits, out...)
-			nOut += len(out) / s.c.Vocab
-		}
+	d, err := lm.RunChunks(ids, pos0, s.opts.Chunk, s.c.Vocab, want, s.chunk)
+	if err != nil {
+		return nil, fmt.Errorf("qwen4: %w", err)
 	}
-	if want == WantNone {
-		return nil, nil
-	}
-	return tensor.New(tensor.WithShape(nOut, s.c.Vocab), tensor.WithBacking(logits)), nil
+	return d, nil
 }
 
 func (s *Session) check(ids []int, pos0 int, want Want) error {
-	if s.eng == nil {
+	if s.core.Closed() {
 		return fmt.Errorf("qwen4: the session is closed")
 	}
 	if s.broken != nil {
 		return fmt.Errorf("qwen4: %w", s.brokenErr())
 	}
-	if len(ids) == 0 {
-		return fmt.Errorf("qwen4: empty input: a forward needs at least one token")
+	if err := lm.CheckTokens(ids, pos0, s.pos, s.c.Vocab); err != nil {
+		return fmt.Errorf("qwen4: %w", err)
 	}
-	for i, id := range ids {
-		if id < 0 || id >= s.c.Vocab {
-			return fmt.Errorf("qwen4: token %d (position %d): id %d is outside the vocabulary of %d", i, pos0+i, id, s.c.Vocab)
-		}
-	}
-	if pos0 != s.pos {
-		return fmt.Errorf("qwen4: pos0 %d does not follow the cache, which holds %d positions (roll back first to go back)", pos0, s.pos)
-	}
-	if want < WantNone || want > WantAll {
-		return fmt.Errorf("qwen4: unknown want %d", int(want))
+	if err := want.Check(); err != nil {
+		return fmt.Errorf("qwen4: %w", err)
 	}
 	return nil
 }
@@ -398,14 +319,14 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 	s.pos = pos + rows
 	var logits []float32
 	if want != WantNone {
-		if logits, err = s.read(outs[0]); err != nil {
+		if logits, err = s.core.ReadF32(outs[0]); err != nil {
 			return nil, err
 		}
 	}
 	if !s.mtp {
 		return logits, nil
 	}
-	hs, err := s.read(outs[len(outs)-1])
+	hs, err := s.core.ReadF32(outs[len(outs)-1])
 	if err != nil {
 		s.hidden = nil
 		return nil, err
@@ -436,7 +357,7 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 // predicts the token at Pos()+j+1. The drafts write the head's cache at
 // those positions; the next Forward rewrites them with the accepted tokens.
 func (s *Session) Draft(next, n int) ([]int, error) {
-	if s.eng == nil {
+	if s.core.Closed() {
 		return nil, fmt.Errorf("qwen4: the session is closed")
 	}
 	if !s.mtp {
@@ -488,8 +409,8 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want Want) (l
 	if pos0 < 0 || pos0 > s.mtpPos {
 		return nil, nil, fmt.Errorf("qwen4: draft at position %d: the head's cache holds positions 0 to %d", pos0, s.mtpPos)
 	}
-	if want < WantNone || want > WantAll {
-		return nil, nil, fmt.Errorf("qwen4: unknown want %d", int(want))
+	if err := want.Check(); err != nil {
+		return nil, nil, fmt.Errorf("qwen4: %w", err)
 	}
 	outs, err := s.run(Key{Stage: Draft, Want: want, Rows: len(ids)}, ids, hidden, pos0)
 	if err != nil {
@@ -497,13 +418,13 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want Want) (l
 	}
 	s.mtpPos = pos0 + len(ids)
 	if want != WantNone {
-		lg, err := s.read(outs[0])
+		lg, err := s.core.ReadF32(outs[0])
 		if err != nil {
 			return nil, nil, err
 		}
 		logits = tensor.New(tensor.WithShape(len(lg)/s.c.Vocab, s.c.Vocab), tensor.WithBacking(lg))
 	}
-	hv, err := s.read(outs[len(outs)-1])
+	hv, err := s.core.ReadF32(outs[len(outs)-1])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -526,21 +447,11 @@ func (s *Session) run(k Key, ids []int, hidden []float32, pos int) ([]ops.Buffer
 	if err := s.ensureSlots(pos + rows); err != nil {
 		return nil, err
 	}
-	idb, err := s.input(InputIDs, graph.I32, rows)
+	idb, err := s.core.WriteIDs(InputIDs, ids)
 	if err != nil {
 		return nil, err
 	}
-	raw := make([]byte, 4*rows)
-	for i, id := range ids {
-		binary.LittleEndian.PutUint32(raw[4*i:], uint32(id))
-	}
-	if err := s.be.Write(idb, raw); err != nil {
-		return nil, err
-	}
-	bind := make(capture.Binding, len(s.weights)+len(s.fixed)+4*len(s.slots)+3)
-	for n, b := range s.weights {
-		bind[n] = b
-	}
+	bind := s.core.Bind(len(s.fixed) + 4*len(s.slots) + 2)
 	for n, b := range s.fixed {
 		bind[n] = b
 	}
@@ -552,67 +463,26 @@ func (s *Session) run(k Key, ids []int, hidden []float32, pos int) ([]ops.Buffer
 	}
 	bind[InputIDs] = idb
 	if hidden != nil {
-		hb, err := s.input(InputHidden, graph.F32, len(hidden))
+		hb, err := s.core.WriteF32(InputHidden, hidden)
 		if err != nil {
-			return nil, err
-		}
-		if err := s.be.Write(hb, f32Bytes(hidden)); err != nil {
 			return nil, err
 		}
 		bind[InputHidden] = hb
 	}
-	rec := make([]byte, 4*ops.CallLen)
-	binary.LittleEndian.PutUint32(rec[4*ops.CallPos:], uint32(pos))
-	binary.LittleEndian.PutUint32(rec[4*ops.CallRows:], uint32(rows))
-	if err := s.be.Write(s.call, rec); err != nil {
+	if err := s.core.WriteCall(pos, rows); err != nil {
 		return nil, err
 	}
-	bind[ops.CallName] = s.call
 	ck := CaptureKey(k)
-	_, _, planned := s.eng.Planned(ck)
-	outs, err := s.eng.Run(ck, func() (*graph.Graph, error) { return Build(&s.c, k, s.m) }, bind)
+	_, _, planned := s.core.Planned(ck)
+	outs, err := s.core.Run(ck, func() (*graph.Graph, error) { return Build(&s.c, k, s.m) }, bind)
 	if err != nil {
 		// a failure after planning may have run part of the plan
-		if _, _, now := s.eng.Planned(ck); (planned || now) && s.c.Recurrent() && k.Stage == Forward {
+		if _, _, now := s.core.Planned(ck); (planned || now) && s.c.Recurrent() && k.Stage == Forward {
 			s.broken = err
 		}
 		return nil, fmt.Errorf("%s: %w", k, err)
 	}
 	return outs, nil
-}
-
-// input gives the input buffer of name for n elements.
-func (s *Session) input(name string, dt graph.DType, n int) (ops.Buffer, error) {
-	key := fmt.Sprintf("%s/%d", name, n)
-	if b, ok := s.inputs[key]; ok {
-		return b, nil
-	}
-	b, err := s.be.Alloc(dt, n)
-	if err != nil {
-		return nil, err
-	}
-	s.inputs[key] = b
-	return b, nil
-}
-
-func (s *Session) read(b ops.Buffer) ([]float32, error) {
-	raw := make([]byte, 4*b.Len())
-	if err := s.be.Read(b, raw); err != nil {
-		return nil, err
-	}
-	out := make([]float32, b.Len())
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out, nil
-}
-
-func f32Bytes(x []float32) []byte {
-	out := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
-	}
-	return out
 }
 
 // ensureSlots makes the QSA slots of every layer (and the MTP head) hold
