@@ -286,3 +286,37 @@ func TestClosedSession(t *testing.T) {
 	_, err = NewSession(nil, Options{})
 	require.Error(t, err)
 }
+
+// FuzzForward feeds a session random calls: ids, positions, loops, wants and
+// rollbacks. Every call either works or returns an error; none panics, and
+// after an error the session still runs a good call.
+func FuzzForward(f *testing.F) {
+	f.Add([]byte{3, 1, 2, 3, 0, 2, 1})
+	f.Add([]byte{0, 200, 255, 7, 9, 0, 17, 3})
+	f.Add([]byte{5, 1, 1, 1, 1, 1, 4, 2, 2, 0, 1})
+	m := loadModel(f, filepath.Join(testdata, "dory", "dory-tiny-last_loop"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := newSession(t, m, Options{Chunk: 4})
+		for len(data) >= 4 {
+			n, pos, loops, want := int(data[0]%6), int(data[1]%8), int(data[2]%18), Want(data[3]%4)
+			data = data[4:]
+			if n == 5 {
+				_ = s.Rollback(pos)
+				continue
+			}
+			ids := make([]int, 0, n)
+			for i := 0; i < n && len(data) > 0; i++ {
+				ids = append(ids, int(data[0])-20)
+				data = data[1:]
+			}
+			out, err := s.Forward(ids, pos, loops, want)
+			if err == nil && want != WantNone && out == nil {
+				t.Fatalf("no logits for want %s", want)
+			}
+		}
+		p := s.Pos()
+		if _, err := s.Forward([]int{1, 2}, p, 2, WantLast); err != nil {
+			t.Fatalf("a good call after the fuzzed ones: %v", err)
+		}
+	})
+}
