@@ -12,17 +12,10 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
-
-// matrix is a weight kept as stored: bytes of a file mapping or of a
-// synthetic model.
-type matrix struct {
-	dt    graph.DType
-	shape []int
-	data  []byte
-}
 
 // Model is a loaded Dory: its config, its matrices as stored, and its scale
 // vectors folded at load (the seed's folding, in f32):
@@ -33,10 +26,10 @@ type matrix struct {
 //	*_alpha  -> |α · α₀ / σ₀|
 //	logit_scale -> logit_scale / σ₀
 type Model struct {
-	Config   Config
-	ckpt     *weights.Checkpoint
-	matrices map[string]matrix
-	vectors  map[string][]float32
+	Config Config
+	ckpt   *weights.Checkpoint
+	// tensors are the matrices as stored and the folded vectors in f32.
+	tensors lm.Tensors
 	// Router is the recon early-exit router a checkpoint may carry, or nil.
 	Router *Router
 	// ByteTokens says token ids are byte values (config "tokenizer": "bytes...").
@@ -127,7 +120,7 @@ func (c *Config) specs() []tensorSpec {
 }
 
 func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
-	m := &Model{Config: c, ckpt: ck, matrices: map[string]matrix{}, vectors: map[string][]float32{}}
+	m := &Model{Config: c, ckpt: ck, tensors: lm.Tensors{}}
 	for _, s := range c.specs() {
 		where := "tensor " + s.name
 		if s.layer >= 0 {
@@ -151,14 +144,14 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 			for i := range v {
 				v[i] = s.fold(v[i])
 			}
-			m.vectors[s.name+folded] = v
+			m.tensors[s.name+folded] = lm.F32Tensor(v, s.shape...)
 			continue
 		}
 		data, err := ck.Bytes(s.name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		m.matrices[s.name] = matrix{dt: info.DType, shape: s.shape, data: data}
+		m.tensors[s.name] = lm.Tensor{DType: info.DType, Shape: s.shape, Data: data}
 	}
 	r, err := loadRouter(ck, c.Hidden)
 	if err != nil {
@@ -180,7 +173,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if dt != graph.F32 && dt != graph.BF16 {
 		return nil, fmt.Errorf("dory: synthetic weights in %s: want f32 or bf16", dt)
 	}
-	m := &Model{Config: c, matrices: map[string]matrix{}, vectors: map[string][]float32{}}
+	m := &Model{Config: c, tensors: lm.Tensors{}}
 	for i, s := range c.specs() {
 		n := 1
 		for _, d := range s.shape {
@@ -193,7 +186,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 				u := unitUniform(stream, uint64(j)) // [0, 1)
 				v[j] = s.fold(float32(c.Std * (0.5 + u)))
 			}
-			m.vectors[s.name+folded] = v
+			m.tensors[s.name+folded] = lm.F32Tensor(v, s.shape...)
 			continue
 		}
 		// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
@@ -213,7 +206,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 				}
 			}
 		})
-		m.matrices[s.name] = matrix{dt: dt, shape: s.shape, data: data}
+		m.tensors[s.name] = lm.Tensor{DType: dt, Shape: s.shape, Data: data}
 	}
 	return m, nil
 }
@@ -243,60 +236,19 @@ func fillParallel(n int, f func(lo, hi int)) {
 }
 
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
-func (m *Model) MatrixDType(name string) graph.DType {
-	if w, ok := m.matrices[name]; ok {
-		return w.dt
-	}
-	return graph.Invalid
-}
+func (m *Model) MatrixDType(name string) graph.DType { return m.tensors.DType(name) }
 
 // Parameters counts the model's weights.
-func (m *Model) Parameters() int {
-	n := 0
-	for _, w := range m.matrices {
-		n += len(w.data) / w.dt.Size()
-	}
-	for _, v := range m.vectors {
-		n += len(v)
-	}
-	return n
-}
+func (m *Model) Parameters() int { return m.tensors.Parameters() }
 
 // MatrixBytes is the bytes of all matrices as stored.
 func (m *Model) MatrixBytes() int {
-	n := 0
-	for _, w := range m.matrices {
-		n += len(w.data)
-	}
-	return n
+	return m.tensors.Bytes(func(t lm.Tensor) bool { return len(t.Shape) == 2 })
 }
 
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name. The CPU keeps the file mapping's bytes without a copy.
-func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
-	out := make(map[string]ops.Buffer, len(m.matrices)+len(m.vectors))
-	names := make([]string, 0, len(m.matrices))
-	for n := range m.matrices {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		w := m.matrices[n]
-		buf, err := be.Load(w.dt, len(w.data)/w.dt.Size(), w.data)
-		if err != nil {
-			return nil, fmt.Errorf("upload %s: %w", n, err)
-		}
-		out[n] = buf
-	}
-	for n, v := range m.vectors {
-		buf, err := be.Load(graph.F32, len(v), weights.EncodeF32(v))
-		if err != nil {
-			return nil, fmt.Errorf("upload %s: %w", n, err)
-		}
-		out[n] = buf
-	}
-	return out, nil
-}
+func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m.tensors.Upload(be) }
 
 // Close releases the checkpoint's file mappings; the model is unusable after.
 func (m *Model) Close() error {

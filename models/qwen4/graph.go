@@ -107,7 +107,7 @@ func (m *Model) PLEShards(li int) ([]string, []int) {
 	names := m.shards[li]
 	rows := make([]int, len(names))
 	for i, n := range names {
-		rows[i] = m.tensors[n].shape[0]
+		rows[i] = m.tensors[n].Shape[0]
 	}
 	return names, rows
 }

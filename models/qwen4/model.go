@@ -8,17 +8,10 @@ import (
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
-
-// stored is a weight kept as stored: bytes of the file mapping, or of a
-// stack built at load.
-type stored struct {
-	dt    graph.DType
-	shape []int
-	data  []byte
-}
 
 // Model is a loaded Qwen4-Exp: its config, every weight as stored (the
 // per-expert tensors of a transformers checkpoint stacked into the [E, ...]
@@ -26,7 +19,7 @@ type stored struct {
 type Model struct {
 	Config  Config
 	ckpt    *weights.Checkpoint
-	tensors map[string]stored
+	tensors lm.Tensors
 	ple     map[int]ops.PLEHashAttrs
 	shards  map[int][]string
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
@@ -238,30 +231,30 @@ func at(where, name string) string {
 }
 
 // load reads one float tensor and checks its shape.
-func (r resolver) load(s spec) (stored, error) {
+func (r resolver) load(s spec) (lm.Tensor, error) {
 	n := r.name(s.name)
 	if n == "" {
-		return stored{}, fmt.Errorf("%s: missing from the checkpoint", at(s.where, s.name))
+		return lm.Tensor{}, fmt.Errorf("%s: missing from the checkpoint", at(s.where, s.name))
 	}
 	info, err := r.ck.Info(n)
 	if err != nil {
-		return stored{}, fmt.Errorf("%s: %w", at(s.where, s.name), err)
+		return lm.Tensor{}, fmt.Errorf("%s: %w", at(s.where, s.name), err)
 	}
 	if !slices.Equal(info.Shape, s.shape) {
-		return stored{}, fmt.Errorf("%s: shape %v, want %v", at(s.where, s.name), info.Shape, s.shape)
+		return lm.Tensor{}, fmt.Errorf("%s: shape %v, want %v", at(s.where, s.name), info.Shape, s.shape)
 	}
 	if !info.DType.IsFloat() {
-		return stored{}, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", at(s.where, s.name), info.DType)
+		return lm.Tensor{}, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", at(s.where, s.name), info.DType)
 	}
 	data, err := r.ck.Bytes(n)
 	if err != nil {
-		return stored{}, fmt.Errorf("%s: %w", at(s.where, s.name), err)
+		return lm.Tensor{}, fmt.Errorf("%s: %w", at(s.where, s.name), err)
 	}
-	return stored{dt: info.DType, shape: s.shape, data: data}, nil
+	return lm.Tensor{DType: info.DType, Shape: s.shape, Data: data}, nil
 }
 
 func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
-	m := &Model{Config: c, ckpt: ck, tensors: map[string]stored{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]string{}}
+	m := &Model{Config: c, ckpt: ck, tensors: lm.Tensors{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]string{}}
 	r := newResolver(ck)
 	for _, s := range c.specs() {
 		t, err := r.load(s)
@@ -314,29 +307,29 @@ func (m *Model) loadExperts(r resolver, pre, where string) error {
 		return nil
 	}
 	var dt graph.DType
-	stackGU := stored{shape: []int{e, 2 * f, h}}
-	stackDn := stored{shape: []int{e, h, f}}
+	stackGU := lm.Tensor{Shape: []int{e, 2 * f, h}}
+	stackDn := lm.Tensor{Shape: []int{e, h, f}}
 	for x := 0; x < e; x++ {
 		ep := fmt.Sprintf("%smlp.experts.%d.", pre, x)
 		for _, part := range []struct {
 			name  string
 			shape []int
-			into  *stored
+			into  *lm.Tensor
 		}{{ep + "gate_proj.weight", []int{f, h}, &stackGU}, {ep + "up_proj.weight", []int{f, h}, &stackGU}, {ep + "down_proj.weight", []int{h, f}, &stackDn}} {
 			t, err := r.load(spec{part.name, part.shape, where})
 			if err != nil {
 				return err
 			}
 			if dt == graph.Invalid {
-				dt = t.dt
-				stackGU.dt, stackDn.dt = dt, dt
-				stackGU.data = make([]byte, 0, e*2*f*h*dt.Size())
-				stackDn.data = make([]byte, 0, e*h*f*dt.Size())
+				dt = t.DType
+				stackGU.DType, stackDn.DType = dt, dt
+				stackGU.Data = make([]byte, 0, e*2*f*h*dt.Size())
+				stackDn.Data = make([]byte, 0, e*h*f*dt.Size())
 			}
-			if t.dt != dt {
-				return fmt.Errorf("%s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", at(where, part.name), t.dt, dt)
+			if t.DType != dt {
+				return fmt.Errorf("%s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", at(where, part.name), t.DType, dt)
 			}
-			part.into.data = append(part.into.data, t.data...)
+			part.into.Data = append(part.into.Data, t.Data...)
 		}
 	}
 	m.tensors[gu], m.tensors[dn] = stackGU, stackDn
@@ -496,44 +489,14 @@ func (m *Model) PLEHash(li int) (ops.PLEHashAttrs, bool) {
 }
 
 // WeightDType is the stored dtype of a weight; graphs declare weights with it.
-func (m *Model) WeightDType(name string) graph.DType {
-	if t, ok := m.tensors[name]; ok {
-		return t.dt
-	}
-	return graph.Invalid
-}
+func (m *Model) WeightDType(name string) graph.DType { return m.tensors.DType(name) }
 
 // Parameters counts the model's weights.
-func (m *Model) Parameters() int {
-	n := 0
-	for _, t := range m.tensors {
-		n += len(t.data) / t.dt.Size()
-	}
-	return n
-}
+func (m *Model) Parameters() int { return m.tensors.Parameters() }
 
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name.
-func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
-	out := make(map[string]ops.Buffer, len(m.tensors))
-	names := make([]string, 0, len(m.tensors))
-	for n := range m.tensors {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		t := m.tensors[n]
-		buf, err := be.Load(t.dt, len(t.data)/t.dt.Size(), t.data)
-		if err != nil {
-			for _, b := range out {
-				be.Free(b)
-			}
-			return nil, fmt.Errorf("upload %s: %w", n, err)
-		}
-		out[n] = buf
-	}
-	return out, nil
-}
+func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m.tensors.Upload(be) }
 
 // Close releases the checkpoint's file mappings; the model is unusable after.
 func (m *Model) Close() error {

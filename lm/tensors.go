@@ -1,0 +1,91 @@
+package lm
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// Tensor is a weight as a model keeps it until a session uploads it: its
+// stored dtype, shape and little-endian bytes (a checkpoint's file mapping,
+// or memory the model made at load: a stack, a folded scale).
+type Tensor struct {
+	DType graph.DType
+	Shape []int
+	Data  []byte
+}
+
+// Len is the number of elements.
+func (t Tensor) Len() int {
+	if t.DType.Size() == 0 {
+		return 0
+	}
+	return len(t.Data) / t.DType.Size()
+}
+
+// F32Tensor keeps f32 values as a Tensor of the given shape.
+func F32Tensor(v []float32, shape ...int) Tensor {
+	data := make([]byte, 4*len(v))
+	half.EncodeF32(data, v)
+	return Tensor{DType: graph.F32, Shape: shape, Data: data}
+}
+
+// Tensors are a model's weights by graph weight name.
+type Tensors map[string]Tensor
+
+// DType is a weight's stored dtype; graphs declare weights with it
+// (graph.Invalid for a name the model does not have).
+func (ts Tensors) DType(name string) graph.DType {
+	if t, ok := ts[name]; ok {
+		return t.DType
+	}
+	return graph.Invalid
+}
+
+// Parameters counts the elements of every weight.
+func (ts Tensors) Parameters() int {
+	n := 0
+	for _, t := range ts {
+		n += t.Len()
+	}
+	return n
+}
+
+// Bytes sums the stored bytes of the weights keep accepts (every weight
+// when keep is nil).
+func (ts Tensors) Bytes(keep func(Tensor) bool) int {
+	n := 0
+	for _, t := range ts {
+		if keep == nil || keep(t) {
+			n += len(t.Data)
+		}
+	}
+	return n
+}
+
+// Upload puts every weight on a backend, in name order, and returns the
+// buffers by name. The CPU keeps a file mapping's bytes without a copy. On
+// an error the buffers made so far are freed.
+func (ts Tensors) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
+	names := make([]string, 0, len(ts))
+	for n := range ts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make(map[string]ops.Buffer, len(ts))
+	for _, n := range names {
+		t := ts[n]
+		buf, err := be.Load(t.DType, t.Len(), t.Data)
+		if err != nil {
+			for _, b := range out {
+				be.Free(b)
+			}
+			return nil, fmt.Errorf("upload %s: %w", n, err)
+		}
+		out[n] = buf
+	}
+	return out, nil
+}
