@@ -1,7 +1,6 @@
 package dory
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,33 +15,8 @@ import (
 // letting the test edit its config and tensors.
 func copyCheckpoint(t *testing.T, editConfig func(map[string]any), editTensors func([]weights.NamedTensor) []weights.NamedTensor) string {
 	t.Helper()
-	src := filepath.Join(testdata, "dory", "dory-tiny-per_loop")
 	dir := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
-	require.NoError(t, err)
-	var cfg map[string]any
-	require.NoError(t, json.Unmarshal(raw, &cfg))
-	if editConfig != nil {
-		editConfig(cfg)
-	}
-	raw, err = json.Marshal(cfg)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
-	ck, err := weights.Open(src)
-	require.NoError(t, err)
-	defer ck.Close()
-	var ts []weights.NamedTensor
-	for _, n := range ck.Names() {
-		info, err := ck.Info(n)
-		require.NoError(t, err)
-		b, err := ck.Bytes(n)
-		require.NoError(t, err)
-		ts = append(ts, weights.NamedTensor{Name: n, DType: info.DType, Shape: info.Shape, Data: append([]byte(nil), b...)})
-	}
-	if editTensors != nil {
-		ts = editTensors(ts)
-	}
-	require.NoError(t, weights.WriteFile(filepath.Join(dir, "model.safetensors"), ts))
+	require.NoError(t, weights.Rewrite(filepath.Join(testdata, "dory", "dory-tiny-per_loop"), dir, editConfig, editTensors))
 	return dir
 }
 
