@@ -122,3 +122,17 @@ func TestDumpQwen4(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, "forward and draft")
 }
+
+func TestOpsListsEveryOp(t *testing.T) {
+	code, out, errOut := reel("ops")
+	require.Equal(t, exitOK, code, errOut)
+	for _, name := range []string{"matmul", "slerp", "qkv_prep", "moe_route", "gdn_scan"} {
+		require.Contains(t, out, "\n"+name+" ", name)
+	}
+	code, out, _ = reel("ops", "--op", "rope")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out, "NeoX half split")
+	code, _, errOut = reel("ops", "--op", "nope")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, `unknown op "nope"`)
+}

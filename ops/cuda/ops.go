@@ -48,6 +48,13 @@ var binders = map[string]binder{
 }
 
 // Kernel gives the kernel of an op, or false when this backend has none.
+// HasKernel reports whether the CUDA backend has a kernel for op; it needs
+// no driver (reel ops lists it).
+func HasKernel(op string) bool {
+	_, ok := binders[op]
+	return ok
+}
+
 func (be *Backend) Kernel(op string) (ops.Kernel, bool) {
 	f, ok := binders[op]
 	if !ok {
