@@ -41,6 +41,9 @@ counters (plans, records, updates, replays).`, stderr)
 	if *promptN < 1 || *tokens < 1 {
 		return usagef("--prompt and --tokens must be positive")
 	}
+	if *synthetic == "" && mf.dir != "" && isQwen4(mf.dir) {
+		return benchQwen4(&mf, *promptN, *tokens, stdout)
+	}
 	var l *loaded
 	var err error
 	if *synthetic != "" {

@@ -136,3 +136,11 @@ func TestOpsListsEveryOp(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, `unknown op "nope"`)
 }
+
+func TestBenchQwen4(t *testing.T) {
+	code, out, errOut := reel("bench", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--prompt", "9", "--tokens", "5")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "Qwen4-Exp")
+	require.Contains(t, out, "decode       5 tokens")
+	require.Contains(t, out, "hits 5")
+}

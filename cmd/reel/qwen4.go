@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gorgonia.org/tensor"
 
@@ -198,4 +199,47 @@ func qwen4Stage(o *dumpOptions) (*graph.Graph, error) {
 	}
 	c := m.Config
 	return qwen4.Build(&c, qwen4.Key{Stage: st, Want: want, Rows: o.rows}, m)
+}
+
+// benchQwen4 is reel bench on a Qwen4-Exp checkpoint: a prompt of promptN
+// tokens, then tokens one-token forwards.
+func benchQwen4(mf *modelFlags, promptN, tokens int, stdout io.Writer) error {
+	m, s, done, err := mf.qwen4Session(mf.dir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	vocab := m.Config.Vocab
+	ids := make([]int, promptN)
+	for i := range ids {
+		ids[i] = (i*31 + 7) % vocab
+	}
+	t0 := time.Now()
+	if _, err := s.Forward(ids, 0, qwen4.WantLast); err != nil {
+		return err
+	}
+	if err := s.Backend().Sync(); err != nil {
+		return err
+	}
+	prefill := time.Since(t0)
+	if _, err := s.Forward([]int{1}, s.Pos(), qwen4.WantLast); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	for i := 0; i < tokens; i++ {
+		if _, err := s.Forward([]int{(i * 13) % vocab}, s.Pos(), qwen4.WantLast); err != nil {
+			return err
+		}
+	}
+	decode := time.Since(t1)
+	var b strings.Builder
+	fmt.Fprintf(&b, "model        %s (Qwen4-Exp, %d parameters) on %s\n", mf.dir, m.Parameters(), s.Backend().Name())
+	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", promptN, prefill.Seconds(), float64(promptN)/prefill.Seconds())
+	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", tokens, decode.Seconds(), float64(tokens)/decode.Seconds(), decode.Seconds()*1e3/float64(tokens))
+	if p, rep, ok := s.Planned(qwen4.Key{Stage: qwen4.Forward, Want: qwen4.WantLast, Rows: 1, Hidden: s.MTP()}); ok {
+		fmt.Fprintf(&b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
+	}
+	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
+	_, err = io.WriteString(stdout, b.String())
+	return err
 }
