@@ -103,11 +103,7 @@ func unaryKernel(mk func(n *graph.Node) (func(ys, xs []float32), error)) kernelF
 		if err != nil {
 			return nil, err
 		}
-		x, err := f32s("x", in[0])
-		if err != nil {
-			return nil, err
-		}
-		y, err := f32s("output", out[0])
+		x, y, err := xAndOutput(in[0], out[0])
 		if err != nil {
 			return nil, err
 		}
@@ -189,11 +185,7 @@ func sliceRowsKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 	if err != nil {
 		return nil, err
 	}
-	x, err := f32s("x", in[0])
-	if err != nil {
-		return nil, err
-	}
-	y, err := f32s("output", out[0])
+	x, y, err := xAndOutput(in[0], out[0])
 	if err != nil {
 		return nil, err
 	}

@@ -60,11 +60,7 @@ func normGroup(n *graph.Node, x []float32) (ops.NormAttrs, int, error) {
 // normKernel is l2norm (rms false) or rmsnorm (rms true, with a weight).
 func normKernel(rms bool) kernelFunc {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-		x, err := f32s("x", in[0])
-		if err != nil {
-			return nil, err
-		}
-		y, err := f32s("output", out[0])
+		x, y, err := xAndOutput(in[0], out[0])
 		if err != nil {
 			return nil, err
 		}

@@ -84,6 +84,20 @@ func f32s(what string, b *Buffer) ([]float32, error) {
 	return b.F32, nil
 }
 
+// xAndOutput gives the f32 elements of a kernel's input x and its output,
+// or an error naming the one that is not f32.
+func xAndOutput(x, y *Buffer) ([]float32, []float32, error) {
+	xs, err := f32s("x", x)
+	if err != nil {
+		return nil, nil, err
+	}
+	ys, err := f32s("output", y)
+	if err != nil {
+		return nil, nil, err
+	}
+	return xs, ys, nil
+}
+
 // callRecord reads the position of the first row and the rows to compute
 // from a call record; rows is the bucket's rows when the record leaves
 // CallRows at 0, and a count outside [0, rows] or a negative position is an

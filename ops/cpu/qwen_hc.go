@@ -13,11 +13,7 @@ import (
 
 // rmsnorm1pKernel is x / sqrt(mean x² + eps) ⊙ (1 + w) per group.
 func rmsnorm1pKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	x, err := f32s("x", in[0])
-	if err != nil {
-		return nil, err
-	}
-	y, err := f32s("output", out[0])
+	x, y, err := xAndOutput(in[0], out[0])
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +70,7 @@ func hcExpandKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, er
 		return nil, err
 	}
 	h := n.Inputs[0].Shape.Last()
-	x, err := f32s("x", in[0])
-	if err != nil {
-		return nil, err
-	}
-	y, err := f32s("output", out[0])
+	x, y, err := xAndOutput(in[0], out[0])
 	if err != nil {
 		return nil, err
 	}

@@ -55,11 +55,7 @@ func (t *ropeTable) rotate(y, x, cos, sin []float32) {
 // bindRope binds rope (norm false) and norm_rope (norm true: then each head is
 // l2-normalized with eps and multiplied by the optional scale input 2).
 func bindRope(be *Backend, n *graph.Node, in, out []*Buffer, at ops.RopeAttrs, norm bool, eps float32) (ops.Step, error) {
-	x, err := f32s("x", in[0])
-	if err != nil {
-		return nil, err
-	}
-	y, err := f32s("output", out[0])
+	x, y, err := xAndOutput(in[0], out[0])
 	if err != nil {
 		return nil, err
 	}
