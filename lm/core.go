@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"unsafe"
 
 	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
@@ -224,16 +225,31 @@ func (c *Core) ReadF32(b ops.Buffer) ([]float32, error) {
 	if b.DType() != graph.F32 {
 		return nil, fmt.Errorf("read of a %s buffer as f32", b.DType())
 	}
-	raw := make([]byte, 4*b.Len())
+	out := make([]float32, b.Len())
+	if len(out) == 0 {
+		return out, nil
+	}
+	if nativeLittleEndian {
+		// The bytes are the floats: read straight into them (a decode
+		// token's logits are 512 KB; converting cost more than the copy).
+		if err := c.be.Read(b, unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out))); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	raw := make([]byte, 4*len(out))
 	if err := c.be.Read(b, raw); err != nil {
 		return nil, err
 	}
-	out := make([]float32, b.Len())
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out, nil
 }
+
+// nativeLittleEndian says whether the host stores a float32 as the
+// little-endian bytes the backends read and write.
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // Close closes the engine first (its recordings name the buffers), then
 // frees extra (the model's own buffers; nil ones are skipped), the inputs,

@@ -114,7 +114,11 @@ func RunChunks(ids []int, pos0, chunk, vocab int, want Want, run func(ids []int,
 			return nil, fmt.Errorf("positions %d to %d: %w", pos0+a, pos0+b-1, err)
 		}
 		if w != WantNone {
-			logits = append(logits, out...)
+			if logits == nil {
+				logits = out // the usual case: one chunk has logits; no copy
+			} else {
+				logits = append(logits, out...)
+			}
 			nOut += len(out) / vocab
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -35,6 +37,7 @@ counters (plans, records, updates, replays).`, stderr)
 	tokens := fs.Int("tokens", 64, "decode tokens")
 	loops := fs.Int("loops", 0, "recurrent loops (0: the model's)")
 	profile := fs.Bool("profile", false, "also time the decode plan's launches op by op (each followed by a sync)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the decode loop to this file (for go tool pprof)")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
@@ -88,6 +91,16 @@ counters (plans, records, updates, replays).`, stderr)
 	if _, err := s.Forward([]int{1}, s.Pos(), nl, dory.WantLast); err != nil {
 		return err
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+	}
 	t1 := time.Now()
 	for i := 0; i < *tokens; i++ {
 		if _, err := s.Forward([]int{(i * 13) % m.Config.Vocab}, s.Pos(), nl, dory.WantLast); err != nil {
@@ -95,6 +108,9 @@ counters (plans, records, updates, replays).`, stderr)
 		}
 	}
 	decode := time.Since(t1)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "model        %s (%d parameters, %.2f GB of matrices) on %s\n", modelName(mf.dir, *synthetic), m.Parameters(), float64(m.MatrixBytes())/1e9, l.be.Name())
 	fmt.Fprintf(&b, "loops        %d, kv %s\n", nl, s.Config().KV)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,7 +71,7 @@ func TestKernelTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range kernelNames {
-		if !strings.Contains(src, `extern "C" __global__ void `+n+"(") {
+		if !regexp.MustCompile(`extern "C" __global__ void (__launch_bounds__\([0-9, ]+\) )?` + n + `\(`).MatchString(src) {
 			t.Errorf("kernel %s is not in the sources", n)
 		}
 	}

@@ -19,7 +19,8 @@ var sources embed.FS
 var kernelNames = append([]string{
 	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half",
 	"norm_rows", "norm_rows_wide", "rowfuse", "rowfuse_wide", "rope",
-	"attn_part", "attn_finish", "qkv_prep",
+	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
+	"attn_finish", "qkv_prep",
 	"matmul_tiled",
 }, mvKernelNames()...)
 

@@ -545,6 +545,22 @@ const attnMaxGroup = 16
 // attnChunkMax is the most keys one attn_part block scores.
 const attnChunkMax = 1024
 
+// attnChunkMin is the fewest keys per chunk the split aims at (a chunk has
+// fewer only when the span itself is shorter).
+const attnChunkMin = 16
+
+// attnBlocksPerSM is the attn_part blocks per multiprocessor the split aims
+// at (the kernels' __launch_bounds__ let two be resident).
+const attnBlocksPerSM = 2
+
+// attnFinishDims is the dimensions of a head one attn_finish block merges
+// when the head divides into them.
+const attnFinishDims = 64
+
+// attnThreads is the block size of attn_part and attn_finish (attn_part's
+// __launch_bounds__).
+const attnThreads = 256
+
 func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	at, err := ops.NodeAttrs[ops.AttentionAttrs](n)
 	if err != nil {
@@ -600,11 +616,12 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	}
 	span = max(span, 1)
 	// Chunks: enough blocks to fill the SMs twice, each at most attnChunkMax
-	// keys and within 48 KiB of shared memory with the group's queries.
-	// Chunks of at least 16 keys keep a decode row's (kv head, chunk) blocks
-	// short: each warp scores a few keys, each thread sums a few values.
+	// keys and within 48 KiB of shared memory with the group's queries, and
+	// at least attnChunkMin keys, so that a block's loads are many and the
+	// partials the finish reads few. The kernel splits each row's keys
+	// evenly over the chunks at run time.
 	blocks := rows * at.KVHeads
-	splits := max(1, min((span+15)/16, (2*be.kernels.sms+blocks-1)/blocks))
+	splits := max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*be.kernels.sms+blocks-1)/blocks))
 	chunk := (span + splits - 1) / splits
 	limit := (48*1024/4 - groups*d) / (groups + 1)
 	if limit < 32 {
@@ -613,22 +630,52 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	chunk = min(chunk, attnChunkMax, limit)
 	splits = (span + chunk - 1) / chunk
 	parts := rows * at.Heads * splits
-	pm, err := be.scratchAlloc(4 * parts * (d + 2))
+	// m and l, then the sums 16-byte aligned for the kernels' vector loads.
+	mlBytes := (8*parts + 15) &^ 15
+	pm, err := be.scratchAlloc(mlBytes + 4*parts*d)
 	if err != nil {
 		return nil, err
 	}
-	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(8*parts))
+	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
 	ring := int32(0)
 	if at.Ring {
 		ring = 1
 	}
+	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, pacc)
+	part := "attn_part_s"
+	if vec {
+		part = "attn_part_vx"
+		if groups == 1 || groups == 2 || groups == 4 || groups == 8 {
+			part = fmt.Sprintf("attn_part_v%d", groups)
+		}
+	}
 	shared := uint32(4 * (groups*d + groups*chunk + chunk))
-	s.add("attn_part", [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{256, 1, 1}, shared,
+	s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared,
 		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
-	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), 1}, [3]uint32{threadsFor(d, 256), 1, 1}, uint32(12*splits),
-		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp)
+	// The finish splits each head's dimensions over blocks of 64 when
+	// they divide evenly, so that many blocks share the partials' reads.
+	dsplit := 1
+	if d%attnFinishDims == 0 {
+		dsplit = d / attnFinishDims
+	}
+	fvec := int32(0)
+	if vec && (d/dsplit)%4 == 0 {
+		fvec = 1
+	}
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(splits+d/dsplit)),
+		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp, fvec)
 	return s, nil
+}
+
+// aligned16 reports whether every pointer is 16-byte aligned.
+func aligned16(ps ...cu.DevicePtr) bool {
+	for _, p := range ps {
+		if p%16 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func bindSliceRows(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {

@@ -91,6 +91,7 @@ func attentionGateCases() []Case {
 		{heads: 4, kvHeads: 2, hd: 8, rows: 4, pos: 5, capacity: 8, used: 2},
 		{heads: 16, kvHeads: 4, hd: 64, rows: 1, pos: 300, capacity: 320},
 		{heads: 16, kvHeads: 4, hd: 64, rows: 1, pos: 900, capacity: 1024, window: 512, ring: true},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 1, pos: 2100, capacity: 1024, window: 1024, ring: true},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 2, pos: 7, capacity: 8, err: "capacity"},
 	} {
 		base := attentionCase(s)

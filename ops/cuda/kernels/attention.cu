@@ -3,21 +3,82 @@
 // the chunk's keys, their maximum, the sum of exponentials and the weighted
 // sum of values; attn_finish merges the chunks of each (row, head). The
 // grid is sized at bind time for the slot's capacity (or window); the key
-// range of each row comes from the call record, so one launch shape serves
-// every position.
+// range of each row comes from the call record and is split evenly over the
+// grid's chunks, so one launch shape serves every position and every chunk
+// has work.
+//
+// Heads whose dimension is a multiple of 4 are read as float4 (E = 4), the
+// others element by element (E = 1); sums run in f32 in a fixed order, so a
+// result is the same on every run.
 
 // ATTN_MAX_GROUP is the most query heads per KV head attn_part takes.
 #define ATTN_MAX_GROUP 16
 
-// attn_part: grid (rows, kv heads, chunks), dynamic shared memory
-// (G*d + G*chunk) floats and chunk ints (the chunk's slot rows). Partials: m, l [rows][heads][S], acc [rows][heads][S][d].
-extern "C" __global__ void attn_part(const float* q, const float* k, const float* v, const int* call, int* err, float* pm,
-                                     float* pl, float* pacc, int rows, int heads, int kvh, int d, int cap, int window,
-                                     int ring, float scale, int chunk) {
-	pdl_entry();
+// ATTN_MAX_SPLIT is the most thread groups that split one sum (over keys in
+// attn_part, over chunks in attn_finish) before their parts are added in
+// shared memory.
+#define ATTN_MAX_SPLIT 8
+
+// ATTN_FINISH_SPLIT is the most thread groups that split attn_finish's sum
+// over chunks.
+#define ATTN_FINISH_SPLIT 16
+
+// ldg_v loads E consecutive floats (E = 4: 16-byte aligned) of data that no
+// kernel writes while this one runs.
+template <int E>
+__device__ __forceinline__ void ldg_v(const float* p, float* a) {
+	if (E == 4) {
+		float4 t = __ldg((const float4*)p);
+		a[0] = t.x, a[1] = t.y, a[2] = t.z, a[3] = t.w;
+	} else {
+		a[0] = __ldg(p);
+	}
+}
+
+// lds_v loads E consecutive floats of shared memory.
+template <int E>
+__device__ __forceinline__ void lds_v(const float* p, float* a) {
+	if (E == 4) {
+		float4 t = *(const float4*)p;
+		a[0] = t.x, a[1] = t.y, a[2] = t.z, a[3] = t.w;
+	} else {
+		a[0] = *p;
+	}
+}
+
+// split_add adds the parts of KG thread groups into buf[0..n) in group
+// order: group r adds its n values (add(buf) for each) in round r. Every
+// thread of the block calls it; part is this thread's group.
+#define SPLIT_ADD(KG, part, body)                 \
+	for (int r_ = 0; r_ < (KG); r_++) {           \
+		if ((part) == r_) {                       \
+			const bool first = r_ == 0;           \
+			body;                                 \
+		}                                         \
+		__syncthreads();                          \
+	}
+
+// attn_part_body: grid (rows, kv heads, S), dynamic shared memory
+// (G·d + G·chunk) floats and chunk ints (the chunk's slot rows); chunk is
+// the most keys a chunk can hold (the span over S). Partials: m, l
+// [rows][heads][S], acc [rows][heads][S][d]. GT is the group size G when
+// known at compile time (the loops over the group then unroll to exactly
+// G), 0 for any G up to ATTN_MAX_GROUP.
+//
+// A decode block is short (tens of keys), so its time is load latency, not
+// bandwidth: each thread issues the loads of its first ATTN_VPF value
+// vectors before anything else, and a warp loads the keys of KPW keys at
+// once, so the block waits for memory about twice, not once per key.
+#define ATTN_VPF 8
+template <int E, int GT>
+__device__ void attn_part_body(const float* q, const float* k, const float* v, const int* call, int* err, float* pm, float* pl,
+                               float* pacc, int rows, int heads, int kvh, int d, int cap, int window, int ring, float scale,
+                               int chunk) {
 	extern __shared__ float sh[];
+	const int GM = GT > 0 ? GT : ATTN_MAX_GROUP;
+	const int KPW = GT > 0 && GT <= 4 ? 4 : 2; // keys a warp scores at once
 	int t = blockIdx.x, kh = blockIdx.y, s = blockIdx.z, S = gridDim.z;
-	int G = heads / kvh;
+	int G = GT > 0 ? GT : heads / kvh;
 	float* qs = sh;
 	float* sc = sh + G * d;
 	int* ridx = (int*)(sc + G * chunk);
@@ -30,37 +91,83 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 	if (t >= used) return;
 	int p = pos + t;
 	int lo = window > 0 ? max(0, p - window + 1) : 0;
-	int j0 = lo + s * chunk, j1 = min(p + 1, j0 + chunk);
-	int n = j1 - j0;
+	int per = (p - lo + S) / S; // this row's keys per chunk: ceil((p-lo+1)/S) <= chunk
+	int j0 = lo + s * per, j1 = min(p + 1, j0 + per);
+	int n = max(0, j1 - j0);
+	int r0 = ring ? j0 % cap : j0; // slot row of key j0; key j0+jj is at r0+jj, less cap past the end
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	int dn = d / E;
 	long long kw = (long long)kvh * d;
+	// Values: thread (part, c) will sum vector c of the values of every
+	// KG-th key from its part; with one vector per thread (dn <= threads),
+	// the first ATTN_VPF of them are loaded now.
+	int KG = dn <= (int)blockDim.x ? min((int)blockDim.x / dn, ATTN_MAX_SPLIT) : 1;
+	int part = threadIdx.x / dn;
+	bool pre = dn <= (int)blockDim.x && part < KG;
+	float vp[ATTN_VPF][E];
+	if (pre) {
+		const float* vc = v + kh * d + (threadIdx.x % dn) * E;
+#pragma unroll
+		for (int u = 0; u < ATTN_VPF; u++) {
+			int jj = part + u * KG;
+			if (jj < n) {
+				int r = r0 + jj;
+				ldg_v<E>(vc + (long long)(r >= cap ? r - cap : r) * kw, vp[u]);
+			}
+		}
+	}
 	const float* qrow = q + (long long)t * heads * d + (long long)kh * G * d;
 	for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
-	for (int jj = threadIdx.x; jj < n; jj += blockDim.x) ridx[jj] = ring ? (j0 + jj) % cap : j0 + jj;
+	for (int jj = threadIdx.x; jj < n; jj += blockDim.x) {
+		int r = r0 + jj;
+		ridx[jj] = r >= cap ? r - cap : r;
+	}
 	__syncthreads();
-	// A warp scores one key against the group's query heads at once: each
-	// key element is loaded once, and the G sums are reduced together.
-	for (int jj = warp; jj < n; jj += nw) {
-		const float* kr = k + (long long)ridx[jj] * kw + kh * d;
-		float part[ATTN_MAX_GROUP];
+	// Scores: a warp takes KPW keys at a time, each lane E-element vectors
+	// of all of them, so every key element is loaded once, all KPW keys'
+	// loads are in flight together, and the G·KPW sums are reduced at once.
+	for (int ja = warp; ja < n; ja += KPW * nw) {
+		const float* kr[KPW];
 #pragma unroll
-		for (int g = 0; g < ATTN_MAX_GROUP; g++) part[g] = 0.f;
-#pragma unroll 8
-		for (int i = lane; i < d; i += 32) {
-			float kv = kr[i];
+		for (int u = 0; u < KPW; u++) kr[u] = k + (long long)ridx[min(ja + u * nw, n - 1)] * kw + kh * d;
+		float pk[KPW][GM];
 #pragma unroll
-			for (int g = 0; g < ATTN_MAX_GROUP; g++)
-				if (g < G) part[g] += qs[g * d + i] * kv;
+		for (int u = 0; u < KPW; u++)
+#pragma unroll
+			for (int g = 0; g < GM; g++) pk[u][g] = 0.f;
+#pragma unroll 2
+		for (int i = lane; i < dn; i += 32) {
+			float kv[KPW][E];
+#pragma unroll
+			for (int u = 0; u < KPW; u++) ldg_v<E>(kr[u] + i * E, kv[u]);
+#pragma unroll
+			for (int g = 0; g < GM; g++) {
+				if (g < G) {
+					float qv[E];
+					lds_v<E>(qs + g * d + i * E, qv);
+#pragma unroll
+					for (int u = 0; u < KPW; u++)
+#pragma unroll
+						for (int e = 0; e < E; e++) pk[u][g] = fmaf(qv[e], kv[u][e], pk[u][g]);
+				}
+			}
 		}
 #pragma unroll
 		for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-			for (int g = 0; g < ATTN_MAX_GROUP; g++)
-				if (g < G) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
+			for (int u = 0; u < KPW; u++)
+#pragma unroll
+				for (int g = 0; g < GM; g++)
+					if (g < G) pk[u][g] += __shfl_xor_sync(0xffffffffu, pk[u][g], o);
 		if (lane == 0)
 #pragma unroll
-			for (int g = 0; g < ATTN_MAX_GROUP; g++)
-				if (g < G) sc[g * chunk + jj] = scale * part[g];
+			for (int u = 0; u < KPW; u++) {
+				int j = ja + u * nw;
+				if (j < n)
+#pragma unroll
+					for (int g = 0; g < GM; g++)
+						if (g < G) sc[g * chunk + j] = scale * pk[u][g];
+			}
 	}
 	__syncthreads();
 	for (int g = warp; g < G; g += nw) {
@@ -78,13 +185,101 @@ extern "C" __global__ void attn_part(const float* q, const float* k, const float
 		if (lane == 0) pm[idx] = m, pl[idx] = l;
 	}
 	__syncthreads();
-	for (int x = threadIdx.x; x < G * d; x += blockDim.x) {
-		int g = x / d, i = x % d;
-		float a = 0.f;
-		const float* vc = v + kh * d + i;
-		for (int jj = 0; jj < n; jj++) a += sc[g * chunk + jj] * vc[(long long)ridx[jj] * kw];
-		pacc[(((long long)t * heads + kh * G + g) * S + s) * d + i] = a;
+	// The weighted values; the parts are then added in shared memory (qs is
+	// free by now) in part order.
+	float* buf = qs;
+	float* out = pacc + (((long long)t * heads + kh * G) * S + s) * d; // head g at + g·S·d
+	for (int c = threadIdx.x % dn; c < dn; c += blockDim.x) {
+		float acc[GM][E];
+#pragma unroll
+		for (int g = 0; g < GM; g++)
+#pragma unroll
+			for (int e = 0; e < E; e++) acc[g][e] = 0.f;
+		if (part < KG) {
+			int jj = part;
+			if (pre) {
+#pragma unroll
+				for (int u = 0; u < ATTN_VPF; u++, jj += KG)
+					if (jj < n)
+#pragma unroll
+						for (int g = 0; g < GM; g++)
+							if (g < G) {
+								float w = sc[g * chunk + jj];
+#pragma unroll
+								for (int e = 0; e < E; e++) acc[g][e] = fmaf(w, vp[u][e], acc[g][e]);
+							}
+			}
+			const float* vc = v + kh * d + c * E;
+#pragma unroll 4
+			for (; jj < n; jj += KG) {
+				float b[E];
+				ldg_v<E>(vc + (long long)ridx[jj] * kw, b);
+#pragma unroll
+				for (int g = 0; g < GM; g++)
+					if (g < G) {
+						float w = sc[g * chunk + jj];
+#pragma unroll
+						for (int e = 0; e < E; e++) acc[g][e] = fmaf(w, b[e], acc[g][e]);
+					}
+			}
+		}
+		if (KG == 1) {
+#pragma unroll
+			for (int g = 0; g < GM; g++)
+				if (g < G)
+#pragma unroll
+					for (int e = 0; e < E; e++) out[(long long)g * S * d + c * E + e] = acc[g][e];
+			continue;
+		}
+		// KG > 1: one vector per thread, this loop runs once.
+		SPLIT_ADD(KG, part, {
+#pragma unroll
+			for (int g = 0; g < GM; g++)
+				if (g < G)
+#pragma unroll
+					for (int e = 0; e < E; e++) {
+						float* bp = buf + g * d + c * E + e;
+						*bp = (first ? 0.f : *bp) + acc[g][e];
+					}
+		});
 	}
+	if (KG > 1)
+		for (int x = threadIdx.x; x < G * d; x += blockDim.x) out[(long long)(x / d) * S * d + x % d] = buf[x];
+}
+
+// attn_part_<form>: grid (rows, kv heads, S), see attn_part_body. The
+// forms: v1, v2, v4, v8 for heads whose dimension is a multiple of 4 (and
+// 16-byte aligned buffers) in groups of 1, 2, 4 or 8 query heads per KV
+// head; vx for such heads in other groups; s for any heads. Each is its
+// own kernel so that each gets the registers it needs (two blocks of 256
+// threads fit on a multiprocessor).
+#define ATTN_PART_PARAMS                                                                                                      \
+	const float *q, const float *k, const float *v, const int *call, int *err, float *pm, float *pl, float *pacc, int rows, \
+		int heads, int kvh, int d, int cap, int window, int ring, float scale, int chunk
+#define ATTN_PART_ARGS q, k, v, call, err, pm, pl, pacc, rows, heads, kvh, d, cap, window, ring, scale, chunk
+extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v1(ATTN_PART_PARAMS) {
+	pdl_entry();
+	attn_part_body<4, 1>(ATTN_PART_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v2(ATTN_PART_PARAMS) {
+	pdl_entry();
+	attn_part_body<4, 2>(ATTN_PART_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v4(ATTN_PART_PARAMS) {
+	pdl_entry();
+	attn_part_body<4, 4>(ATTN_PART_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v8(ATTN_PART_PARAMS) {
+	pdl_entry();
+	attn_part_body<4, 8>(ATTN_PART_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_part_vx(ATTN_PART_PARAMS) {
+	pdl_entry();
+	attn_part_body<4, 0>(ATTN_PART_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_part_s(ATTN_PART_PARAMS) {
+	pdl_entry();
+	attn_part_body<1, 0>(ATTN_PART_ARGS);
 }
 
 // attn_gate is attention_gate's output gate on element a of row t's head
@@ -96,41 +291,87 @@ __device__ __forceinline__ float attn_gate(float a, const float* g, const float*
 	return a * (float)sigmoid_d((double)(g[(long long)t * heads * d + c] * sg[c]));
 }
 
-// attn_finish: grid (rows, heads), dynamic shared memory 3·S floats; merges the
-// S chunks of each head; rows past the call's rows get zeros. With g (and
-// its scale sg) not null, each output is gated: attention_gate.
-extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
-                                       int heads, int d, int S, const float* g, const float* sg) {
-	pdl_entry();
+// attn_finish_body: grid (rows, heads, D), dynamic shared memory S + d/D
+// floats (each chunk's weight, then the sum); block z merges the S chunks
+// of dimensions [z·d/D, (z+1)·d/D) of its head; rows past the call's rows
+// get zeros. With g (and its scale sg) not null, each output is gated:
+// attention_gate.
+template <int E>
+__device__ void attn_finish_body(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows, int heads,
+                                 int d, int S, const float* g, const float* sg) {
 	extern __shared__ float wsh[];
+	__shared__ float ml[2];
 	int t = blockIdx.x, h = blockIdx.y;
+	int dd = d / gridDim.z, i0 = blockIdx.z * dd; // this block's dimensions [i0, i0+dd)
 	int pos = call[CALL_POS], used = call[CALL_ROWS];
 	if (pos < 0 || used < 0 || used > rows) return; // reported by attn_part
 	if (used == 0) used = rows;
 	float* out = y + ((long long)t * heads + h) * d;
 	if (t >= used) {
-		for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = attn_gate(0.f, g, sg, t, h, heads, d, i);
+		for (int i = i0 + threadIdx.x; i < i0 + dd; i += blockDim.x) out[i] = attn_gate(0.f, g, sg, t, h, heads, d, i);
 		return;
 	}
 	long long base = ((long long)t * heads + h) * S;
-	// The chunks' maxima and sums go to shared memory in one parallel pass;
-	// every thread then reduces them there (no serial global loads).
-	float* sm = wsh + S;
-	float* sl = wsh + 2 * S;
-	for (int s = threadIdx.x; s < S; s += blockDim.x) sm[s] = pm[base + s], sl[s] = pl[base + s];
-	__syncthreads();
-	float M = NEG_INF;
-	for (int s = 0; s < S; s++)
-		if (sl[s] > 0.f) M = fmaxf(M, sm[s]);
-	float L = 0.f;
-	for (int s = 0; s < S; s++)
-		if (sl[s] > 0.f) L += sl[s] * expf(sm[s] - M);
-	// Each chunk's weight, once: exp(m_s − M) / L, zero for empty chunks.
-	for (int s = threadIdx.x; s < S; s += blockDim.x) wsh[s] = sl[s] > 0.f ? expf(sm[s] - M) / L : 0.f;
-	__syncthreads();
-	for (int i = threadIdx.x; i < d; i += blockDim.x) {
-		float a = 0.f;
-		for (int s = 0; s < S; s++) a += pacc[(base + s) * d + i] * wsh[s];
-		out[i] = attn_gate(a, g, sg, t, h, heads, d, i);
+	float* buf = wsh + S;
+	// The overall maximum and sum by the first warp, in a fixed order.
+	if (threadIdx.x < 32) {
+		int lane = threadIdx.x;
+		float M = NEG_INF;
+		for (int s = lane; s < S; s += 32)
+			if (pl[base + s] > 0.f) M = fmaxf(M, pm[base + s]);
+		M = warp_max(M);
+		float L = 0.f;
+		for (int s = lane; s < S; s += 32)
+			if (pl[base + s] > 0.f) L += pl[base + s] * expf(pm[base + s] - M);
+		L = warp_sum(L);
+		if (lane == 0) ml[0] = M, ml[1] = L;
 	}
+	__syncthreads();
+	// Each chunk's weight, once: exp(m_s − M) / L, zero for empty chunks.
+	for (int s = threadIdx.x; s < S; s += blockDim.x) {
+		float l = pl[base + s];
+		wsh[s] = l > 0.f ? expf(pm[base + s] - ml[0]) / ml[1] : 0.f;
+	}
+	__syncthreads();
+	int dn = dd / E;
+	int KG = dn <= (int)blockDim.x ? min((int)blockDim.x / dn, ATTN_FINISH_SPLIT) : 1;
+	int part = threadIdx.x / dn;
+	out += i0;
+	for (int c = threadIdx.x % dn; c < dn; c += blockDim.x) {
+		float acc[E];
+#pragma unroll
+		for (int e = 0; e < E; e++) acc[e] = 0.f;
+		if (part < KG)
+#pragma unroll 4
+			for (int s = part; s < S; s += KG) {
+				float w = wsh[s];
+				if (w == 0.f) continue;
+				float a[E];
+				ldg_v<E>(pacc + (base + s) * d + i0 + c * E, a);
+#pragma unroll
+				for (int e = 0; e < E; e++) acc[e] = fmaf(a[e], w, acc[e]);
+			}
+		if (KG == 1) {
+#pragma unroll
+			for (int e = 0; e < E; e++) out[c * E + e] = attn_gate(acc[e], g, sg, t, h, heads, d, i0 + c * E + e);
+			continue;
+		}
+		SPLIT_ADD(KG, part, {
+#pragma unroll
+			for (int e = 0; e < E; e++) buf[c * E + e] = (first ? 0.f : buf[c * E + e]) + acc[e];
+		});
+	}
+	if (KG > 1)
+		for (int i = threadIdx.x; i < dd; i += blockDim.x) out[i] = attn_gate(buf[i], g, sg, t, h, heads, d, i0 + i);
+}
+
+// attn_finish: grid (rows, heads, D), see attn_finish_body; vec: d/D is a
+// multiple of 4 and the buffers are 16-byte aligned.
+extern "C" __global__ void attn_finish(const float* pm, const float* pl, const float* pacc, float* y, const int* call, int rows,
+                                       int heads, int d, int S, const float* g, const float* sg, int vec) {
+	pdl_entry();
+	if (vec)
+		attn_finish_body<4>(pm, pl, pacc, y, call, rows, heads, d, S, g, sg);
+	else
+		attn_finish_body<1>(pm, pl, pacc, y, call, rows, heads, d, S, g, sg);
 }

@@ -106,6 +106,19 @@ __device__ double block_sum_d(double v, double* scratch) {
 	return t;
 }
 
+// block_sum2_d sums two values over the block at once, in place (every
+// thread gets both totals); scratch holds 64 doubles.
+__device__ void block_sum2_d(double* a, double* b, double* scratch) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	double x = warp_sum_d(*a), y = warp_sum_d(*b);
+	__syncthreads();
+	if (lane == 0) scratch[w] = x, scratch[32 + w] = y;
+	__syncthreads();
+	x = 0, y = 0;
+	for (int i = 0; i < nw; i++) x += scratch[i], y += scratch[32 + i];
+	*a = x, *b = y;
+}
+
 __device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x)); }
 

@@ -65,40 +65,40 @@ extern "C" __global__ void norm_rows_wide(const float* x, const float* w, float*
 #define ROW_GATED_NORM 2
 
 // rowfuse_body: one block per row of n. slerp(a=x, b=y, v=alpha), mix(a, b),
-// gated_norm(a=y, b=g, v=s); the output may be a's buffer.
+// gated_norm(a=y, b=g, v=s); the output may be a's buffer. Every input is
+// loaded before the first reduction, and slerp's two norms share one, so
+// a row costs two block reductions (one dependent load round trip).
 template <int R>
 __device__ void rowfuse_body(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
-	__shared__ double scratch[32];
+	__shared__ double scratch[64];
 	long long o = (long long)blockIdx.x * n;
 	a += o, b += o, y += o;
-	float ra[R], rb[R];
+	float ra[R], rb[R], rv[R];
 #pragma unroll
 	for (int k = 0; k < R; k++) {
 		int i = threadIdx.x + k * blockDim.x;
 		ra[k] = i < n ? a[i] : 0.f;
 		rb[k] = i < n ? b[i] : 0.f;
+		rv[k] = i < n && kind != ROW_MIX ? v[i] : 0.f;
 	}
 	if (kind == ROW_SLERP) {
 		double sa = 0, sb = 0;
 #pragma unroll
 		for (int k = 0; k < R; k++) sa += (double)ra[k] * (double)ra[k], sb += (double)rb[k] * (double)rb[k];
-		double nx = 1.0 / sqrt(block_sum_d(sa, scratch) + (double)eps);
-		double ny = 1.0 / sqrt(block_sum_d(sb, scratch) + (double)eps);
+		block_sum2_d(&sa, &sb, scratch);
+		double nx = 1.0 / sqrt(sa + (double)eps);
+		double ny = 1.0 / sqrt(sb + (double)eps);
 #pragma unroll
 		for (int k = 0; k < R; k++) {
-			int i = threadIdx.x + k * blockDim.x;
 			double ax = (double)ra[k] * nx;
-			ra[k] = i < n ? (float)(ax + (double)v[i] * ((double)rb[k] * ny - ax)) : 0.f;
+			ra[k] = (float)(ax + (double)rv[k] * ((double)rb[k] * ny - ax));
 		}
 	} else if (kind == ROW_MIX) {
 #pragma unroll
 		for (int k = 0; k < R; k++) ra[k] = ra[k] + rb[k];
 	} else {
 #pragma unroll
-		for (int k = 0; k < R; k++) {
-			int i = threadIdx.x + k * blockDim.x;
-			ra[k] = i < n ? ra[k] * (float)sigmoid_d((double)(rb[k] * v[i])) : 0.f;
-		}
+		for (int k = 0; k < R; k++) ra[k] = ra[k] * (float)sigmoid_d((double)(rb[k] * rv[k]));
 	}
 	double ss = 0;
 #pragma unroll

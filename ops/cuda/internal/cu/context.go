@@ -72,8 +72,13 @@ type Context struct {
 
 	mu     sync.Mutex
 	allocs map[DevicePtr]uint64
-	owned  map[resource]uint64 // resource -> creation sequence number
-	seq    uint64
+	// stage is page-locked host memory of stageBytes that DtoH copies
+	// large reads through (a copy into pageable Go memory is staged by
+	// the driver in small pieces and is several times slower).
+	stage      unsafe.Pointer
+	stageBytes uint64
+	owned      map[resource]uint64 // resource -> creation sequence number
+	seq        uint64
 }
 
 // NewContext retains the primary context of device ordinal (0 is the first
@@ -278,10 +283,49 @@ func (c *Context) HtoD(dst DevicePtr, src []byte) error {
 // DtoH copies device memory at src into dst, after the work already queued
 // on the context's stream, and waits for the copy.
 func (c *Context) DtoH(dst []byte, src DevicePtr) error {
+	if len(dst) >= stageMin {
+		return c.dtohStaged(dst, src)
+	}
 	if err := c.stream.DtoHAsync(dst, src); err != nil {
 		return err
 	}
 	return c.stream.Sync()
+}
+
+// stageMin is the smallest read DtoH copies through the page-locked stage.
+const stageMin = 64 << 10
+
+// dtohStaged copies into the page-locked stage (grown to the largest read
+// so far), waits, and copies the stage into dst.
+func (c *Context) dtohStaged(dst []byte, src DevicePtr) error {
+	if err := c.bind(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := uint64(len(dst))
+	if c.stageBytes < n {
+		if c.stage != nil {
+			if r := cuMemFreeHost(c.lib.drv.memFreeHost, c.stage); r != 0 {
+				return c.lib.cuErr(r, "cuMemFreeHost")
+			}
+			c.stage, c.stageBytes = nil, 0
+		}
+		p, r := cuMemAllocHost(c.lib.drv.memAllocHost, n)
+		if r != 0 {
+			return c.lib.cuErr(r, fmt.Sprintf("cuMemAllocHost(%d bytes)", n))
+		}
+		c.stage, c.stageBytes = p, n
+	}
+	if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, c.stage, uint64(src), n, c.stream.h); r != 0 {
+		return c.lib.cuErr(r, fmt.Sprintf("cuMemcpyDtoHAsync(%#x, %d bytes)", uint64(src), n))
+	}
+	if r := cuCall1(c.lib.drv.streamSynchronize, c.stream.h); r != 0 {
+		return c.lib.cuErr(r, "cuStreamSynchronize")
+	}
+	copy(dst, unsafe.Slice((*byte)(c.stage), n))
+	return nil
 }
 
 // DtoD copies bytes of device memory from src to dst and waits for the copy.
@@ -367,6 +411,14 @@ func (c *Context) Close() error {
 			errs = append(errs, c.lib.cuErr(r, fmt.Sprintf("cuMemFree(%#x)", uint64(p))))
 		}
 	}
+	c.mu.Lock()
+	if c.stage != nil {
+		if r := cuMemFreeHost(c.lib.drv.memFreeHost, c.stage); r != 0 {
+			errs = append(errs, c.lib.cuErr(r, "cuMemFreeHost"))
+		}
+		c.stage, c.stageBytes = nil, 0
+	}
+	c.mu.Unlock()
 	if err := c.stream.release(); err != nil {
 		errs = append(errs, err)
 	}

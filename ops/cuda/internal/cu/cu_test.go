@@ -141,13 +141,18 @@ func TestAllocCopyRoundTrip(t *testing.T) {
 	if err := c.DtoD(b, a, n); err != nil {
 		t.Fatal(err)
 	}
+	// A read below the page-locked stage's size, one that makes it grow
+	// (100 KiB, then all n), and one that fits it.
+	for _, m := range []int{1000, 100 << 10, n, 200 << 10} {
+		got := make([]byte, m)
+		if err := c.DtoH(got, b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, src[:m]) {
+			t.Fatalf("round trip of %d bytes changed the data", m)
+		}
+	}
 	got := make([]byte, n)
-	if err := c.DtoH(got, b); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, src) {
-		t.Fatal("round trip changed the data")
-	}
 	// Async variants on the stream, and memset.
 	if err := c.MemsetAsync(b, 0xab, n); err != nil {
 		t.Fatal(err)

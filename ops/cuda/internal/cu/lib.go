@@ -56,7 +56,7 @@ type Lib struct {
 type driverSyms struct {
 	init, driverGetVersion, deviceGetCount, deviceGet, deviceGetName, deviceTotalMem,
 	deviceGetAttribute, primaryCtxRetain, primaryCtxRelease, ctxSetCurrent, ctxSynchronize,
-	memGetInfo, memAlloc, memFree, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync,
+	memGetInfo, memAlloc, memFree, memAllocHost, memFreeHost, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync,
 	memsetD8Async, memsetD32Async, streamCreate, streamDestroy, streamSynchronize,
 	streamBeginCapture, streamEndCapture, streamIsCapturing, eventCreate, eventRecord,
 	eventSynchronize, eventElapsedTime, eventDestroy, moduleLoadData, moduleGetFunction,
@@ -114,6 +114,8 @@ func (d *driverSyms) specs() []symSpec {
 		sym(&d.memGetInfo, "cuMemGetInfo_v2"),
 		sym(&d.memAlloc, "cuMemAlloc_v2"),
 		sym(&d.memFree, "cuMemFree_v2"),
+		sym(&d.memAllocHost, "cuMemAllocHost_v2"),
+		sym(&d.memFreeHost, "cuMemFreeHost"),
 		sym(&d.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
 		sym(&d.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
 		sym(&d.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),

@@ -116,6 +116,10 @@ static CUresult t_cuMemAlloc(uintptr_t fn, CUdeviceptr *p, unsigned long long n)
 	return ((CUresult(*)(CUdeviceptr *, size_t))fn)(p, (size_t)n);
 }
 static CUresult t_cuMemFree(uintptr_t fn, CUdeviceptr p) { return ((CUresult(*)(CUdeviceptr))fn)(p); }
+static CUresult t_cuMemAllocHost(uintptr_t fn, void **p, unsigned long long n) {
+	return ((CUresult(*)(void **, size_t))fn)(p, (size_t)n);
+}
+static CUresult t_cuMemFreeHost(uintptr_t fn, void *p) { return ((CUresult(*)(void *))fn)(p); }
 static CUresult t_cuMemcpyHtoDAsync(uintptr_t fn, CUdeviceptr dst, const void *src, unsigned long long n, uintptr_t s) {
 	return ((CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))fn)(dst, src, (size_t)n, (CUstream)s);
 }
@@ -445,6 +449,24 @@ func cuMemAlloc(fn uintptr, n uint64) (uint64, int32) {
 
 func cuMemFree(fn uintptr, p uint64) int32 {
 	return int32(C.t_cuMemFree(C.uintptr_t(fn), C.CUdeviceptr(p)))
+}
+
+// cuMemAllocHost allocates n bytes of page-locked host memory (C memory,
+// which Go may hold a pointer to).
+func cuMemAllocHost(fn uintptr, n uint64) (unsafe.Pointer, int32) {
+	var p unsafe.Pointer
+	r := C.t_cuMemAllocHost(C.uintptr_t(fn), &p, C.ulonglong(n))
+	return p, int32(r)
+}
+
+func cuMemFreeHost(fn uintptr, p unsafe.Pointer) int32 {
+	return int32(C.t_cuMemFreeHost(C.uintptr_t(fn), p))
+}
+
+// cuMemcpyDtoHPinned queues a copy into page-locked memory: unlike a copy
+// into Go memory, it is asynchronous.
+func cuMemcpyDtoHPinned(fn uintptr, dst unsafe.Pointer, src, n uint64, stream uintptr) int32 {
+	return int32(C.t_cuMemcpyDtoHAsync(C.uintptr_t(fn), dst, C.CUdeviceptr(src), C.ulonglong(n), C.uintptr_t(stream)))
 }
 
 // cuMemcpyHtoDAsync copies from Go memory. The source is pageable, so the
