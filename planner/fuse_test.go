@@ -179,6 +179,17 @@ func TestEligibility(t *testing.T) {
 		})
 		require.NotContains(t, fuses(g), planner.RuleSlerp)
 	})
+	t.Run("input made by the match", func(t *testing.T) {
+		// slerp's shape with x bound to n(y), which a member makes: the
+		// fused node would read its own result, so it is no slerp.
+		g := small(t, func(b *graph.Builder) {
+			ny := ops.L2Norm(b, row(b, "y"), 0, eps)
+			nx := ops.L2Norm(b, ny, 0, eps)
+			d := ops.Sub(b, ny, nx)
+			b.Output(ops.L2Norm(b, ops.Add(b, nx, ops.Mul(b, d, alpha(b))), 0, eps))
+		})
+		require.NotContains(t, fuses(g), planner.RuleSlerp)
+	})
 	t.Run("intermediate is an output", func(t *testing.T) {
 		g := small(t, func(b *graph.Builder) {
 			a := ops.Sigmoid(b, row(b, "x"))

@@ -227,6 +227,20 @@ func (r *TemplateRule) try(g *graph.Graph, u *Uses, t *template, n *graph.Node, 
 			rep.At = gn
 		}
 	}
+	// An input must come from outside the match: a graph that feeds a
+	// member's own result to the template's input (slerp(t, t) after the
+	// product that makes t) has the same shape but not the same meaning.
+	made := map[*graph.Value]bool{}
+	for _, gn := range rep.Members {
+		for _, v := range gn.Outputs {
+			made[v] = true
+		}
+	}
+	for _, v := range rep.Inputs {
+		if made[v] {
+			return Replacement{}, false
+		}
+	}
 	for _, o := range exact.outs {
 		gn := m2.nodes[o.Producer]
 		rep.Outputs = append(rep.Outputs, gn.Outputs[outIndex(o)])

@@ -663,7 +663,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if vec && (d/dsplit)%4 == 0 {
 		fvec = 1
 	}
-	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(splits+d/dsplit)),
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(2*splits+d/dsplit)),
 		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp, fvec)
 	return s, nil
 }

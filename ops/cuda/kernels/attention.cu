@@ -23,6 +23,9 @@
 // over chunks.
 #define ATTN_FINISH_SPLIT 16
 
+// ATTN_FPF is the chunks' vectors an attn_finish thread loads up front.
+#define ATTN_FPF 8
+
 // ldg_v loads E consecutive floats (E = 4: 16-byte aligned) of data that no
 // kernel writes while this one runs.
 template <int E>
@@ -291,8 +294,8 @@ __device__ __forceinline__ float attn_gate(float a, const float* g, const float*
 	return a * (float)sigmoid_d((double)(g[(long long)t * heads * d + c] * sg[c]));
 }
 
-// attn_finish_body: grid (rows, heads, D), dynamic shared memory S + d/D
-// floats (each chunk's weight, then the sum); block z merges the S chunks
+// attn_finish_body: grid (rows, heads, D), dynamic shared memory 2·S + d/D
+// floats (the chunks' maxima and sums, then the sum); block z merges the S chunks
 // of dimensions [z·d/D, (z+1)·d/D) of its head; rows past the call's rows
 // get zeros. With g (and its scale sg) not null, each output is gated:
 // attention_gate.
@@ -303,6 +306,27 @@ __device__ void attn_finish_body(const float* pm, const float* pl, const float* 
 	__shared__ float ml[2];
 	int t = blockIdx.x, h = blockIdx.y;
 	int dd = d / gridDim.z, i0 = blockIdx.z * dd; // this block's dimensions [i0, i0+dd)
+	long long base = ((long long)t * heads + h) * S;
+	float* sm = wsh;     // the chunks' maxima, then their weights
+	float* sl = wsh + S; // the chunks' sums
+	float* buf = wsh + 2 * S;
+	// Thread (part, c) sums vector c over every KG-th chunk from its part;
+	// its first ATTN_FPF chunks' vectors are loaded first, with the maxima
+	// and sums, so the block waits for memory once (rows past
+	// the call's load stale partials and never use them).
+	int dn = dd / E;
+	int KG = dn <= (int)blockDim.x ? min((int)blockDim.x / dn, ATTN_FINISH_SPLIT) : 1;
+	int part = threadIdx.x / dn;
+	bool pre = dn <= (int)blockDim.x && part < KG;
+	float ap[ATTN_FPF][E];
+	if (pre) {
+		const float* pc = pacc + base * d + i0 + (threadIdx.x % dn) * E;
+#pragma unroll
+		for (int u = 0; u < ATTN_FPF; u++) {
+			int s = part + u * KG;
+			if (s < S) ldg_v<E>(pc + (long long)s * d, ap[u]);
+		}
+	}
 	int pos = call[CALL_POS], used = call[CALL_ROWS];
 	if (pos < 0 || used < 0 || used > rows) return; // reported by attn_part
 	if (used == 0) used = rows;
@@ -311,46 +335,51 @@ __device__ void attn_finish_body(const float* pm, const float* pl, const float* 
 		for (int i = i0 + threadIdx.x; i < i0 + dd; i += blockDim.x) out[i] = attn_gate(0.f, g, sg, t, h, heads, d, i);
 		return;
 	}
-	long long base = ((long long)t * heads + h) * S;
-	float* buf = wsh + S;
+	for (int s = threadIdx.x; s < S; s += blockDim.x) sm[s] = pm[base + s], sl[s] = pl[base + s];
+	__syncthreads();
 	// The overall maximum and sum by the first warp, in a fixed order.
 	if (threadIdx.x < 32) {
 		int lane = threadIdx.x;
 		float M = NEG_INF;
 		for (int s = lane; s < S; s += 32)
-			if (pl[base + s] > 0.f) M = fmaxf(M, pm[base + s]);
+			if (sl[s] > 0.f) M = fmaxf(M, sm[s]);
 		M = warp_max(M);
 		float L = 0.f;
 		for (int s = lane; s < S; s += 32)
-			if (pl[base + s] > 0.f) L += pl[base + s] * expf(pm[base + s] - M);
+			if (sl[s] > 0.f) L += sl[s] * expf(sm[s] - M);
 		L = warp_sum(L);
 		if (lane == 0) ml[0] = M, ml[1] = L;
 	}
 	__syncthreads();
 	// Each chunk's weight, once: exp(m_s − M) / L, zero for empty chunks.
-	for (int s = threadIdx.x; s < S; s += blockDim.x) {
-		float l = pl[base + s];
-		wsh[s] = l > 0.f ? expf(pm[base + s] - ml[0]) / ml[1] : 0.f;
-	}
+	for (int s = threadIdx.x; s < S; s += blockDim.x) sm[s] = sl[s] > 0.f ? expf(sm[s] - ml[0]) / ml[1] : 0.f;
 	__syncthreads();
-	int dn = dd / E;
-	int KG = dn <= (int)blockDim.x ? min((int)blockDim.x / dn, ATTN_FINISH_SPLIT) : 1;
-	int part = threadIdx.x / dn;
 	out += i0;
 	for (int c = threadIdx.x % dn; c < dn; c += blockDim.x) {
 		float acc[E];
 #pragma unroll
 		for (int e = 0; e < E; e++) acc[e] = 0.f;
-		if (part < KG)
+		if (part < KG) {
+			int s = part;
+			if (pre) {
+#pragma unroll
+				for (int u = 0; u < ATTN_FPF; u++, s += KG)
+					if (s < S) {
+						float w = sm[s];
+#pragma unroll
+						for (int e = 0; e < E; e++) acc[e] = fmaf(ap[u][e], w, acc[e]);
+					}
+			}
 #pragma unroll 4
-			for (int s = part; s < S; s += KG) {
-				float w = wsh[s];
+			for (; s < S; s += KG) {
+				float w = sm[s];
 				if (w == 0.f) continue;
 				float a[E];
 				ldg_v<E>(pacc + (base + s) * d + i0 + c * E, a);
 #pragma unroll
 				for (int e = 0; e < E; e++) acc[e] = fmaf(a[e], w, acc[e]);
 			}
+		}
 		if (KG == 1) {
 #pragma unroll
 			for (int e = 0; e < E; e++) out[c * E + e] = attn_gate(acc[e], g, sg, t, h, heads, d, i0 + c * E + e);
