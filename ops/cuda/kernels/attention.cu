@@ -86,7 +86,24 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 	float* sc = sh + G * d;
 	int* ridx = (int*)(sc + G * chunk);
 	int pos, used;
-	if (!read_call(call, rows, err, &pos, &used)) return;
+	bool okc = read_call(call, rows, err, &pos, &used); // the host wrote the call record before the launch
+	if (okc && t < used && ((ring && window > 0) || pos + used <= cap)) {
+		// The lines of this chunk's keys and values, asked for before the
+		// wait on the previous kernel.
+		int p = pos + t;
+		int lo = window > 0 ? max(0, p - window + 1) : 0;
+		int per = (p - lo + S) / S;
+		int j0 = lo + s * per, n = max(0, min(p + 1, j0 + per) - j0);
+		int r0 = ring ? j0 % cap : j0, lines = (d + 31) / 32;
+		for (int x = threadIdx.x; x < n * lines; x += blockDim.x) {
+			int r = r0 + x / lines;
+			long long o = (long long)(r >= cap ? r - cap : r) * kvh * d + kh * d + (x % lines) * 32;
+			prefetch_l2(k + o);
+			prefetch_l2(v + o);
+		}
+	}
+	pdl_entry();
+	if (!okc) return;
 	if ((!ring || window == 0) && pos + used > cap) {
 		if (t == 0 && kh == 0 && s == 0) report(err, ERR_ATTN_CAPACITY, pos + used - 1, cap, 0);
 		return;
@@ -261,27 +278,21 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 		int heads, int kvh, int d, int cap, int window, int ring, float scale, int chunk
 #define ATTN_PART_ARGS q, k, v, call, err, pm, pl, pacc, rows, heads, kvh, d, cap, window, ring, scale, chunk
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v1(ATTN_PART_PARAMS) {
-	pdl_entry();
 	attn_part_body<4, 1>(ATTN_PART_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v2(ATTN_PART_PARAMS) {
-	pdl_entry();
 	attn_part_body<4, 2>(ATTN_PART_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v4(ATTN_PART_PARAMS) {
-	pdl_entry();
 	attn_part_body<4, 4>(ATTN_PART_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v8(ATTN_PART_PARAMS) {
-	pdl_entry();
 	attn_part_body<4, 8>(ATTN_PART_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_vx(ATTN_PART_PARAMS) {
-	pdl_entry();
 	attn_part_body<4, 0>(ATTN_PART_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_s(ATTN_PART_PARAMS) {
-	pdl_entry();
 	attn_part_body<1, 0>(ATTN_PART_ARGS);
 }
 

@@ -85,7 +85,8 @@ __device__ __forceinline__ float mv_fma(uint4 q, const float* xv, float acc) {
 
 // mv_impl: RB is the row bucket (R <= RB), MF the features per unit, SW the
 // swiglu form (MF = 2: gate, up), NRM the normalized form (eps its
-// epsilon). Grid: ceil(units / (W/S)) blocks.
+// epsilon). Grid: ceil(units / (W/S)) blocks. It starts with pdl_entry,
+// after prefetching the first weights.
 template <int WT, int RB, int MF, bool SW, bool NRM>
 __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	const int E = WT == WT_F32 ? 4 : 8;  // elements per 16-byte vector
@@ -113,6 +114,20 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 		ok[i] = unit < units && f < NF;
 		wr[i] = (const char*)w + (long long)(ok[i] ? row : 0) * K * ES;
 	}
+	// The lines of this lane's first two batches of weight vectors, asked
+	// for before waiting on the previous kernel (every eighth lane: eight
+	// 16-byte vectors make a line).
+	if (vec && (lane & 7) == 0) {
+		int V = K / E;
+#pragma unroll
+		for (int u = 0; u < 2 * U; u++) {
+			int v = ((p + S * u) << 5) + lane;
+#pragma unroll
+			for (int i = 0; i < MF; i++)
+				if (ok[i] && v < V) prefetch_l2((const uint4*)wr[i] + v);
+		}
+	}
+	pdl_entry();
 	float acc[MF][RB];
 	float ss[RB]; // NRM: Σx² of the x this lane read
 #pragma unroll
@@ -216,36 +231,36 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 
 // The instances the Go side launches (mvKernelNames in matmul.go):
 // mv_<type>_r<RB>_f<MF>, mvsw_<type>_r<RB> and mvn_<type>_r<RB>_f<MF>.
-extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 1, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 1, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 1, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 1, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 1, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 1, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, false, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 1, 2, true, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F32, 8, 2, true, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 1, 2, true, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_BF16, 8, 2, true, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 1, 2, true, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { pdl_entry(); mv_impl<WT_F16, 8, 2, true, false>(MV_ARGS, 0.f); }
-extern "C" __global__ void mvn_f32_r1_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 1, 1, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f32_r1_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 1, 2, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f32_r8_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 8, 1, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f32_r8_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F32, 8, 2, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_bf16_r1_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 1, 1, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_bf16_r1_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 1, 2, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_bf16_r8_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 8, 1, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_bf16_r8_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_BF16, 8, 2, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f16_r1_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 1, 1, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f16_r1_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 1, 2, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f16_r8_f1(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 8, 1, false, true>(MV_ARGS, eps); }
-extern "C" __global__ void mvn_f16_r8_f2(MV_PARAMS, float eps) { pdl_entry(); mv_impl<WT_F16, 8, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mv_f32_r1_f1(MV_PARAMS) { mv_impl<WT_F32, 1, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f32_r1_f2(MV_PARAMS) { mv_impl<WT_F32, 1, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f32_r8_f1(MV_PARAMS) { mv_impl<WT_F32, 8, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f32_r8_f2(MV_PARAMS) { mv_impl<WT_F32, 8, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r1_f1(MV_PARAMS) { mv_impl<WT_BF16, 1, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r1_f2(MV_PARAMS) { mv_impl<WT_BF16, 1, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r8_f1(MV_PARAMS) { mv_impl<WT_BF16, 8, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_bf16_r8_f2(MV_PARAMS) { mv_impl<WT_BF16, 8, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r1_f1(MV_PARAMS) { mv_impl<WT_F16, 1, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r1_f2(MV_PARAMS) { mv_impl<WT_F16, 1, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r8_f1(MV_PARAMS) { mv_impl<WT_F16, 8, 1, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mv_f16_r8_f2(MV_PARAMS) { mv_impl<WT_F16, 8, 2, false, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f32_r1(MV_PARAMS) { mv_impl<WT_F32, 1, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f32_r8(MV_PARAMS) { mv_impl<WT_F32, 8, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_bf16_r1(MV_PARAMS) { mv_impl<WT_BF16, 1, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_bf16_r8(MV_PARAMS) { mv_impl<WT_BF16, 8, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f16_r1(MV_PARAMS) { mv_impl<WT_F16, 1, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvsw_f16_r8(MV_PARAMS) { mv_impl<WT_F16, 8, 2, true, false>(MV_ARGS, 0.f); }
+extern "C" __global__ void mvn_f32_r1_f1(MV_PARAMS, float eps) { mv_impl<WT_F32, 1, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f32_r1_f2(MV_PARAMS, float eps) { mv_impl<WT_F32, 1, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f32_r8_f1(MV_PARAMS, float eps) { mv_impl<WT_F32, 8, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f32_r8_f2(MV_PARAMS, float eps) { mv_impl<WT_F32, 8, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r1_f1(MV_PARAMS, float eps) { mv_impl<WT_BF16, 1, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r1_f2(MV_PARAMS, float eps) { mv_impl<WT_BF16, 1, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r8_f1(MV_PARAMS, float eps) { mv_impl<WT_BF16, 8, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_bf16_r8_f2(MV_PARAMS, float eps) { mv_impl<WT_BF16, 8, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r1_f1(MV_PARAMS, float eps) { mv_impl<WT_F16, 1, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r1_f2(MV_PARAMS, float eps) { mv_impl<WT_F16, 1, 2, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r8_f1(MV_PARAMS, float eps) { mv_impl<WT_F16, 8, 1, false, true>(MV_ARGS, eps); }
+extern "C" __global__ void mvn_f16_r8_f2(MV_PARAMS, float eps) { mv_impl<WT_F16, 8, 2, false, true>(MV_ARGS, eps); }
 
 #define TILE 16
 

@@ -111,7 +111,19 @@ __device__ void rowfuse_body(int kind, const float* a, const float* b, const flo
 	}
 }
 
+// rowfuse_prefetch asks for the lines of a row's inputs before the wait on
+// the previous kernel (v, a weight, above all).
+__device__ __forceinline__ void rowfuse_prefetch(const float* a, const float* b, const float* v, int n) {
+	long long o = (long long)blockIdx.x * n;
+	for (int i = threadIdx.x * 32; i < n; i += blockDim.x * 32) {
+		prefetch_l2(a + o + i);
+		prefetch_l2(b + o + i);
+		if (v) prefetch_l2(v + i);
+	}
+}
+
 extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+	rowfuse_prefetch(a, b, v, n);
 	pdl_entry();
 	rowfuse_body<8>(kind, a, b, v, y, n, eps);
 }
