@@ -122,14 +122,16 @@ type entry struct {
 	plan    *planner.Lowered
 	rec     Recording
 	sig     []sigItem
+	next    []sigItem // the signature being checked, kept to spare an allocation a call
 	used    uint64
 }
 
-// sigItem is one bound buffer as a recording sees it: its identity and its
-// length (a slot's capacity).
+// sigItem is one bound buffer as a recording sees it: its identity (its
+// address when it has one, else id) and its length (a slot's capacity).
 type sigItem struct {
-	id  any
-	len int
+	addr uintptr
+	id   any
+	len  int
 }
 
 // NewEngine makes an engine on be, planning with opts and logging plans,
@@ -211,12 +213,15 @@ func (e *Engine) Profile(key Key) ([]OpTime, error) {
 }
 
 // Run runs the plan of key. On the key's first use it calls build, plans
-// the graph and keeps the plan. The signature of bind (each bound buffer's
-// identity and length) then picks: equal to the recording's, replay; else,
-// with a recording, update it to the new buffers; else lower and record.
-// It returns the buffers of the graph's outputs, valid until the key runs
-// again (on a device, once the backend has synced).
-func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding) ([]ops.Buffer, error) {
+// the graph and keeps the plan. The buffers are bound by name: from bind,
+// else from the first of more that has the name (a session's weights, say,
+// which need no copying into every call's binding). The signature of the
+// binding (each bound buffer's identity and length) then picks: equal to
+// the recording's, replay; else, with a recording, update it to the new
+// buffers; else lower and record. It returns the buffers of the graph's
+// outputs, valid until the key runs again (on a device, once the backend
+// has synced).
+func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding, more ...Binding) ([]ops.Buffer, error) {
 	if e.entries == nil {
 		return nil, fmt.Errorf("capture: engine is closed")
 	}
@@ -227,18 +232,44 @@ func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding) 
 			return nil, err
 		}
 	}
-	bufs := make(map[*graph.Value]ops.Buffer, len(en.leaves))
-	sig := make([]sigItem, len(en.leaves))
+	// The signature first, without allocating: a replay (the common case)
+	// needs nothing more.
+	if cap(en.next) < len(en.leaves) {
+		en.next = make([]sigItem, len(en.leaves))
+	}
+	sig := en.next[:len(en.leaves)]
+	lookup := func(name string) ops.Buffer {
+		if b, ok := bind[name]; ok {
+			return b
+		}
+		for _, m := range more {
+			if b, ok := m[name]; ok {
+				return b
+			}
+		}
+		return nil
+	}
 	for i, v := range en.leaves {
-		b, ok := bind[v.Name]
-		if !ok || b == nil {
+		b := lookup(v.Name)
+		if b == nil {
 			return nil, fmt.Errorf("capture %s: %s %s is not bound", key, v.Kind, v)
 		}
 		if err := ops.CheckBinding(v, b); err != nil {
 			return nil, fmt.Errorf("capture %s: %w", key, err)
 		}
-		bufs[v] = b
-		sig[i] = sigItem{id: identity(b), len: b.Len()}
+		sig[i] = signature(b)
+	}
+	bufs := func() map[*graph.Value]ops.Buffer {
+		m := make(map[*graph.Value]ops.Buffer, len(en.leaves))
+		for _, v := range en.leaves {
+			m[v] = lookup(v.Name)
+		}
+		return m
+	}
+	// keep stores sig as the entry's signature and gives the entry a
+	// fresh slice for the next check.
+	keep := func() {
+		en.sig, en.next = sig, en.sig
 	}
 	e.clock++
 	en.used = e.clock
@@ -246,7 +277,7 @@ func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding) 
 	case en.rec != nil && sameSig(en.sig, sig):
 		e.stats.Hits++
 	case en.rec != nil:
-		if err := en.plan.Rebind(bufs); err != nil {
+		if err := en.plan.Rebind(bufs()); err != nil {
 			return nil, fmt.Errorf("capture %s: %w", key, err)
 		}
 		if err := en.rec.Update(en.plan.Steps()); err != nil {
@@ -261,12 +292,12 @@ func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding) 
 			e.stats.Updates++
 			e.log.Debug("capture: updated", "key", key.String())
 		}
-		en.sig = sig
+		keep()
 	default:
-		if err := e.record(en, bufs); err != nil {
+		if err := e.record(en, bufs()); err != nil {
 			return nil, err
 		}
-		en.sig = sig
+		keep()
 	}
 	if err := en.rec.Replay(); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", key, err)
@@ -386,12 +417,17 @@ type Addresser interface {
 	Addr() uintptr
 }
 
-// identity is what a signature keeps of a buffer: its address when it has
-// one, else the pointer it is, else the value itself when comparable.
-func identity(b ops.Buffer) any {
+// signature is what a signature keeps of a buffer.
+func signature(b ops.Buffer) sigItem {
 	if a, ok := b.(Addresser); ok {
-		return a.Addr()
+		return sigItem{addr: a.Addr(), len: b.Len()}
 	}
+	return sigItem{id: identity(b), len: b.Len()}
+}
+
+// identity is what a signature keeps of a buffer without an address: the
+// pointer it is, else the value itself when comparable.
+func identity(b ops.Buffer) any {
 	v := reflect.ValueOf(b)
 	switch v.Kind() {
 	case reflect.Pointer, reflect.UnsafePointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice:

@@ -348,6 +348,14 @@ func TestErrors(t *testing.T) {
 	w.bind["x"] = short
 	_, err = e.Run(decodeKey, buildDecoder(1), w.bind)
 	require.ErrorContains(t, err, "x")
+	// a name missing from bind comes from the next binding that has it;
+	// bind's own comes first
+	delete(w.bind, "x")
+	_, err = e.Run(decodeKey, buildDecoder(1), w.bind, capture.Binding{"y": short}, capture.Binding{"x": x})
+	require.NoError(t, err)
+	w.bind["x"] = short
+	_, err = e.Run(decodeKey, buildDecoder(1), w.bind, capture.Binding{"x": x})
+	require.ErrorContains(t, err, "x")
 	w.bind["x"] = x
 	_, err = e.Run(decodeKey, buildDecoder(1), w.bind)
 	require.NoError(t, err)

@@ -120,24 +120,27 @@ func (c *Core) Profile(k capture.Key) ([]capture.OpTime, error) {
 	return c.eng.Profile(k)
 }
 
-// Bind starts the binding of a run: the weights and the call record, with
-// room for extra more buffers (the model's states and inputs).
+// Weight is the uploaded buffer of the weight of name.
+func (c *Core) Weight(name string) (ops.Buffer, bool) {
+	b, ok := c.weights[name]
+	return b, ok
+}
+
+// Bind starts the binding of a run: the call record, with room for extra
+// more buffers (the model's states and inputs); Run binds the weights.
 func (c *Core) Bind(extra int) capture.Binding {
-	bind := make(capture.Binding, len(c.weights)+extra+1)
-	for n, b := range c.weights {
-		bind[n] = b
-	}
+	bind := make(capture.Binding, extra+1)
 	bind[ops.CallName] = c.call
 	return bind
 }
 
 // Run runs key's plan (built by build on the key's first run) on the
-// buffers of bind; see capture.Engine.Run.
+// buffers of bind and the weights; see capture.Engine.Run.
 func (c *Core) Run(k capture.Key, build func() (*graph.Graph, error), bind capture.Binding) ([]ops.Buffer, error) {
 	if c.Closed() {
 		return nil, fmt.Errorf("run %s: the session is closed", k)
 	}
-	return c.eng.Run(k, build, bind)
+	return c.eng.Run(k, build, bind, c.weights)
 }
 
 // WriteCall writes the call record of a run: the position of its first row
@@ -218,14 +221,23 @@ func (c *Core) WriteF32(name string, x []float32) (ops.Buffer, error) {
 }
 
 // ReadF32 reads an f32 buffer (a plan's output, a state) back to the host.
-func (c *Core) ReadF32(b ops.Buffer) ([]float32, error) {
+func (c *Core) ReadF32(b ops.Buffer) ([]float32, error) { return c.ReadF32Into(b, nil) }
+
+// ReadF32Into is ReadF32 into dst's memory when it has room (a decode
+// loop's logits, read every token: a fresh 512 KB slice a token costs its
+// zeroing and page faults), else into a new slice.
+func (c *Core) ReadF32Into(b ops.Buffer, dst []float32) ([]float32, error) {
 	if b == nil {
 		return nil, fmt.Errorf("read of a nil buffer")
 	}
 	if b.DType() != graph.F32 {
 		return nil, fmt.Errorf("read of a %s buffer as f32", b.DType())
 	}
-	out := make([]float32, b.Len())
+	out := dst[:0]
+	if cap(dst) < b.Len() {
+		out = make([]float32, b.Len())
+	}
+	out = out[:b.Len()]
 	if len(out) == 0 {
 		return out, nil
 	}

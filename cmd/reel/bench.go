@@ -23,7 +23,7 @@ func syntheticShapes() map[string]func() dory.Config {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var mf modelFlags
+	mf := modelFlags{reuseLogits: true}
 	fs := newFlags("bench", "[--model DIR | --synthetic dory-4b|dory-h512] [--prompt N] [--tokens N] [--device cpu|cuda]", `
 Bench measures prefill and decode speed: a prompt of --prompt tokens in
 chunks, then --tokens one-token forwards. With --synthetic it makes a model of

@@ -24,6 +24,9 @@ type modelFlags struct {
 	chunk       int
 	promptLoops int
 	cuda        cudaFlags
+	// reuseLogits: the command samples each token's logits and drops them
+	// (dory.Options.ReuseLogits).
+	reuseLogits bool
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
@@ -98,7 +101,7 @@ func (f *modelFlags) open(ctx context.Context, defaultModel bool) (*loaded, erro
 // session starts a session on m with the flags' options.
 func (f *modelFlags) session(ctx context.Context, m *dory.Model) (*loaded, error) {
 	l := &loaded{model: m}
-	opts := dory.Options{Chunk: f.chunk, PromptLoops: f.promptLoops, Logger: logger(ctx)}
+	opts := dory.Options{Chunk: f.chunk, PromptLoops: f.promptLoops, Logger: logger(ctx), ReuseLogits: f.reuseLogits}
 	if f.kv != "" {
 		mode, err := dory.ParseKVMode(f.kv)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var mf modelFlags
+	mf := modelFlags{reuseLogits: true}
 	fs := newFlags("run", "[--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--tokens N] [--temperature T] [--top-k K] [--seed S]", `
 Run generates text: it feeds the prompt in chunks, then decodes one token at
 a time, printing each as it comes (as text when the model's tokens are bytes,

@@ -190,6 +190,34 @@ func TestChunksAgree(t *testing.T) {
 	requireClose(t, one[15:], again, 2e-4, "rollback then re-run")
 }
 
+// TestReuseLogits: with ReuseLogits a token's logits are those of a plain
+// session, in memory the next token reuses; a Forward of several chunks
+// still returns every chunk's logits.
+func TestReuseLogits(t *testing.T) {
+	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-per_loop"))
+	plain := newSession(t, m, Options{Chunk: 4})
+	reuse := newSession(t, m, Options{Chunk: 4, ReuseLogits: true})
+	all := func(s *Session) []float32 {
+		d, err := s.Forward(testIDs[:10], 0, 2, WantAll)
+		require.NoError(t, err)
+		return append([]float32(nil), d.Data().([]float32)...)
+	}
+	require.Equal(t, all(plain), all(reuse), "ten ids in chunks of four")
+	var prev *float32
+	for i, id := range testIDs[10:16] {
+		a, err := plain.Forward([]int{id}, 10+i, 2, WantLast)
+		require.NoError(t, err)
+		b, err := reuse.Forward([]int{id}, 10+i, 2, WantLast)
+		require.NoError(t, err)
+		got := b.Data().([]float32)
+		require.Equal(t, a.Data().([]float32), got, "token %d", i)
+		if prev != nil {
+			require.Same(t, prev, &got[0], "token %d's logits are not in the reused memory", i)
+		}
+		prev = &got[0]
+	}
+}
+
 // TestLastLoopSlots: a last_loop cache has one slot per attention layer and
 // rewrites a position's rows in place.
 func TestLastLoopSlots(t *testing.T) {

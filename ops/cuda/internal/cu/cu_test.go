@@ -14,7 +14,7 @@ import (
 // These tests need a CUDA device; without one they skip with Load's error.
 
 // testContext returns a Context on device 0, closed when the test ends.
-func testContext(t *testing.T) *Context {
+func testContext(t testing.TB) *Context {
 	t.Helper()
 	lib, err := Load()
 	if err != nil {
@@ -637,4 +637,56 @@ func TestMeasureCopyBandwidth(t *testing.T) {
 	if c.Allocated() != 0 {
 		t.Errorf("MeasureCopyBandwidth left %d bytes allocated", c.Allocated())
 	}
+}
+
+// BenchmarkDtoH reads a decode token's logits (131072 floats) back: through
+// the page-locked stage and a copy into Go memory (what DtoH does for large
+// reads), the stage alone (the copy's share is the difference), and straight
+// into pageable Go memory (the driver stages it itself).
+func BenchmarkDtoH(b *testing.B) {
+	c := testContext(b)
+	const n = 131072 * 4
+	p, err := c.Alloc(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]byte, n)
+	b.Run("staged", func(b *testing.B) {
+		b.SetBytes(n)
+		for b.Loop() {
+			if err := c.DtoH(dst, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stage_only", func(b *testing.B) {
+		b.SetBytes(n)
+		for b.Loop() {
+			if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, c.stage, uint64(p), n, c.stream.h); r != 0 {
+				b.Fatal(c.lib.cuErr(r, "cuMemcpyDtoHAsync"))
+			}
+			if err := c.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("pageable", func(b *testing.B) {
+		b.SetBytes(n)
+		for b.Loop() {
+			if err := c.DtoHAsync(dst, p); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fresh_staged", func(b *testing.B) {
+		b.SetBytes(n)
+		for b.Loop() {
+			if err := c.DtoH(make([]byte, n), p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
