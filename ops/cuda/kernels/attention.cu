@@ -49,9 +49,10 @@ __device__ __forceinline__ void lds_v(const float* p, float* a) {
 	}
 }
 
-// split_add adds the parts of KG thread groups into buf[0..n) in group
-// order: group r adds its n values (add(buf) for each) in round r. Every
-// thread of the block calls it; part is this thread's group.
+// SPLIT_ADD adds the parts of KG thread groups into a shared buffer in
+// group order: in round r the threads of group r run body (first says the
+// buffer is still to be set, not added to). Every thread of the block runs
+// it; part is this thread's group.
 #define SPLIT_ADD(KG, part, body)                 \
 	for (int r_ = 0; r_ < (KG); r_++) {           \
 		if ((part) == r_) {                       \

@@ -124,17 +124,17 @@ __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x));
 
 #define NEG_INF __int_as_float(0xff800000u)
 
-// pdl_entry starts every kernel: under programmatic dependent launch a kernel
-// may be scheduled while the previous one on the stream still runs, so it
-// first waits for that one's completion and memory (griddepcontrol.wait),
-// then lets the next kernel be scheduled in turn. Launched without the
-// attribute, both are no-ops.
 // prefetch_l2 asks for the cache line of p in L2. It reads nothing into the
 // thread, so it is safe before pdl_entry: a kernel prefetches what it will
 // read first (its weights, above all) while the previous kernel finishes,
 // and its loads after the wait find L2 (the point of coherence) current.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// pdl_entry comes first in every kernel, after at most prefetch_l2 calls:
+// under programmatic dependent launch a kernel may be scheduled while the
+// previous one on the stream still runs, so it waits for that one's
+// completion and memory (griddepcontrol.wait), then lets the next kernel be
+// scheduled in turn. Launched without the attribute, both are no-ops.
 __device__ __forceinline__ void pdl_entry() {
 #if __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -73,8 +73,8 @@ type Context struct {
 	mu     sync.Mutex
 	allocs map[DevicePtr]uint64
 	// stage is page-locked host memory of stageBytes that DtoH copies
-	// large reads through (a copy into pageable Go memory is staged by
-	// the driver in small pieces and is several times slower).
+	// large reads through (BenchmarkDtoH, 512 KB on the H200: 53 µs, against
+	// 70 µs straight into pageable Go memory, which the driver stages itself).
 	stage      unsafe.Pointer
 	stageBytes uint64
 	owned      map[resource]uint64 // resource -> creation sequence number
