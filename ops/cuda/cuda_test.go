@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -448,4 +451,40 @@ func mib(xs []uint64) []uint64 {
 		out[i] = x >> 20
 	}
 	return out
+}
+
+// TestKernelsParse checks the kernels' C++ with clang's CUDA front end, when
+// clang is installed (REEL_CLANG names another binary): a syntax or type
+// error then fails here, on any machine, instead of in NVRTC on the card.
+// It compiles for sm_80, so code under __CUDA_ARCH__ >= 900 is not seen.
+func TestKernelsParse(t *testing.T) {
+	clang := os.Getenv("REEL_CLANG")
+	if clang == "" {
+		for _, c := range []string{"clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14"} {
+			if p, err := exec.LookPath(c); err == nil {
+				clang = p
+				break
+			}
+		}
+	}
+	if clang == "" {
+		t.Skip("clang is not installed (REEL_CLANG names one): the kernels' C++ is checked by NVRTC on the card only")
+	}
+	prelude, err := os.ReadFile(filepath.Join("testdata", "clang_prelude.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := program()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "program.cu")
+	if err := os.WriteFile(file, append(prelude, src...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(clang, "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_80",
+		"-fsyntax-only", "-std=c++17", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", clang, err, out)
+	}
 }

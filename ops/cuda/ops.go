@@ -47,7 +47,6 @@ var binders = map[string]binder{
 	"elementwise_chain": bindChain,
 }
 
-// Kernel gives the kernel of an op, or false when this backend has none.
 // HasKernel reports whether the CUDA backend has a kernel for op; it needs
 // no driver (reel ops lists it).
 func HasKernel(op string) bool {
@@ -55,6 +54,7 @@ func HasKernel(op string) bool {
 	return ok
 }
 
+// Kernel gives the kernel of an op, or false when this backend has none.
 func (be *Backend) Kernel(op string) (ops.Kernel, bool) {
 	f, ok := binders[op]
 	if !ok {

@@ -49,19 +49,6 @@ __device__ __forceinline__ void lds_v(const float* p, float* a) {
 	}
 }
 
-// SPLIT_ADD adds the parts of KG thread groups into a shared buffer in
-// group order: in round r the threads of group r run body (first says the
-// buffer is still to be set, not added to). Every thread of the block runs
-// it; part is this thread's group.
-#define SPLIT_ADD(KG, part, body)                 \
-	for (int r_ = 0; r_ < (KG); r_++) {           \
-		if ((part) == r_) {                       \
-			const bool first = r_ == 0;           \
-			body;                                 \
-		}                                         \
-		__syncthreads();                          \
-	}
-
 // attn_part_body: grid (rows, kv heads, S), dynamic shared memory
 // (G·d + G·chunk) floats and chunk ints (the chunk's slot rows); chunk is
 // the most keys a chunk can hold (the span over S). Partials: m, l
@@ -252,17 +239,20 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 					for (int e = 0; e < E; e++) out[(long long)g * S * d + c * E + e] = acc[g][e];
 			continue;
 		}
-		// KG > 1: one vector per thread, this loop runs once.
-		SPLIT_ADD(KG, part, {
+		// KG > 1: one vector per thread, this loop runs once. The parts go
+		// into buf in part order, one part a round.
+		for (int r = 0; r < KG; r++) {
+			if (part == r)
 #pragma unroll
-			for (int g = 0; g < GM; g++)
-				if (g < G)
+				for (int g = 0; g < GM; g++)
+					if (g < G)
 #pragma unroll
-					for (int e = 0; e < E; e++) {
-						float* bp = buf + g * d + c * E + e;
-						*bp = (first ? 0.f : *bp) + acc[g][e];
-					}
-		});
+						for (int e = 0; e < E; e++) {
+							float* bp = buf + g * d + c * E + e;
+							*bp = (r ? *bp : 0.f) + acc[g][e];
+						}
+			__syncthreads();
+		}
 	}
 	if (KG > 1)
 		for (int x = threadIdx.x; x < G * d; x += blockDim.x) out[(long long)(x / d) * S * d + x % d] = buf[x];
@@ -397,10 +387,12 @@ __device__ void attn_finish_body(const float* pm, const float* pl, const float* 
 			for (int e = 0; e < E; e++) out[c * E + e] = attn_gate(acc[e], g, sg, t, h, heads, d, i0 + c * E + e);
 			continue;
 		}
-		SPLIT_ADD(KG, part, {
+		for (int r = 0; r < KG; r++) { // the parts in part order, one a round
+			if (part == r)
 #pragma unroll
-			for (int e = 0; e < E; e++) buf[c * E + e] = (first ? 0.f : buf[c * E + e]) + acc[e];
-		});
+				for (int e = 0; e < E; e++) buf[c * E + e] = (r ? buf[c * E + e] : 0.f) + acc[e];
+			__syncthreads();
+		}
 	}
 	if (KG > 1)
 		for (int i = threadIdx.x; i < dd; i += blockDim.x) out[i] = attn_gate(buf[i], g, sg, t, h, heads, d, i0 + i);
