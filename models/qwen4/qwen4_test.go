@@ -95,35 +95,41 @@ func TestGolden(t *testing.T) {
 	for _, name := range checkpoints {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(testdata, name)
-			gold := readGolden(t, dir)
-			m := loadModel(t, dir)
-			s := newSession(t, m, Options{})
-			worstFull, worstInc := 0.0, 0.0
-			for ci, gc := range gold.Cases {
-				s.Reset()
-				out, err := s.Forward(gc.IDs, 0, WantAll)
-				require.NoError(t, err)
-				d := maxDiff(t, rowsOf(t, out), gc.Full)
-				require.Less(t, d, 1e-4, "case %d full", ci)
-				worstFull = math.Max(worstFull, d)
-
-				s.Reset()
-				half := len(gc.IDs) / 2
-				out, err = s.Forward(gc.IDs[:half], 0, WantAll)
-				require.NoError(t, err)
-				inc := rowsOf(t, out)
-				for p := half; p < len(gc.IDs); p++ {
-					out, err := s.Forward(gc.IDs[p:p+1], p, WantLast)
-					require.NoError(t, err)
-					inc = append(inc, rowsOf(t, out)...)
-				}
-				d = maxDiff(t, inc, gc.Incremental)
-				require.Less(t, d, 1e-4, "case %d incremental", ci)
-				worstInc = math.Max(worstInc, d)
-			}
-			t.Logf("largest |logit - transformers|: full %.3g, incremental %.3g", worstFull, worstInc)
+			s := newSession(t, loadModel(t, dir), Options{})
+			full, inc := checkGolden(t, s, readGolden(t, dir), 1e-4)
+			t.Logf("largest |logit - transformers|: full %.3g, incremental %.3g", full, inc)
 		})
 	}
+}
+
+// checkGolden runs every golden case on s, whole and incrementally (half,
+// then one token per call), requires both within tol of the golden logits
+// and gives the largest differences.
+func checkGolden(t *testing.T, s *Session, gold golden, tol float64) (worstFull, worstInc float64) {
+	t.Helper()
+	for ci, gc := range gold.Cases {
+		s.Reset()
+		out, err := s.Forward(gc.IDs, 0, WantAll)
+		require.NoError(t, err)
+		d := maxDiff(t, rowsOf(t, out), gc.Full)
+		require.Less(t, d, tol, "case %d full", ci)
+		worstFull = math.Max(worstFull, d)
+
+		s.Reset()
+		half := len(gc.IDs) / 2
+		out, err = s.Forward(gc.IDs[:half], 0, WantAll)
+		require.NoError(t, err)
+		inc := rowsOf(t, out)
+		for p := half; p < len(gc.IDs); p++ {
+			out, err := s.Forward(gc.IDs[p:p+1], p, WantLast)
+			require.NoError(t, err)
+			inc = append(inc, rowsOf(t, out)...)
+		}
+		d = maxDiff(t, inc, gc.Incremental)
+		require.Less(t, d, tol, "case %d incremental", ci)
+		worstInc = math.Max(worstInc, d)
+	}
+	return worstFull, worstInc
 }
 
 // longest is the golden case with the most tokens.

@@ -452,6 +452,11 @@ func kernelErr(w [errRecWords]int32) error {
 	case 6:
 		return errors.New("kv_write: the slot has no rows")
 	}
+	for _, f := range qwenKernelErrs {
+		if err := f(w); err != nil {
+			return err
+		}
+	}
 	return fmt.Errorf("cuda: kernel error %d (%d, %d, %d)", w[0], w[1], w[2], w[3])
 }
 

@@ -26,8 +26,8 @@ func bindQKVPrep(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	if err := f32All([]string{"q", "k", "v", "kslot", "vslot", "output"}, []*Buffer{q, k, v, ks, vs, y}); err != nil {
 		return nil, err
 	}
-	if call.dt != graph.I32 || call.n < ops.CallLen {
-		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	if err := checkCall(call); err != nil {
+		return nil, err
 	}
 	rope := at.NormRope.Rope
 	hd, rot := rope.HeadDim, rope.Rotary

@@ -15,7 +15,8 @@ import (
 // step that enqueues the op.
 type binder func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 
-// binders is every op this backend runs, by op name; built once, never changed.
+// binders is every op this backend runs, by op name; built at start-up
+// (qwen.go adds the Qwen4-Exp groups), never changed after.
 var binders = map[string]binder{
 	"embed":             bindEmbed,
 	"matmul":            bindMatMul,
@@ -128,6 +129,15 @@ func f32All(names []string, bs []*Buffer) error {
 }
 
 func (be *Backend) newSteps() *steps { return &steps{be: be} }
+
+// checkCall checks the call record buffer a kernel reads the position and
+// rows of a run from.
+func checkCall(call *Buffer) error {
+	if call.dt != graph.I32 || call.n < ops.CallLen {
+		return fmt.Errorf("call record is a %s buffer of %d elements, want i32 of at least %d", call.dt, call.n, ops.CallLen)
+	}
+	return nil
+}
 
 // wtype is the kernels' code of a weight's stored type.
 func wtype(b *Buffer) (int32, error) {
@@ -440,8 +450,8 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		return nil, err
 	}
 	call := in[1]
-	if call.dt != graph.I32 || call.n < ops.CallLen {
-		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	if err := checkCall(call); err != nil {
+		return nil, err
 	}
 	w := n.Inputs[0].Shape.Last()
 	if rope.HeadDim <= 0 || w%rope.HeadDim != 0 || rope.Rotary <= 0 || rope.Rotary%2 != 0 || rope.Rotary > rope.HeadDim || !(rope.Theta > 0) {
@@ -517,8 +527,8 @@ func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	if err := f32All([]string{"rows", "slot"}, []*Buffer{rows, slot}); err != nil {
 		return nil, err
 	}
-	if call.dt != graph.I32 || call.n < ops.CallLen {
-		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	if err := checkCall(call); err != nil {
+		return nil, err
 	}
 	w := n.Inputs[1].Shape.Last()
 	if w <= 0 || rows.n%w != 0 || slot.n%w != 0 {
@@ -586,8 +596,8 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if err := f32All([]string{"q", "k", "v", "output"}, []*Buffer{q, k, v, y}); err != nil {
 		return nil, err
 	}
-	if call.dt != graph.I32 || call.n < ops.CallLen {
-		return nil, fmt.Errorf("call record is a %s buffer of %d elements", call.dt, call.n)
+	if err := checkCall(call); err != nil {
+		return nil, err
 	}
 	d := at.HeadDim
 	if at.Heads <= 0 || at.KVHeads <= 0 || d <= 0 || at.Heads%at.KVHeads != 0 || at.Window < 0 {

@@ -51,14 +51,21 @@ __device__ __forceinline__ float load_w(const void* w, int wt, long long i) {
 	return ((const float*)w)[i];
 }
 
-// report records the first error of a run: code and up to three values.
-__device__ __forceinline__ void report(int* err, int code, int a, int b, int c) {
+// report5 records the first error of a run: code and up to five values
+// (the record has 8 words; the Go side, kernelErr and the Qwen groups'
+// functions, words them by code).
+__device__ __forceinline__ void report5(int* err, int code, int a, int b, int c, int d, int e) {
 	if (atomicCAS(err, 0, code) == 0) {
 		err[1] = a;
 		err[2] = b;
 		err[3] = c;
+		err[4] = d;
+		err[5] = e;
 	}
 }
+
+// report records the first error of a run: code and up to three values.
+__device__ __forceinline__ void report(int* err, int code, int a, int b, int c) { report5(err, code, a, b, c, 0, 0); }
 
 // read_call reads the call record: the position of row 0 and the rows the
 // run computes (0 means all rows of the plan). It returns false, after

@@ -1,0 +1,391 @@
+// QSA sparse attention of Qwen4-Exp (ops/qwen_qsa.go): qsa_block_keys (the
+// indexer's block keys and its raw key slot), qsa_select (block scores and
+// their top-k: qsa_scores then qsa_topk), qsa_attention (GQA attention over
+// the selected key blocks and the trailing keys) and gate_merge.
+//
+// Every per-run value (the position of row 0, the rows used) comes from the
+// call record; sums that the CPU reference takes in f64 are f64 here, and
+// every reduction runs in a fixed order, so a result is the same on every
+// run.
+
+// Error codes of this file (60..69); the Go side (qwen_qsa.go, qsaKernelErr)
+// words them.
+#define QSA_ERR_SLOT_CAPACITY 60 // qsa_block_keys: a = last position, b = slot rows
+#define QSA_ERR_KEYS_CAPACITY 61 // qsa_block_keys: a = block, b = block key rows
+#define QSA_ERR_RING_SHORT 62    // qsa_block_keys: a = ring rows, b = earlier keys of the block, c = block
+#define QSA_ERR_SEL_CAPACITY 63  // qsa_select: a = row, b = position, c = blocks seen, d = block key rows
+#define QSA_ERR_SEL_NAN 64       // qsa_select: a = row, b = block
+#define QSA_ERR_ATTN_CAPACITY 65 // qsa_attention: a = last position, b = slot rows
+#define QSA_ERR_ATTN_SEL 66      // qsa_attention: a = row, b = position, c = entry, d = its block id, e = blocks seen
+
+// QSA_SC_PER_CTA is the blocks whose scores one qsa_scores block computes.
+#define QSA_SC_PER_CTA 64
+
+// Defined earlier in the program (elementwise.cu, norm.cu); the kernels are
+// one translation unit.
+__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring);
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, const float* scale, int hd, int rot, int norm,
+                          float eps);
+
+// ---------------------------------------------------------------- qsa_block_keys
+
+// qsa_bk_check reads the call record and checks a qsa_block_keys run as the
+// CPU does, in its order: the slot's capacity (linear), the block keys'
+// capacity, and that a ring still holds the earlier keys of the first block
+// the call completes. It returns false, after reporting, when the run must
+// not happen. Both qsa_block_keys kernels call it, so an error stops both.
+__device__ __forceinline__ bool qsa_bk_check(const int* call, int rows, int cr, int slotCap, int keyCap, int ring, int* err, int* pos,
+                                             int* used) {
+	if (!read_call(call, rows, err, pos, used)) return false;
+	long long p0 = *pos, last = p0 + *used - 1;
+	if (!ring && last >= slotCap) {
+		report(err, QSA_ERR_SLOT_CAPACITY, (int)last, slotCap, 0);
+		return false;
+	}
+	long long b0 = p0 / cr, b1 = (p0 + *used) / cr;
+	if (b1 > keyCap) {
+		report(err, QSA_ERR_KEYS_CAPACITY, (int)(b1 - 1), keyCap, 0);
+		return false;
+	}
+	if (ring && b1 > b0 && p0 - b0 * cr > slotCap) {
+		report(err, QSA_ERR_RING_SHORT, slotCap, (int)(p0 - b0 * cr), (int)b0);
+		return false;
+	}
+	return true;
+}
+
+// qsa_block_keys: grid (⌈rows/cr⌉: the most blocks a call of rows rows can
+// complete), block a multiple of 32 threads, dynamic shared memory d
+// floats. Block i writes block key b = ⌊pos/cr⌋ + i when the call completes
+// it (b < ⌊(pos + used)/cr⌋): the f64 mean of its cr raw keys (from kraw
+// for positions of the call, else from the slot, ring row j mod slotCap),
+// rounded to f32, RMS-normed with 1 + w (f64, eps) and rotated at position
+// b·cr (rope_head). The slot is written afterwards by qsa_block_keys_slot.
+extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int wt, const float* slot, float* keys, const int* call,
+                                          int* err, const double* freq, int rows, int d, int rot, int cr, float eps, int slotCap,
+                                          int keyCap, int ring) {
+	pdl_entry();
+	extern __shared__ float qsa_bk_sh[];
+	__shared__ double scratch[32];
+	int pos, used;
+	if (!qsa_bk_check(call, rows, cr, slotCap, keyCap, ring, err, &pos, &used)) return;
+	long long b = (long long)pos / cr + blockIdx.x;
+	if (b >= ((long long)pos + used) / cr) return;
+	float* kb = qsa_bk_sh;
+	double ss = 0;
+	for (int c = threadIdx.x; c < d; c += blockDim.x) {
+		double m = 0;
+		for (int i = 0; i < cr; i++) {
+			long long j = b * cr + i;
+			const float* src;
+			if (j >= pos) src = kraw + (j - pos) * d;
+			else src = slot + (ring ? j % slotCap : j) * d;
+			m += (double)src[c];
+		}
+		float x = (float)(m / (double)cr);
+		kb[c] = x;
+		ss += (double)x * (double)x;
+	}
+	ss = block_sum_d(ss, scratch);
+	double inv = 1.0 / sqrt(ss / (double)d + (double)eps);
+	for (int c = threadIdx.x; c < d; c += blockDim.x) kb[c] = (float)((double)kb[c] * inv * (1.0 + (double)load_w(w, wt, c)));
+	__syncthreads();
+	rope_head(kb, keys + b * d, (int)(b * cr), freq, 0, d, rot, 0, 0.f);
+}
+
+// qsa_block_keys_slot: grid (rows), block a multiple of 32 threads. Block r
+// copies raw key row r into the slot as kv_write does (ring row
+// (pos + r) mod slotCap; a padding row, or a ring row a later row of the
+// call overwrites, is skipped), after qsa_block_keys read the slot.
+extern "C" __global__ void qsa_block_keys_slot(const float* kraw, float* slot, const int* call, int* err, int rows, int d, int cr,
+                                               int slotCap, int keyCap, int ring) {
+	pdl_entry();
+	int pos, used;
+	if (!qsa_bk_check(call, rows, cr, slotCap, keyCap, ring, err, &pos, &used)) return;
+	long long s = kv_row(blockIdx.x, pos, used, slotCap, ring);
+	if (s < 0) return;
+	const float* src = kraw + (long long)blockIdx.x * d;
+	float* dst = slot + s * d;
+	for (int c = threadIdx.x; c < d; c += blockDim.x) dst[c] = src[c];
+}
+
+// ---------------------------------------------------------------- qsa_select
+
+// qsa_blocks_seen is ⌊(p + 1)/cr⌋, the complete blocks position p sees.
+__device__ __forceinline__ long long qsa_blocks_seen(long long p, int cr) { return (p + 1) / cr; }
+
+// qsa_scores: grid (⌈keyCap/QSA_SC_PER_CTA⌉, R), 256 threads. It scores
+// for row t = r0 + blockIdx.y (rows t < used whose nb = ⌊(p+1)/cr⌋
+// complete blocks exceed keep) blocks blockIdx.x·QSA_SC_PER_CTA .. + 63
+// below nb: σ_b = f32(Σ_h ReLU(qi_h · keys[b]) / sqrt(d)), each dot an f32
+// warp sum (lanes over d, then warp_sum: the same order for every block, so
+// equal keys give equal scores), the heads summed in f64; a NaN passes the
+// ReLU. One warp per block b; scores go to sc[(t − r0)·keyCap + b]. A row
+// whose nb exceeds keyCap is reported.
+extern "C" __global__ void qsa_scores(const float* qi, const float* keys, float* sc, const int* call, int* err, int rows, int r0,
+                                      int heads, int d, int cr, int keep, int keyCap) {
+	pdl_entry();
+	int t = r0 + blockIdx.y, pos, used;
+	if (t >= rows || !read_call(call, rows, err, &pos, &used) || t >= used) return;
+	long long p = (long long)pos + t, nb = qsa_blocks_seen(p, cr);
+	if (nb <= keep) return;
+	if (nb > keyCap) {
+		if (blockIdx.x == 0 && threadIdx.x == 0) report5(err, QSA_ERR_SEL_CAPACITY, t, (int)p, (int)nb, keyCap, 0);
+		return;
+	}
+	long long b0 = (long long)blockIdx.x * QSA_SC_PER_CTA, b1 = min(nb, b0 + QSA_SC_PER_CTA);
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	const float* qr = qi + (long long)t * heads * d;
+	float* out = sc + (long long)blockIdx.y * keyCap;
+	double inv = 1.0 / sqrt((double)d);
+	for (long long b = b0 + warp; b < b1; b += nw) {
+		const float* kb = keys + b * d;
+		double s = 0;
+		for (int h = 0; h < heads; h++) {
+			const float* qh = qr + (long long)h * d;
+			float x = 0.f;
+			for (int c = lane; c < d; c += 32) x += qh[c] * kb[c];
+			x = warp_sum(x);
+			if (!(x <= 0.f)) s += (double)x; // ReLU, letting a NaN through to be reported
+		}
+		if (lane == 0) out[b] = (float)(s * inv);
+	}
+}
+
+// qsa_order_key maps a score to an unsigned key of the same order (−0 as
+// +0, since the two compare equal). Scores are never NaN here.
+__device__ __forceinline__ u32 qsa_order_key(float f) {
+	u32 u = f == 0.f ? 0u : __float_as_uint(f);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// qsa_topk: grid (R), blockDim a multiple of 32 (at most 1024). Block i
+// writes the selection of row t = r0 + i: all −1 for t ≥ used; blocks
+// 0 .. nb−1 then −1 when nb ≤ keep; else the keep best blocks of the row's
+// scores (qsa_scores) under the order (score descending, block ascending),
+// listed ascending, which is the CPU's heap top-k followed by a sort. A NaN
+// score is reported (its smallest block).
+//
+// The keep-th best score T is found by a radix select over the scores'
+// order keys, 8 bits a pass from the top (shared histograms, integer
+// atomics, so exact): after it, every block above T is kept, and of the
+// blocks equal to T the first (by index) k. A last pass writes the kept
+// blocks in index order, a tile of blockDim blocks at a time, each block's
+// place being the kept blocks before it (warp ballots, then warp totals).
+extern "C" __global__ void qsa_topk(const float* sc, int* sel, const int* call, int* err, int rows, int r0, int cr, int keep,
+                                    int keyCap) {
+	pdl_entry();
+	__shared__ int hist[256];
+	__shared__ int sh_nan, sh_digit, sh_k;
+	__shared__ int wcnt[2][32];
+	int t = r0 + blockIdx.x, pos, used;
+	if (t >= rows || !read_call(call, rows, err, &pos, &used)) return;
+	int* row = sel + (long long)t * keep;
+	if (t >= used) {
+		for (int i = threadIdx.x; i < keep; i += blockDim.x) row[i] = -1;
+		return;
+	}
+	long long p = (long long)pos + t, nbl = qsa_blocks_seen(p, cr);
+	if (nbl <= keep) {
+		for (int i = threadIdx.x; i < keep; i += blockDim.x) row[i] = i < nbl ? i : -1;
+		return;
+	}
+	if (nbl > keyCap) {
+		if (threadIdx.x == 0) report5(err, QSA_ERR_SEL_CAPACITY, t, (int)p, (int)nbl, keyCap, 0);
+		return;
+	}
+	int nb = (int)nbl;
+	const float* s = sc + (long long)blockIdx.x * keyCap;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	if (threadIdx.x == 0) sh_nan = nb;
+	u32 prefix = 0, mask = 0;
+	int k = keep; // the rank, from the top, of T among the blocks that match prefix under mask
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+		__syncthreads();
+		int first_nan = nb;
+		for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+			float f = s[b];
+			if (f != f) {
+				first_nan = min(first_nan, b);
+				continue;
+			}
+			u32 u = qsa_order_key(f);
+			if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1);
+		}
+		if (shift == 24) {
+			if (first_nan < nb) atomicMin(&sh_nan, first_nan);
+			__syncthreads();
+			if (sh_nan < nb) {
+				if (threadIdx.x == 0) report5(err, QSA_ERR_SEL_NAN, t, sh_nan, 0, 0, 0);
+				return;
+			}
+		} else {
+			__syncthreads();
+		}
+		if (warp == 0) {
+			// lane l holds bins 255 − 8l down to 248 − 8l; an inclusive scan
+			// over lanes counts the blocks in the bins above each lane's
+			int c[8], sum = 0;
+#pragma unroll
+			for (int i = 0; i < 8; i++) c[i] = hist[255 - 8 * lane - i], sum += c[i];
+			int inc = sum;
+			for (int o = 1; o < 32; o <<= 1) {
+				int y = __shfl_up_sync(0xffffffffu, inc, o);
+				if (lane >= o) inc += y;
+			}
+			int cum = inc - sum;
+			if (cum < k && inc >= k) {
+#pragma unroll
+				for (int i = 0; i < 8; i++) {
+					if (cum < k && cum + c[i] >= k) sh_digit = 255 - 8 * lane - i, sh_k = k - cum;
+					cum += c[i];
+				}
+			}
+		}
+		__syncthreads();
+		prefix |= (u32)sh_digit << shift;
+		mask |= 255u << shift;
+		k = sh_k;
+	}
+	// prefix is T's key; k blocks equal to T are kept, keep − k above it.
+	int base = 0, seen = 0;
+	unsigned below = (1u << lane) - 1u;
+	for (int tile = 0; tile < nb; tile += blockDim.x) {
+		int b = tile + threadIdx.x;
+		u32 u = b < nb ? qsa_order_key(s[b]) : 0u;
+		bool gt = b < nb && u > prefix, eq = b < nb && u == prefix;
+		unsigned bg = __ballot_sync(0xffffffffu, gt), be = __ballot_sync(0xffffffffu, eq);
+		if (lane == 0) wcnt[0][warp] = __popc(bg), wcnt[1][warp] = __popc(be);
+		__syncthreads();
+		int gb = __popc(bg & below), eb = __popc(be & below), gtot = 0, etot = 0;
+		for (int i = 0; i < nw; i++) {
+			if (i < warp) gb += wcnt[0][i], eb += wcnt[1][i];
+			gtot += wcnt[0][i], etot += wcnt[1][i];
+		}
+		int rem = max(k - seen, 0); // ties still to keep
+		if (gt || (eq && eb < rem)) row[base + gb + min(eb, rem)] = b;
+		base += gtot + min(etot, rem);
+		seen += etot;
+		__syncthreads();
+	}
+}
+
+// ---------------------------------------------------------------- qsa_attention
+
+// qsa_key_pos is the position of key j of a row's list: the m selected
+// blocks' keys in order (ids in ids), then the trailing positions from
+// nb·cr.
+__device__ __forceinline__ long long qsa_key_pos(int j, const int* ids, int m, int cr, long long nb) {
+	int mk = m * cr;
+	if (j < mk) return (long long)ids[j / cr] * cr + j % cr;
+	return nb * cr + (j - mk);
+}
+
+// qsa_attention: grid (rows, heads), blockDim a multiple of 32 (at most
+// 1024), dynamic shared memory keep ints (the row's selection), d floats
+// (the query head) and, when gsc is null, maxKeys floats (the scores; else
+// they go to gsc[(t·heads + h)·maxKeys ..]). Block (t, h) checks the call's
+// positions against the slots' capacity and its row's selection (ascending
+// ids below nb = ⌊(p+1)/cr⌋, then −1: the first bad entry is reported),
+// then attends query head h (KV head h / (heads/kvh)) over the keys of its
+// selected blocks and the trailing positions nb·cr .. p: s_j = scale ·
+// q·k_j (f32 warp sums, one warp per key), m = max s_j, e_j = exp(s_j − m)
+// (f64, kept as f32), a_j = f32(e_j / Σe) with the sum in f64, and
+// out[c] = Σ_j a_j v_j[c] summed in key order by one thread per c. Rows
+// t ≥ used are 0.
+extern "C" __global__ void qsa_attention(const float* q, const float* k, const float* v, const int* sel, const int* call, int* err,
+                                         float* y, float* gsc, int rows, int heads, int kvh, int d, int cr, int keep, int cap,
+                                         float scale, int maxKeys) {
+	pdl_entry();
+	extern __shared__ float qsa_attn_sh[];
+	__shared__ double scratch[32];
+	__shared__ float wmax[32];
+	__shared__ int sh_bad, sh_m;
+	int t = blockIdx.x, h = blockIdx.y, pos, used;
+	if (!read_call(call, rows, err, &pos, &used)) return;
+	long long qw = (long long)heads * d;
+	float* yh = y + t * qw + (long long)h * d;
+	if (t >= used) {
+		for (int c = threadIdx.x; c < d; c += blockDim.x) yh[c] = 0.f;
+		return;
+	}
+	if ((long long)pos + used - 1 >= cap) {
+		if (t == 0 && h == 0 && threadIdx.x == 0) report(err, QSA_ERR_ATTN_CAPACITY, (int)((long long)pos + used - 1), cap, 0);
+		return;
+	}
+	long long p = (long long)pos + t, nb = qsa_blocks_seen(p, cr);
+	int* ids = (int*)qsa_attn_sh;
+	float* qs = qsa_attn_sh + keep;
+	float* sc = gsc ? gsc + ((long long)t * heads + h) * maxKeys : qs + d;
+	if (threadIdx.x == 0) sh_bad = keep, sh_m = keep;
+	__syncthreads();
+	const int* sr = sel + (long long)t * keep;
+	for (int i = threadIdx.x; i < keep; i += blockDim.x) {
+		int b = sr[i], prev = i > 0 ? sr[i - 1] : -1;
+		ids[i] = b;
+		if (b == -1) atomicMin(&sh_m, i);
+		else if (b < 0 || b >= nb || (i > 0 && (prev == -1 || b <= prev))) atomicMin(&sh_bad, i);
+	}
+	const float* qh = q + t * qw + (long long)h * d;
+	for (int c = threadIdx.x; c < d; c += blockDim.x) qs[c] = qh[c];
+	__syncthreads();
+	if (sh_bad < keep) {
+		if (threadIdx.x == 0) report5(err, QSA_ERR_ATTN_SEL, t, (int)p, sh_bad, ids[sh_bad], (int)nb);
+		return;
+	}
+	int m = sh_m;
+	int n = m * cr + (int)(p + 1 - nb * cr);
+	if (n == 0) {
+		for (int c = threadIdx.x; c < d; c += blockDim.x) yh[c] = 0.f;
+		return;
+	}
+	long long kw = (long long)kvh * d;
+	long long ko = (long long)(h / (heads / kvh)) * d;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	// scores, one warp per key
+	for (int j = warp; j < n; j += nw) {
+		const float* kr = k + qsa_key_pos(j, ids, m, cr, nb) * kw + ko;
+		float x = 0.f;
+		for (int c = lane; c < d; c += 32) x += qs[c] * kr[c];
+		x = warp_sum(x);
+		if (lane == 0) sc[j] = scale * x;
+	}
+	__syncthreads();
+	float mx = NEG_INF;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+	mx = warp_max(mx);
+	if (lane == 0) wmax[warp] = mx;
+	__syncthreads();
+	mx = wmax[0];
+	for (int i = 1; i < nw; i++) mx = fmaxf(mx, wmax[i]);
+	double sum = 0;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		double e = exp((double)(sc[j] - mx));
+		sc[j] = (float)e;
+		sum += e;
+	}
+	sum = block_sum_d(sum, scratch);
+	for (int j = threadIdx.x; j < n; j += blockDim.x) sc[j] = (float)((double)sc[j] / sum);
+	__syncthreads();
+	const float* vh = v + ko;
+	for (int c = threadIdx.x; c < d; c += blockDim.x) {
+		float acc = 0.f;
+		int j = 0;
+		for (int i = 0; i < m; i++) {
+			long long r0 = (long long)ids[i] * cr;
+			for (int u = 0; u < cr; u++, j++) acc += sc[j] * vh[(r0 + u) * kw + c];
+		}
+		for (long long r = nb * cr; r <= p; r++, j++) acc += sc[j] * vh[r * kw + c];
+		yh[c] = acc;
+	}
+}
+
+// ---------------------------------------------------------------- gate_merge
+
+// qsa_gate_merge: o[i] = y[i] · f32(sigmoid(g[i])) (the sigmoid in f64, as
+// the CPU's); grid-stride over n elements (grid1). o may be y.
+extern "C" __global__ void qsa_gate_merge(const float* y, const float* g, float* o, long long n) {
+	pdl_entry();
+	GRID_STRIDE(i, n) { o[i] = y[i] * (float)sigmoid_d((double)g[i]); }
+}

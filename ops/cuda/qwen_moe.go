@@ -1,0 +1,241 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// Binders of the mixture-of-experts ops (ops/qwen_moe.go); the kernels are
+// in kernels/qwen_moe.cu. moe_route is one block per row; expert_matmul is
+// one warp per (unit, output feature) when there are few units (decode:
+// each unit streams its expert's rows), else a grouping of the units by
+// expert followed by a tiled product per (expert, block of features), which
+// reads each expert's rows once for all of its units; silu_glu and
+// moe_combine are grid-stride elementwise kernels.
+
+// moeBinders are the binders of the MoE ops, by op name.
+var moeBinders = map[string]binder{
+	"moe_route":     bindMoERoute,
+	"expert_matmul": bindExpertMatMul,
+	"silu_glu":      bindSiLUGLU,
+	"moe_combine":   bindMoECombine,
+}
+
+// moeKernels are the kernels of kernels/qwen_moe.cu that the binders launch.
+var moeKernels = []string{"moe_route", "moe_expert_warp", "moe_expert_group", "moe_expert_tile", "moe_silu_glu", "moe_combine"}
+
+// The error codes of kernels/qwen_moe.cu (ERR_MOE_*).
+const (
+	moeErrNaN = 40 // a = row, b = expert
+	moeErrID  = 41 // a = row, b = pick, c = id, w[4] = experts
+)
+
+const (
+	// moeSharedMax is the dynamic shared memory a launch takes without
+	// opting in to more.
+	moeSharedMax = 48 << 10
+	// moeWarps is MOE_WARPS: the warps of a moe_expert_warp block.
+	moeWarps = 8
+	// moeTile is MOE_TN: the features of a moe_expert_tile block.
+	moeTile = 64
+	// moeTileThreads is the block of moe_expert_tile (its 16x16 threads).
+	moeTileThreads = 256
+	// moeGroupThreads is the block of moe_expert_group.
+	moeGroupThreads = 1024
+)
+
+// moeKernelErr words the error record of the MoE kernels' codes; nil for
+// other codes.
+func moeKernelErr(w [errRecWords]int32) error {
+	switch w[0] {
+	case moeErrNaN:
+		return fmt.Errorf("moe_route: row %d: router logit of expert %d is NaN", w[1], w[2])
+	case moeErrID:
+		return fmt.Errorf("expert_matmul: row %d pick %d: expert id %d outside [0, %d)", w[1], w[2], w[3], w[4])
+	}
+	return nil
+}
+
+// bindMoERoute binds moe_route: one block per row of logits; the row's
+// logits and its kept probabilities live in dynamic shared memory.
+func bindMoERoute(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := ops.NodeAttrs[ops.RouteAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	l, ids, w := in[0], out[0], out[1]
+	if err := f32All([]string{"logits", "weights"}, []*Buffer{l, w}); err != nil {
+		return nil, err
+	}
+	if ids.dt != graph.I32 {
+		return nil, fmt.Errorf("moe_route: ids are %s, want i32", ids.dt)
+	}
+	e, k := n.Inputs[0].Shape.Last(), at.K
+	if e <= 0 || k <= 0 || k > e {
+		return nil, fmt.Errorf("moe_route: top-%d of %d experts", k, e)
+	}
+	if l.n%e != 0 {
+		return nil, fmt.Errorf("moe_route: logits of %d elements in rows of %d", l.n, e)
+	}
+	rows := l.n / e
+	if ids.n != rows*k || w.n != rows*k {
+		return nil, fmt.Errorf("moe_route: ids of %d and weights of %d elements, want %d (%d rows, top-%d)", ids.n, w.n, rows*k, rows, k)
+	}
+	shared := 8*k + 4*e
+	if shared > moeSharedMax {
+		return nil, fmt.Errorf("moe_route: top-%d of %d experts takes %d bytes of shared memory, over %d", k, e, shared, moeSharedMax)
+	}
+	s := be.newSteps()
+	if rows == 0 {
+		return s, nil
+	}
+	norm := int32(0)
+	if at.Norm {
+		norm = 1
+	}
+	s.add("moe_route", [3]uint32{uint32(rows), 1, 1}, [3]uint32{threadsFor(e, 1024), 1, 1}, uint32(shared),
+		l.ptr, ids.ptr, w.ptr, int32(e), int32(k), norm, be.errRec)
+	return s, nil
+}
+
+// bindExpertMatMul binds expert_matmul. With at most as many units (rows·k)
+// as experts it launches moe_expert_warp, a warp per (unit, feature), with
+// 16-byte weight loads when the rows allow them; with more, the units are
+// grouped by expert into scratch (moe_expert_group) and moe_expert_tile
+// reads each expert's rows once for all of its units.
+func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	x, w, ids, y := in[0], in[1], in[2], out[0]
+	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+		return nil, err
+	}
+	wt, err := wtype(w)
+	if err != nil {
+		return nil, fmt.Errorf("expert_matmul: w: %w", err)
+	}
+	if ids.dt != graph.I32 {
+		return nil, fmt.Errorf("expert_matmul: ids are %s, want i32", ids.dt)
+	}
+	ws, is := n.Inputs[1].Shape, n.Inputs[2].Shape
+	if len(ws) != 3 || len(is) != 2 {
+		return nil, fmt.Errorf("expert_matmul: w %v must be [experts, out, in] and ids %v [rows, k]", ws, is)
+	}
+	e, nOut, nIn, k := ws[0], ws[1], ws[2], is[1]
+	if e <= 0 || nOut <= 0 || nIn <= 0 || k <= 0 {
+		return nil, fmt.Errorf("expert_matmul: w %v, ids %v: empty", ws, is)
+	}
+	perUnit := len(n.Inputs[0].Shape) == 3
+	units := ids.n
+	rows := units / k
+	xRows := rows
+	if perUnit {
+		xRows = units
+	}
+	if units%k != 0 || x.n != xRows*nIn || w.n != e*nOut*nIn || y.n != units*nOut {
+		return nil, fmt.Errorf("expert_matmul: x of %d, w of %d, ids of %d, output of %d elements do not fit w %v and k %d (per unit %v)",
+			x.n, w.n, ids.n, y.n, ws, k, perUnit)
+	}
+	s := be.newSteps()
+	if units == 0 {
+		return s, nil
+	}
+	pu := int32(0)
+	if perUnit {
+		pu = 1
+	}
+	if units > e && 4*e <= moeSharedMax {
+		return be.expertGrouped(s, x, w, wt, ids, y, units, k, e, nOut, nIn, pu)
+	}
+	warps := int64(units) * int64(nOut)
+	blocks := (warps + moeWarps - 1) / moeWarps
+	if blocks > 1<<31-1 {
+		return nil, fmt.Errorf("expert_matmul: %d units of %d features: %d blocks, over the grid's limit", units, nOut, blocks)
+	}
+	es := w.store.Size()
+	vec := int32(0)
+	if (nIn*es)%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
+		vec = 1
+	}
+	s.add("moe_expert_warp", [3]uint32{uint32(blocks), 1, 1}, [3]uint32{32 * moeWarps, 1, 1}, 0,
+		x.ptr, w.ptr, wt, ids.ptr, y.ptr, int32(units), int32(k), int32(e), int32(nOut), int32(nIn), pu, vec, be.errRec)
+	return s, nil
+}
+
+// expertGrouped appends expert_matmul's grouped form to s: the units'
+// offsets by expert (e+1 ints) and their list (units ints) in scratch,
+// then the tiled product.
+func (be *Backend) expertGrouped(s *steps, x, w *Buffer, wt int32, ids, y *Buffer, units, k, e, nOut, nIn int, pu int32) (*steps, error) {
+	offs, err := be.scratchAlloc(4 * (e + 1 + units))
+	if err != nil {
+		return nil, fmt.Errorf("expert_matmul: %w", err)
+	}
+	list := offs + cu.DevicePtr(4*(e+1))
+	s.add("moe_expert_group", [3]uint32{1, 1, 1}, [3]uint32{moeGroupThreads, 1, 1}, uint32(4*e),
+		ids.ptr, int32(units), int32(k), int32(e), offs, list, be.errRec)
+	s.add("moe_expert_tile", [3]uint32{uint32((nOut + moeTile - 1) / moeTile), uint32(e), 1}, [3]uint32{moeTileThreads, 1, 1}, 0,
+		x.ptr, w.ptr, wt, offs, list, y.ptr, int32(k), int32(nOut), int32(nIn), pu)
+	return s, nil
+}
+
+// bindSiLUGLU binds silu_glu: silu of the first half of every row times its
+// second half.
+func bindSiLUGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	x, y := in[0], out[0]
+	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+		return nil, err
+	}
+	f := n.Outputs[0].Shape.Last()
+	if f <= 0 || y.n%f != 0 || x.n != 2*y.n {
+		return nil, fmt.Errorf("silu_glu: x of %d elements, output of %d, in rows of %d", x.n, y.n, f)
+	}
+	s := be.newSteps()
+	if y.n == 0 {
+		return s, nil
+	}
+	g, b := grid1(int64(y.n))
+	s.add("moe_silu_glu", g, b, 0, x.ptr, y.ptr, int64(y.n), int32(f))
+	return s, nil
+}
+
+// bindMoECombine binds moe_combine: the weighted sum of the expert units
+// and, with four inputs, the shared expert under its sigmoid gate.
+func bindMoECombine(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	if len(in) != 2 && len(in) != 4 {
+		return nil, fmt.Errorf("moe_combine takes y, w and optionally s, sg; got %d inputs", len(in))
+	}
+	names := []string{"y", "w", "output"}
+	bufs := []*Buffer{in[0], in[1], out[0]}
+	if len(in) == 4 {
+		names = append(names, "s", "sg")
+		bufs = append(bufs, in[2], in[3])
+	}
+	if err := f32All(names, bufs); err != nil {
+		return nil, err
+	}
+	ys := n.Inputs[0].Shape
+	if len(ys) != 3 || ys[1] <= 0 {
+		return nil, fmt.Errorf("moe_combine: y %v must be [rows, k, hidden]", ys)
+	}
+	k, h := ys[1], ys[2]
+	y, w, o := in[0], in[1], out[0]
+	rows := w.n / k
+	if w.n%k != 0 || y.n != rows*k*h || o.n != rows*h {
+		return nil, fmt.Errorf("moe_combine: y of %d, w of %d, output of %d elements do not fit k %d, hidden %d", y.n, w.n, o.n, k, h)
+	}
+	var sh, sg cu.DevicePtr
+	if len(in) == 4 {
+		if in[2].n != rows*h || in[3].n != rows {
+			return nil, fmt.Errorf("moe_combine: s of %d and sg of %d elements, want %d and %d", in[2].n, in[3].n, rows*h, rows)
+		}
+		sh, sg = in[2].ptr, in[3].ptr
+	}
+	s := be.newSteps()
+	if rows*h == 0 {
+		return s, nil
+	}
+	g, b := grid1(int64(rows * h))
+	s.add("moe_combine", g, b, 0, y.ptr, w.ptr, sh, sg, o.ptr, int64(rows*h), int32(k), int32(h))
+	return s, nil
+}
