@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -143,4 +144,52 @@ func TestBenchQwen4(t *testing.T) {
 	require.Contains(t, out, "Qwen4-Exp")
 	require.Contains(t, out, "decode       5 tokens")
 	require.Contains(t, out, "hits 5")
+}
+
+// TestRunQwen4: greedy generation on a Qwen4-Exp checkpoint prints the
+// prompt and the tokens, each the argmax of reel logits over what came
+// before; --draft needs greedy decoding and an MTP head.
+func TestRunQwen4(t *testing.T) {
+	const model = "../../testdata/qwen4/qwen4-tiny-small-11"
+	code, out, errOut := reel("run", "--model", model, "--prompt-ids", "1,2,3", "--tokens", "4", "--temperature", "0")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, errOut, "decode:  3 tokens")
+	var ids []int
+	for _, f := range strings.Fields(out) {
+		id, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.Len(t, ids, 7)
+	require.Equal(t, []int{1, 2, 3}, ids[:3])
+	for p := 3; p < len(ids); p++ {
+		var prefix []string
+		for _, id := range ids[:p] {
+			prefix = append(prefix, strconv.Itoa(id))
+		}
+		code, out, errOut := reel("logits", "--model", model, "--ids", strings.Join(prefix, ","))
+		require.Equal(t, exitOK, code, errOut)
+		var got logitsOutput
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		best := 0
+		for i, v := range got.Logits[0] {
+			if v > got.Logits[0][best] {
+				best = i
+			}
+		}
+		require.Equal(t, best, ids[p], "token %d", p)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tokens", "2"}, "--prompt-ids"},
+		{[]string{"--prompt-ids", "1", "--draft", "2"}, "--temperature 0"},
+		{[]string{"--prompt-ids", "1", "--draft", "2", "--temperature", "0"}, "no MTP head"},
+	} {
+		code, _, errOut := reel(append([]string{"run", "--model", model}, tc.args...)...)
+		require.Equal(t, exitUsage, code, errOut)
+		require.Contains(t, errOut, tc.want)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/models/qwen4"
+	"github.com/reel-runtime/reel/sample"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -242,4 +244,73 @@ func benchQwen4(mf *modelFlags, promptN, tokens int, stdout io.Writer) error {
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// runQwen4 is reel run on a Qwen4-Exp checkpoint: ids are the prompt; with
+// draft > 0 each step drafts that many tokens with the MTP head and
+// verifies them in one window (greedy).
+func runQwen4(ctx context.Context, mf *modelFlags, ids []int, tokens, draft int, smp *sample.Sampler, stdout, stderr io.Writer) error {
+	if len(ids) == 0 {
+		return usagef("the prompt is empty")
+	}
+	_, s, done, err := mf.qwen4Session(mf.dir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if draft > 0 && !s.MTP() {
+		return usagef("--draft %d: the checkpoint has no MTP head (no mtp.* tensors)", draft)
+	}
+	show := func(id int) { io.WriteString(stdout, strconv.Itoa(id)+" ") }
+	for _, id := range ids {
+		show(id)
+	}
+	t0 := time.Now()
+	out, err := s.Forward(ids, 0, qwen4.WantLast)
+	if err != nil {
+		return err
+	}
+	prefill := time.Since(t0)
+	next := smp.Next(out.Data().([]float32))
+	t1 := time.Now()
+	produced, windows, drafted, accepted := 0, 0, 0, 0
+	for produced < tokens && ctx.Err() == nil {
+		show(next)
+		produced++
+		if produced == tokens {
+			break
+		}
+		if draft == 0 {
+			out, err := s.Forward([]int{next}, s.Pos(), qwen4.WantLast)
+			if err != nil {
+				return err
+			}
+			next = smp.Next(out.Data().([]float32))
+			continue
+		}
+		drafts, err := s.Draft(next, min(draft, tokens-produced))
+		if err != nil {
+			return err
+		}
+		a, lg, err := s.Verify(next, drafts)
+		if err != nil {
+			return err
+		}
+		for _, d := range drafts[:a] {
+			show(d)
+		}
+		produced += a
+		windows, drafted, accepted = windows+1, drafted+len(drafts), accepted+a
+		next = smp.Next(lg)
+	}
+	decode := time.Since(t1)
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", len(ids), prefill.Seconds(), float64(len(ids))/prefill.Seconds())
+	if produced > 1 {
+		fmt.Fprintf(stderr, "decode:  %d tokens in %.3f s (%.1f tok/s) on %s\n", produced-1, decode.Seconds(), float64(produced-1)/decode.Seconds(), s.Backend().Name())
+	}
+	if windows > 0 {
+		fmt.Fprintf(stderr, "drafts:  %d of %d accepted in %d windows\n", accepted, drafted, windows)
+	}
+	return nil
 }

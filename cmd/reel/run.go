@@ -13,11 +13,14 @@ import (
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mf := modelFlags{reuseLogits: true}
-	fs := newFlags("run", "[--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--tokens N] [--temperature T] [--top-k K] [--seed S]", `
+	fs := newFlags("run", "[--model DIR] [--prompt TEXT | --prompt-ids 1,2,3] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--draft N]", `
 Run generates text: it feeds the prompt in chunks, then decodes one token at
 a time, printing each as it comes (as text when the model's tokens are bytes,
 as ids otherwise), and ends with the prefill and decode speeds on stderr.
-Without --model it runs the embedded dory-gotiny, a tiny Dory that writes Go.`, stderr)
+Without --model it runs the embedded dory-gotiny, a tiny Dory that writes Go.
+A Qwen4-Exp checkpoint takes --prompt-ids; with an MTP head, --draft N drafts
+N tokens a step and verifies them in one window (greedy: --temperature 0),
+which gives the tokens plain greedy decoding gives.`, stderr)
 	mf.register(fs, true)
 	prompt := fs.String("prompt", "package main\n", "prompt text (models with byte tokens)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids (overrides --prompt)")
@@ -26,6 +29,7 @@ Without --model it runs the embedded dory-gotiny, a tiny Dory that writes Go.`, 
 	topK := fs.Int("top-k", 40, "sample among the k most likely tokens; 0: all")
 	seed := fs.Uint64("seed", 1, "seed of the sampler")
 	loops := fs.Int("loops", 0, "recurrent loops per token (0: the checkpoint's)")
+	draft := fs.Int("draft", 0, "Qwen4-Exp with an MTP head: tokens to draft a step, verified in one window (needs --temperature 0)")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
@@ -35,6 +39,22 @@ Without --model it runs the embedded dory-gotiny, a tiny Dory that writes Go.`, 
 	smp, err := sample.New(*temperature, *topK, *seed)
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if *draft < 0 || (*draft > 0 && *temperature != 0) {
+		return usagef("--draft %d: drafts are verified greedily, so --draft needs --temperature 0", *draft)
+	}
+	if mf.dir != "" && isQwen4(mf.dir) {
+		if *promptIDs == "" {
+			return usagef("a Qwen4-Exp checkpoint takes its prompt as --prompt-ids")
+		}
+		ids, err := parseIDs(*promptIDs)
+		if err != nil {
+			return usagef("--prompt-ids: %v", err)
+		}
+		return runQwen4(ctx, &mf, ids, *tokens, *draft, smp, stdout, stderr)
+	}
+	if *draft > 0 {
+		return usagef("--draft needs a Qwen4-Exp checkpoint with an MTP head")
 	}
 	l, err := mf.open(ctx, true)
 	if err != nil {

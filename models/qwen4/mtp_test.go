@@ -3,6 +3,7 @@ package qwen4
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -248,4 +249,119 @@ func TestMTPSession(t *testing.T) {
 	}
 	_, err = newSession(t, m, Options{}).Draft(ids[0], 1)
 	require.ErrorContains(t, err, "run a forward first")
+}
+
+// greedy decodes n tokens after ids one forward a token and gives them,
+// with the logits of every step.
+func greedy(t *testing.T, s *Session, ids []int, n int) ([]int, [][]float32) {
+	t.Helper()
+	out, err := s.Forward(ids, 0, WantLast)
+	require.NoError(t, err)
+	lg := rowsOf(t, out)[0]
+	var toks []int
+	var steps [][]float32
+	for range n {
+		next := argmax(lg)
+		toks = append(toks, next)
+		out, err := s.Forward([]int{next}, s.Pos(), WantLast)
+		require.NoError(t, err)
+		lg = rowsOf(t, out)[0]
+		steps = append(steps, lg)
+	}
+	return toks, steps
+}
+
+// TestVerify: a speculation window accepts the drafts that greedy decoding
+// would pick, up to the first that it would not, and leaves the session
+// where greedy decoding one token at a time would be, bit for bit (the
+// recurrent states, the QSA caches and the MTP head's cache), whether every
+// draft, some or none were accepted.
+func TestVerify(t *testing.T) {
+	f := newMTPFixture(t)
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
+	m := loadModel(t, f.withHead)
+	want, steps := greedy(t, newSession(t, m, Options{}), ids, 8)
+	wrong := func(tok int) int { return (tok + 1) % m.Config.Vocab }
+
+	for _, c := range []struct {
+		name   string
+		drafts []int // after want[0]
+		accept int
+	}{
+		{"all", want[1:5], 4},
+		{"some", []int{want[1], want[2], wrong(want[3]), want[4]}, 2},
+		{"none", []int{wrong(want[1]), want[2]}, 0},
+		{"no drafts", nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSession(t, m, Options{})
+			_, err := s.Forward(ids, 0, WantLast)
+			require.NoError(t, err)
+			require.NoError(t, s.Snapshot())
+			accepted, lg, err := s.Verify(want[0], c.drafts)
+			require.NoError(t, err)
+			require.Equal(t, c.accept, accepted)
+			require.Equal(t, len(ids)+1+accepted, s.Pos())
+			require.Equal(t, want[accepted+1], argmax(lg), "the token after the window")
+			// the session goes on as greedy decoding does
+			out, err := s.Forward([]int{want[accepted+1]}, s.Pos(), WantLast)
+			require.NoError(t, err)
+			require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), [][]float32{steps[accepted+1]}))
+			drafts, err := s.Draft(argmax(steps[accepted+1]), 2)
+			require.NoError(t, err)
+			ref := newSession(t, m, Options{})
+			_, err = ref.Forward(append(slices.Clone(ids), want[:accepted+2]...), 0, WantLast)
+			require.NoError(t, err)
+			refDrafts, err := ref.Draft(argmax(steps[accepted+1]), 2)
+			require.NoError(t, err)
+			require.Equal(t, refDrafts, drafts, "the MTP head's cache and hyper-state")
+			// the user's snapshot is untouched: back to the window's start
+			require.NoError(t, s.Rollback(len(ids)))
+		})
+	}
+}
+
+// TestSpeculativeGreedy: greedy decoding with MTP drafts and windows gives
+// the tokens of plain greedy decoding.
+func TestSpeculativeGreedy(t *testing.T) {
+	f := newMTPFixture(t)
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
+	m := loadModel(t, f.withHead)
+	want, _ := greedy(t, newSession(t, m, Options{}), ids, 24)
+
+	s := newSession(t, m, Options{})
+	out, err := s.Forward(ids, 0, WantLast)
+	require.NoError(t, err)
+	next := argmax(rowsOf(t, out)[0])
+	var got []int
+	windows, accepted := 0, 0
+	for len(got) < len(want) {
+		drafts, err := s.Draft(next, 3)
+		require.NoError(t, err)
+		a, lg, err := s.Verify(next, drafts)
+		require.NoError(t, err)
+		got = append(got, next)
+		got = append(got, drafts[:a]...)
+		next = argmax(lg)
+		windows++
+		accepted += a
+	}
+	require.Equal(t, want, got[:len(want)])
+	t.Logf("%d tokens in %d windows (%d drafts accepted)", len(got), windows, accepted)
+}
+
+func TestVerifyErrors(t *testing.T) {
+	f := newMTPFixture(t)
+	m := loadModel(t, f.withHead)
+	s := newSession(t, m, Options{Chunk: 4})
+	_, err := s.Forward([]int{1, 2, 3}, 0, WantLast)
+	require.NoError(t, err)
+	_, _, err = s.Verify(1, []int{2, 3, 4, 5})
+	require.ErrorContains(t, err, "more than a chunk of 4")
+	_, _, err = s.Verify(1, []int{m.Config.Vocab})
+	require.ErrorContains(t, err, "outside")
+	require.Equal(t, 3, s.Pos(), "a refused window changes nothing")
+	out, err := s.Forward([]int{4}, 3, WantLast)
+	require.NoError(t, err)
+	require.NotNil(t, out)
 }

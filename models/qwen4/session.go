@@ -65,6 +65,9 @@ type Session struct {
 	// half-advanced; Reset or a Rollback to a snapshot clears it.
 	broken error
 	snap   *snapshot
+	// window is Verify's own copy of the states before a speculation
+	// window (the user's snapshot stays as it was).
+	window *snapshot
 
 	mtp bool
 	// hidden is the main model's final hyper-state at position pos−1 (when
@@ -178,12 +181,14 @@ func (s *Session) Close() error {
 	for _, b := range s.fixed {
 		extra = append(extra, b)
 	}
-	if s.snap != nil {
-		for _, b := range s.snap.bufs {
-			extra = append(extra, b)
+	for _, sn := range []*snapshot{s.snap, s.window} {
+		if sn != nil {
+			for _, b := range sn.bufs {
+				extra = append(extra, b)
+			}
 		}
 	}
-	s.slots, s.fixed, s.snap = nil, nil, nil
+	s.slots, s.fixed, s.snap, s.window = nil, nil, nil, nil
 	return s.core.Close(extra...)
 }
 
@@ -192,7 +197,7 @@ func (s *Session) Close() error {
 func (s *Session) Reset() {
 	s.pos = 0
 	s.broken = nil
-	s.snap = nil
+	s.drop(&s.snap)
 	s.hidden = nil
 	s.mtpPos = 0
 }
@@ -207,26 +212,64 @@ func (s *Session) Snapshot() error {
 	if s.broken != nil {
 		return fmt.Errorf("qwen4: snapshot: %w", s.brokenErr())
 	}
-	if s.snap == nil {
-		s.snap = &snapshot{bufs: map[string]ops.Buffer{}}
+	if err := s.keep(&s.snap); err != nil {
+		return fmt.Errorf("qwen4: snapshot: %w", err)
+	}
+	return nil
+}
+
+// keep copies the fixed states, the position and the hyper-state into *at,
+// allocating its buffers on first use; on an error *at is freed and nil.
+func (s *Session) keep(at **snapshot) error {
+	if *at == nil {
+		*at = &snapshot{bufs: map[string]ops.Buffer{}}
+	}
+	sn := *at
+	fail := func(err error) error {
+		s.drop(at)
+		return err
 	}
 	for _, f := range s.fixedStates() {
-		dst := s.snap.bufs[f.name]
+		dst := sn.bufs[f.name]
 		if dst == nil {
 			b, err := s.be.Alloc(f.dt, f.n)
 			if err != nil {
-				s.snap = nil
-				return fmt.Errorf("qwen4: snapshot of %s: %w", f.name, err)
+				return fail(fmt.Errorf("%s: %w", f.name, err))
 			}
-			s.snap.bufs[f.name], dst = b, b
+			sn.bufs[f.name], dst = b, b
 		}
 		if err := s.be.Copy(dst, s.fixed[f.name], f.n); err != nil {
-			s.snap = nil
-			return fmt.Errorf("qwen4: snapshot of %s: %w", f.name, err)
+			return fail(fmt.Errorf("%s: %w", f.name, err))
 		}
 	}
-	s.snap.pos = s.pos
-	s.snap.hidden = slices.Clone(s.hidden)
+	sn.pos = s.pos
+	sn.hidden = slices.Clone(s.hidden)
+	return nil
+}
+
+// drop frees the buffers of *at and sets it nil.
+func (s *Session) drop(at **snapshot) {
+	if *at == nil {
+		return
+	}
+	for _, b := range (*at).bufs {
+		s.be.Free(b)
+	}
+	*at = nil
+}
+
+// restore copies sn's fixed states back and returns the session to sn's
+// position and hyper-state (the head's cache keeps the positions before it).
+func (s *Session) restore(sn *snapshot) error {
+	for _, f := range s.fixedStates() {
+		if err := s.be.Copy(s.fixed[f.name], sn.bufs[f.name], f.n); err != nil {
+			s.broken = fmt.Errorf("restoring %s failed: %w", f.name, err)
+			return s.broken
+		}
+	}
+	s.pos, s.broken = sn.pos, nil
+	s.hidden = slices.Clone(sn.hidden)
+	s.mtpPos = min(s.mtpPos, sn.pos)
 	return nil
 }
 
@@ -258,15 +301,9 @@ func (s *Session) Rollback(n int) error {
 		}
 		return fmt.Errorf("qwen4: rollback to %d: the GDN recurrent states, conv rings and PLE histories cannot go back by position and %s (take a Snapshot at %d first)", n, at, n)
 	}
-	for _, f := range s.fixedStates() {
-		if err := s.be.Copy(s.fixed[f.name], s.snap.bufs[f.name], f.n); err != nil {
-			s.broken = fmt.Errorf("restoring %s failed: %w", f.name, err)
-			return fmt.Errorf("qwen4: rollback to %d: %w", n, s.broken)
-		}
+	if err := s.restore(s.snap); err != nil {
+		return fmt.Errorf("qwen4: rollback to %d: %w", n, err)
 	}
-	s.pos, s.broken = n, nil
-	s.hidden = slices.Clone(s.snap.hidden)
-	s.mtpPos = min(s.mtpPos, n)
 	return nil
 }
 
@@ -384,6 +421,51 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 		h = hs.Data().([]float32)
 	}
 	return out, nil
+}
+
+// Verify runs a speculation window: next (the token at Pos()) and drafts
+// (guesses of the tokens after it, from Draft) in one forward of
+// 1+len(drafts) rows. Draft i is accepted when it is the greedy choice
+// (argmax) of the row before it, up to the first refusal, so greedy
+// decoding with windows gives the tokens plain greedy decoding gives. The
+// session then stands after next and the accepted drafts: when a draft was
+// refused, the window's later rows are taken back (the states are restored
+// from a copy Verify keeps of its own, and the accepted rows run again,
+// which settles the recurrent states and the MTP head's cache on them). It
+// returns how many drafts it accepted and the logits of the last accepted
+// row, whose argmax is the token after the window.
+func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32, err error) {
+	ids := append([]int{next}, drafts...)
+	p0 := s.pos
+	if err := s.check(ids, p0, WantAll); err != nil {
+		return 0, nil, err
+	}
+	if len(ids) > s.opts.Chunk {
+		return 0, nil, fmt.Errorf("qwen4: verify: a window of %d rows is more than a chunk of %d", len(ids), s.opts.Chunk)
+	}
+	if err := s.keep(&s.window); err != nil {
+		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
+	}
+	out, err := s.Forward(ids, p0, WantAll)
+	if err != nil {
+		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
+	}
+	v := s.c.Vocab
+	rows := out.Data().([]float32)
+	for accepted < len(drafts) && argmax(rows[accepted*v:(accepted+1)*v]) == drafts[accepted] {
+		accepted++
+	}
+	logits = slices.Clone(rows[accepted*v : (accepted+1)*v])
+	if accepted == len(drafts) {
+		return accepted, logits, nil
+	}
+	if err := s.restore(s.window); err != nil {
+		return 0, nil, fmt.Errorf("qwen4: verify: taking back the refused rows: %w", err)
+	}
+	if _, err := s.Forward(ids[:accepted+1], p0, WantNone); err != nil {
+		return 0, nil, fmt.Errorf("qwen4: verify: settling the accepted rows: %w", err)
+	}
+	return accepted, logits, nil
 }
 
 // DraftRows runs the MTP head over rows: row t pairs hidden[t] (a final
