@@ -2,6 +2,7 @@ package qwen4
 
 import (
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -347,7 +348,31 @@ func TestSpeculativeGreedy(t *testing.T) {
 		accepted += a
 	}
 	require.Equal(t, want, got[:len(want)])
-	t.Logf("%d tokens in %d windows (%d drafts accepted)", len(got), windows, accepted)
+	t.Logf("MTP drafts: %d tokens in %d windows (%d drafts accepted)", len(got), windows, accepted)
+
+	// drafts from an oracle that knows the greedy tokens and errs at
+	// random: windows of 0 to 5 drafts, every prefix length accepted
+	rng := rand.New(rand.NewPCG(5, 9))
+	s = newSession(t, m, Options{})
+	out, err = s.Forward(ids, 0, WantLast)
+	require.NoError(t, err)
+	next = argmax(rowsOf(t, out)[0])
+	got = got[:0]
+	seen := map[int]bool{}
+	for len(got) < len(want) {
+		k := min(rng.IntN(6), len(want)-len(got)-1)
+		drafts := slices.Clone(want[len(got)+1 : len(got)+1+k])
+		if k > 0 && rng.IntN(2) == 0 {
+			drafts[rng.IntN(k)] = (drafts[0] + 1 + rng.IntN(m.Config.Vocab-1)) % m.Config.Vocab
+		}
+		a, lg, err := s.Verify(next, drafts)
+		require.NoError(t, err)
+		seen[a] = true
+		got = append(append(got, next), drafts[:a]...)
+		next = argmax(lg)
+	}
+	require.Equal(t, want, got[:len(want)])
+	require.Greater(t, len(seen), 2, "accepted counts seen: %v", seen)
 }
 
 func TestVerifyErrors(t *testing.T) {
