@@ -17,7 +17,7 @@ import (
 
 // copyCheckpoint copies a golden checkpoint into a temp folder, letting the
 // test edit its config and tensors.
-func copyCheckpoint(t *testing.T, name string, editConfig func(map[string]any), editTensors func([]weights.NamedTensor) []weights.NamedTensor) string {
+func copyCheckpoint(t testing.TB, name string, editConfig func(map[string]any), editTensors func([]weights.NamedTensor) []weights.NamedTensor) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, weights.Rewrite(filepath.Join(testdata, name), dir, editConfig, editTensors))

@@ -80,7 +80,7 @@ type mtpFixture struct {
 	equivalent string // the one-layer model the head equals on repeated streams
 }
 
-func newMTPFixture(t *testing.T) *mtpFixture {
+func newMTPFixture(t testing.TB) *mtpFixture {
 	t.Helper()
 	src := loadModel(t, filepath.Join(testdata, checkpoints[0]))
 	c := src.Config
@@ -389,4 +389,56 @@ func TestVerifyErrors(t *testing.T) {
 	out, err := s.Forward([]int{4}, 3, WantLast)
 	require.NoError(t, err)
 	require.NotNil(t, out)
+}
+
+// FuzzSession drives a session with the MTP head through random calls
+// (forwards with bad ids and positions, windows, drafts, snapshots,
+// rollbacks, resets): none may panic, and afterwards a good forward at
+// Pos() runs, after a Reset when an earlier failure left the session
+// refusing.
+func FuzzSession(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 2, 3, 1, 4, 2, 0, 0, 5, 3})
+	f.Add([]byte{0, 2, 9, 9, 2, 0, 1, 3, 7, 7, 7, 4, 1})
+	f.Add([]byte{3, 0, 1, 0, 4, 0, 200, 2, 5, 1, 1, 6})
+	f.Add([]byte{0, 5, 1, 2, 3, 4, 5, 4, 0, 1, 3, 9, 9, 9, 9, 5, 2})
+	m := loadModel(f, newMTPFixture(f).withHead)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := newSession(t, m, Options{Chunk: 4, Capacity: 2})
+		take := func(n int) []int {
+			var ids []int
+			for i := 0; i < n && len(data) > 0; i++ {
+				ids = append(ids, int(data[0])-10)
+				data = data[1:]
+			}
+			return ids
+		}
+		for len(data) >= 2 {
+			op, arg := data[0]%7, int(data[1])
+			data = data[2:]
+			switch op {
+			case 0:
+				_, _ = s.Forward(take(arg%6), s.Pos()-arg%3+1, Want(arg%3))
+			case 1:
+				if ids := take(1 + arg%5); len(ids) > 0 {
+					_, _, _ = s.Verify(ids[0], ids[1:])
+				}
+			case 2:
+				_, _ = s.Draft(arg-10, arg%4)
+			case 3:
+				_ = s.Snapshot()
+			case 4:
+				_ = s.Rollback(s.Pos() - arg%4)
+			case 5:
+				s.Reset()
+			case 6:
+				_, _, _ = s.DraftRows(make([]float32, arg%3), take(1), arg%5, WantLast)
+			}
+		}
+		if _, err := s.Forward([]int{1, 2}, s.Pos(), WantLast); err != nil {
+			s.Reset()
+			if _, err := s.Forward([]int{1, 2}, 0, WantLast); err != nil {
+				t.Fatalf("a good call after a Reset: %v", err)
+			}
+		}
+	})
 }
