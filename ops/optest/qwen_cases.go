@@ -577,6 +577,8 @@ func qcNorms() []Case {
 	for _, s := range []norm{
 		{1, 1, 0, 1, graph.F32}, {3, 65, 0, 65, graph.BF16}, {4, 132, 33, 33, graph.F32},
 		{2, 132, 33, 132, graph.F16}, {1, 64, 16, 64, graph.BF16}, {40, 1000, 250, 1000, graph.F32},
+		// a row longer than a block's registers hold (CUDA reads it twice)
+		{2, 40000, 0, 40000, graph.BF16},
 	} {
 		name := fmt.Sprintf("rmsnorm1p/%s/%dx%d/group=%d/w=%d", s.dt, s.rows, s.width, s.group, s.wlen)
 		m := newMaker(name)
@@ -1192,6 +1194,11 @@ func qcMoE() []Case {
 		{2, 3, 5, 9, 17, graph.F16, true, 0}, {5, 10, 16, 65, 40, graph.BF16, false, 0},
 		{8, 4, 6, 130, 64, graph.F32, false, 0},
 		{2, 2, 4, 8, 8, graph.BF16, false, 1}, {2, 2, 4, 8, 8, graph.F32, true, -1},
+		// decode shapes (no more units than experts: CUDA's warp path) with
+		// f16, rows of an odd length and a wider expert; a bad id where the
+		// units outnumber the experts (CUDA's grouped path)
+		{1, 2, 8, 16, 64, graph.F16, false, 0}, {1, 3, 8, 12, 33, graph.BF16, false, 0},
+		{1, 10, 64, 64, 256, graph.BF16, false, 0}, {4, 3, 4, 8, 16, graph.BF16, false, 1},
 	} {
 		name := fmt.Sprintf("expert_matmul/%s/rows=%d/k=%d/e=%d/%dx%d/per_unit=%v", s.dt, s.rows, s.k, s.e, s.out, s.in, s.perUnit)
 		if s.bad != 0 {
