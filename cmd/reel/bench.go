@@ -11,10 +11,15 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/models/qwen4"
 	"github.com/reel-runtime/reel/planner"
 )
 
-// syntheticShapes are the models reel bench can make without a file.
+// qwen4Synthetic names qwen4.BenchShape for --synthetic: the released
+// Qwen4-Exp layer in 12 layers and 64 experts.
+const qwen4Synthetic = "qwen4-12l"
+
+// syntheticShapes are the Dory models reel bench can make without a file.
 func syntheticShapes() map[string]func() dory.Config {
 	return map[string]func() dory.Config{
 		"dory-4b":   dory.Released,
@@ -24,14 +29,14 @@ func syntheticShapes() map[string]func() dory.Config {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mf := modelFlags{reuseLogits: true}
-	fs := newFlags("bench", "[--model DIR | --synthetic dory-4b|dory-h512] [--prompt N] [--tokens N] [--device cpu|cuda]", `
+	fs := newFlags("bench", "[--model DIR | --synthetic dory-4b|dory-h512|qwen4-12l] [--prompt N] [--tokens N] [--device cpu|cuda]", `
 Bench measures prefill and decode speed: a prompt of --prompt tokens in
 chunks, then --tokens one-token forwards. With --synthetic it makes a model of
 a known shape with random weights (--dtype bf16 or f32), needing no file.
 It prints tokens/s, the plan steps per decode token and the plan cache's
 counters (plans, records, updates, replays).`, stderr)
 	mf.register(fs, true)
-	synthetic := fs.String("synthetic", "", "random-weight model: dory-4b (the released shape) or dory-h512")
+	synthetic := fs.String("synthetic", "", "random-weight model: dory-4b (the released shape), dory-h512, or "+qwen4Synthetic+" (Qwen4-Exp's released layer, 12 layers, 64 experts)")
 	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
 	promptN := fs.Int("prompt", 128, "prompt tokens")
 	tokens := fs.Int("tokens", 64, "decode tokens")
@@ -45,14 +50,31 @@ counters (plans, records, updates, replays).`, stderr)
 		return usagef("--prompt and --tokens must be positive")
 	}
 	if *synthetic == "" && mf.dir != "" && isQwen4(mf.dir) {
-		return benchQwen4(&mf, *promptN, *tokens, stdout)
+		m, err := qwen4.Load(mf.dir)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		return benchQwen4(&mf, mf.dir, m, *promptN, *tokens, stdout)
+	}
+	if *synthetic == qwen4Synthetic {
+		dt, err := graph.ParseDType(*dtype)
+		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
+			return usagef("--dtype %q: want bf16 or f32", *dtype)
+		}
+		fmt.Fprintf(stderr, "making %s with random %s weights...\n", *synthetic, dt)
+		m, err := qwen4.Synthetic(qwen4.BenchShape(), dt, 1)
+		if err != nil {
+			return err
+		}
+		return benchQwen4(&mf, "synthetic "+qwen4Synthetic, m, *promptN, *tokens, stdout)
 	}
 	var l *loaded
 	var err error
 	if *synthetic != "" {
 		shape, ok := syntheticShapes()[*synthetic]
 		if !ok {
-			return usagef("unknown --synthetic %q (want dory-4b or dory-h512)", *synthetic)
+			return usagef("unknown --synthetic %q (want dory-4b, dory-h512 or %s)", *synthetic, qwen4Synthetic)
 		}
 		dt, err := graph.ParseDType(*dtype)
 		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
@@ -165,15 +187,24 @@ func modelName(dir, synthetic string) string {
 func weightBytesRead(p *planner.Planned) int {
 	total := 0
 	for _, n := range p.Schedule {
-		for _, v := range n.Inputs {
+		for i, v := range n.Inputs {
 			if v.Kind != graph.Weight {
 				continue
 			}
-			if n.Op == "embed" && len(v.Shape) == 2 && len(n.Outputs) == 1 {
+			switch {
+			case n.Op == "embed" && len(v.Shape) == 2 && len(n.Outputs) == 1:
+				// the rows of the ids
 				total += n.Outputs[0].Shape[0] * v.Shape[1] * v.DType.Size()
-				continue
+			case n.Op == "ngram_embed" && len(n.Outputs) == 1:
+				// one table row per output row and head, whichever shard
+				total += n.Outputs[0].Shape.Elems() * v.DType.Size() / max(1, len(n.Inputs)-1)
+			case n.Op == "expert_matmul" && i == 1 && len(v.Shape) == 3 && len(n.Inputs) == 3:
+				// at most one expert per (row, pick) unit
+				units := n.Inputs[2].Shape.Elems()
+				total += min(v.Shape[0], units) * v.Shape[1] * v.Shape[2] * v.DType.Size()
+			default:
+				total += v.Bytes()
 			}
-			total += v.Bytes()
 		}
 	}
 	return total

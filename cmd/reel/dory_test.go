@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/models/qwen4"
+	"github.com/reel-runtime/reel/planner"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,4 +195,34 @@ func TestRunQwen4(t *testing.T) {
 		require.Equal(t, exitUsage, code, errOut)
 		require.Contains(t, errOut, tc.want)
 	}
+}
+
+// TestWeightBytesReadMoE: a decode token of a MoE reads its k experts, not
+// all of them, and the n-gram tables' rows it looks up.
+func TestWeightBytesReadMoE(t *testing.T) {
+	m, err := qwen4.Load("../../testdata/qwen4/qwen4-tiny-small-11")
+	require.NoError(t, err)
+	defer m.Close()
+	c := m.Config
+	g, err := qwen4.Build(&c, qwen4.Key{Stage: qwen4.Forward, Want: qwen4.WantLast, Rows: 1}, m)
+	require.NoError(t, err)
+	p, _, err := planner.Plan(g, planner.Options{Fuse: true})
+	require.NoError(t, err)
+	got := weightBytesRead(p)
+	dense, experts, lookups := 0, 0, 0
+	for _, v := range g.Values {
+		switch {
+		case v.Kind != graph.Weight:
+		case len(v.Shape) == 3 && v.Shape[0] == c.Experts:
+			experts += v.Bytes()
+		case v.Name == "model.embed_tokens.weight" || strings.Contains(v.Name, "ngram_embedding"):
+			lookups += v.Bytes()
+		default:
+			dense += v.Bytes()
+		}
+	}
+	require.Positive(t, experts)
+	// every dense weight whole, k of the E experts, a row of each table
+	require.GreaterOrEqual(t, got, dense+experts*c.TopK/c.Experts)
+	require.Less(t, got, dense+experts*c.TopK/c.Experts+lookups/10)
 }

@@ -37,18 +37,28 @@ func (f *modelFlags) qwen4Session(dir string) (*qwen4.Model, *qwen4.Session, fun
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	s, done, err := f.qwen4Start(m, false)
+	if err != nil {
+		m.Close()
+		return nil, nil, nil, err
+	}
+	return m, s, func() { done(); m.Close() }, nil
+}
+
+// qwen4Start starts a session on m with the flags' backend and chunk (and
+// the MTP head off with noMTP); done closes the session and the backend
+// (not the model).
+func (f *modelFlags) qwen4Start(m *qwen4.Model, noMTP bool) (*qwen4.Session, func(), error) {
 	be, err := f.openBackend()
 	if err != nil {
-		m.Close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	s, err := qwen4.NewSession(m, qwen4.Options{Backend: be, Chunk: f.chunk})
+	s, err := qwen4.NewSession(m, qwen4.Options{Backend: be, Chunk: f.chunk, NoMTP: noMTP})
 	if err != nil {
 		be.Close()
-		m.Close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return m, s, func() { s.Close(); be.Close(); m.Close() }, nil
+	return s, func() { s.Close(); be.Close() }, nil
 }
 
 // qwen4Logits is reel logits on a Qwen4-Exp checkpoint.
@@ -203,10 +213,13 @@ func qwen4Stage(o *dumpOptions) (*graph.Graph, error) {
 	return qwen4.Build(&c, qwen4.Key{Stage: st, Want: want, Rows: o.rows}, m)
 }
 
-// benchQwen4 is reel bench on a Qwen4-Exp checkpoint: a prompt of promptN
-// tokens, then tokens one-token forwards.
-func benchQwen4(mf *modelFlags, promptN, tokens int, stdout io.Writer) error {
-	m, s, done, err := mf.qwen4Session(mf.dir)
+// benchQwen4 is reel bench on a Qwen4-Exp (a checkpoint's or a synthetic
+// one, named name): a prompt of promptN tokens, then tokens one-token
+// forwards of the main model (the MTP head off, so a token is the forward
+// plan alone), with the bytes a token reads and, on CUDA, the bandwidth
+// bound.
+func benchQwen4(mf *modelFlags, name string, m *qwen4.Model, promptN, tokens int, stdout io.Writer) error {
+	s, done, err := mf.qwen4Start(m, true)
 	if err != nil {
 		return err
 	}
@@ -234,12 +247,23 @@ func benchQwen4(mf *modelFlags, promptN, tokens int, stdout io.Writer) error {
 		}
 	}
 	decode := time.Since(t1)
+	tps := float64(tokens) / decode.Seconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "model        %s (Qwen4-Exp, %d parameters) on %s\n", mf.dir, m.Parameters(), s.Backend().Name())
+	fmt.Fprintf(&b, "model        %s (Qwen4-Exp, %d parameters) on %s\n", name, m.Parameters(), s.Backend().Name())
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", promptN, prefill.Seconds(), float64(promptN)/prefill.Seconds())
-	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", tokens, decode.Seconds(), float64(tokens)/decode.Seconds(), decode.Seconds()*1e3/float64(tokens))
+	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", tokens, decode.Seconds(), tps, decode.Seconds()*1e3/float64(tokens))
 	if p, rep, ok := s.Planned(qwen4.Key{Stage: qwen4.Forward, Want: qwen4.WantLast, Rows: 1, Hidden: s.MTP()}); ok {
 		fmt.Fprintf(&b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
+		perToken := weightBytesRead(p)
+		fmt.Fprintf(&b, "bytes read   %.3f GB of weights per decode token at most (%.1f GB/s at this speed)\n", float64(perToken)/1e9, float64(perToken)*tps/1e9)
+		if bm, ok := s.Backend().(bandwidthMeter); ok {
+			bw, err := bm.MeasureCopyBandwidth(1<<30, 10)
+			if err != nil {
+				return err
+			}
+			bound := bw / float64(perToken)
+			fmt.Fprintf(&b, "bandwidth    copy %.0f GB/s (read+write, measured now): bound %.1f tok/s; decode at %.1f %% of it\n", bw/1e9, bound, 100*tps/bound)
+		}
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
 	_, err = io.WriteString(stdout, b.String())

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
@@ -175,64 +172,28 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	}
 	m := &Model{Config: c, tensors: lm.Tensors{}}
 	for i, s := range c.specs() {
-		n := 1
-		for _, d := range s.shape {
-			n *= d
-		}
 		stream := seed*0x9e3779b97f4a7c15 + uint64(i)
 		if s.vector {
+			n := 1
+			for _, d := range s.shape {
+				n *= d
+			}
 			v := make([]float32, n)
 			for j := range v {
-				u := unitUniform(stream, uint64(j)) // [0, 1)
+				u := lm.UnitUniform(stream, uint64(j)) // [0, 1)
 				v[j] = s.fold(float32(c.Std * (0.5 + u)))
 			}
 			m.tensors[s.name+folded] = lm.F32Tensor(v, s.shape...)
 			continue
 		}
 		// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
-		a := float32(math.Sqrt(3 / float64(s.shape[len(s.shape)-1])))
-		data := make([]byte, n*dt.Size())
-		fillParallel(n, func(lo, hi int) {
-			x := make([]float32, min(hi-lo, 4096))
-			for at := lo; at < hi; at += len(x) {
-				k := min(len(x), hi-at)
-				for j := 0; j < k; j++ {
-					x[j] = a * float32(2*unitUniform(stream, uint64(at+j))-1)
-				}
-				if dt == graph.BF16 {
-					half.EncodeBF16(data[2*at:2*(at+k)], x[:k])
-				} else {
-					half.EncodeF32(data[4*at:4*(at+k)], x[:k])
-				}
-			}
-		})
-		m.tensors[s.name] = lm.Tensor{DType: dt, Shape: s.shape, Data: data}
+		t, err := lm.RandomUniform(dt, float32(math.Sqrt(3/float64(s.shape[len(s.shape)-1]))), stream, s.shape...)
+		if err != nil {
+			return nil, fmt.Errorf("dory: %w", err)
+		}
+		m.tensors[s.name] = t
 	}
 	return m, nil
-}
-
-// unitUniform is a uniform number in [0, 1) from a counter-based hash
-// (splitmix64), so any element can be drawn on any goroutine.
-func unitUniform(stream, i uint64) float64 {
-	z := stream + (i+1)*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11) / (1 << 53)
-}
-
-// fillParallel splits [0, n) over the cores.
-func fillParallel(n int, f func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), max(1, n/(1<<16)))
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			f(lo, hi)
-		}(w*n/workers, (w+1)*n/workers)
-	}
-	wg.Wait()
 }
 
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
