@@ -45,15 +45,15 @@ func (f *modelFlags) qwen4Session(dir string) (*qwen4.Model, *qwen4.Session, fun
 	return m, s, func() { done(); m.Close() }, nil
 }
 
-// qwen4Start starts a session on m with the flags' backend and chunk (and
-// the MTP head off with noMTP); done closes the session and the backend
-// (not the model).
+// qwen4Start starts a session on m with the flags' backend, chunk and
+// logits reuse (and the MTP head off with noMTP); done closes the session
+// and the backend (not the model).
 func (f *modelFlags) qwen4Start(m *qwen4.Model, noMTP bool) (*qwen4.Session, func(), error) {
 	be, err := f.openBackend()
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := qwen4.NewSession(m, qwen4.Options{Backend: be, Chunk: f.chunk, NoMTP: noMTP})
+	s, err := qwen4.NewSession(m, qwen4.Options{Backend: be, Chunk: f.chunk, NoMTP: noMTP, ReuseLogits: f.reuseLogits})
 	if err != nil {
 		be.Close()
 		return nil, nil, err

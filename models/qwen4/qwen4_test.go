@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -363,4 +364,33 @@ func TestFailedRun(t *testing.T) {
 	out, err = s.Forward(gc.IDs, 0, WantAll)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, rowsOf(t, out), gc.Full), 1e-4)
+}
+
+// TestReuseLogits: with ReuseLogits a token's logits are those of a plain
+// session, in memory the next token reuses; a forward of several chunks
+// still returns every chunk's logits, and a window's logits are its own.
+func TestReuseLogits(t *testing.T) {
+	m := loadModel(t, filepath.Join(testdata, checkpoints[0]))
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))
+	plain := newSession(t, m, Options{Chunk: 4})
+	reuse := newSession(t, m, Options{Chunk: 4, ReuseLogits: true})
+	all := func(s *Session) []float32 {
+		d, err := s.Forward(ids[:10], 0, WantAll)
+		require.NoError(t, err)
+		return slices.Clone(d.Data().([]float32))
+	}
+	require.Equal(t, all(plain), all(reuse), "ten ids in chunks of four")
+	var prev *float32
+	for i, id := range ids[10:16] {
+		a, err := plain.Forward([]int{id}, 10+i, WantLast)
+		require.NoError(t, err)
+		b, err := reuse.Forward([]int{id}, 10+i, WantLast)
+		require.NoError(t, err)
+		got := b.Data().([]float32)
+		require.Equal(t, a.Data().([]float32), got, "token %d", i)
+		if prev != nil {
+			require.Same(t, prev, &got[0], "token %d's logits are not in the reused memory", i)
+		}
+		prev = &got[0]
+	}
 }

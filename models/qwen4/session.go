@@ -36,6 +36,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Planner sets the planner's passes; nil: planner.DefaultOptions().
 	Planner *planner.Options
+	// ReuseLogits makes the logits a Forward of at most Chunk ids returns
+	// live in memory the session reuses: valid until its next Forward or
+	// Verify. A decode loop that samples and moves on saves a fresh slice a
+	// token (the released vocabulary's logits are 1 MB).
+	ReuseLogits bool
 }
 
 // qsaSlots are one QSA layer's position-indexed states.
@@ -75,6 +80,10 @@ type Session struct {
 	hidden []float32
 	// mtpPos is the positions the head's cache holds.
 	mtpPos int
+	// logits is the memory ReuseLogits reads logits into; reuse says the
+	// running Forward may.
+	logits []float32
+	reuse  bool
 }
 
 // snapshot is a copy of the fixed states at a position.
@@ -316,6 +325,9 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 	if err := s.check(ids, pos0, want); err != nil {
 		return nil, err
 	}
+	// One chunk's logits are the Forward's; with more, RunChunks appends
+	// them, so each must be memory of its own.
+	s.reuse = s.opts.ReuseLogits && len(ids) <= s.opts.Chunk
 	d, err := lm.RunChunks(ids, pos0, s.opts.Chunk, s.c.Vocab, want, s.chunk)
 	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
@@ -356,7 +368,12 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 	s.pos = pos + rows
 	var logits []float32
 	if want != WantNone {
-		if logits, err = s.core.ReadF32(outs[0]); err != nil {
+		if !s.reuse {
+			logits, err = s.core.ReadF32(outs[0])
+		} else if logits, err = s.core.ReadF32Into(outs[0], s.logits); err == nil {
+			s.logits = logits[:cap(logits)]
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
