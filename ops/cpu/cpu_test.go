@@ -30,6 +30,13 @@ func TestOpCases(t *testing.T) {
 	}
 }
 
+// BenchmarkOpCases is the op table's perf mode on the CPU (every core): the
+// time and GB/s of each case, e.g.
+// go test -run '^$' -bench 'OpCases/matmul/' ./ops/cpu.
+func BenchmarkOpCases(b *testing.B) {
+	optest.BenchCases(b, New(0), nil)
+}
+
 // big reports whether a case has enough data for the parallel paths.
 func big(c optest.Case) bool {
 	n := 0

@@ -102,6 +102,20 @@ func TestOpCases(t *testing.T) {
 	}
 }
 
+// BenchmarkOpCases is the op table's perf mode on the card: the time and
+// GB/s of each case's launches back to back, e.g.
+// ops_cuda.test -test.run '^$' -test.bench 'OpCases/attention'.
+func BenchmarkOpCases(b *testing.B) {
+	be := newTestBackend(b, Options{})
+	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
+		b.Logf("%s: measured copy bandwidth %.0f GB/s (read + write)", be.Device(), bw/1e9)
+	}
+	optest.BenchCases(b, be, func(c optest.Case) (string, bool) {
+		op, ok := caseOps(be, c)
+		return "no CUDA kernel for " + op, !ok
+	})
+}
+
 // encode writes values as little-endian elements of dt.
 func encode(dt graph.DType, vals []float64) []byte {
 	out := make([]byte, len(vals)*dt.Size())
