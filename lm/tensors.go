@@ -18,12 +18,14 @@ type Tensor struct {
 	Data  []byte
 }
 
-// Len is the number of elements.
+// Len is the number of elements, from the shape (a tensor of a model made
+// of shapes only has no data).
 func (t Tensor) Len() int {
-	if t.DType.Size() == 0 {
-		return 0
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
 	}
-	return len(t.Data) / t.DType.Size()
+	return n
 }
 
 // F32Tensor keeps f32 values as a Tensor of the given shape.
@@ -78,7 +80,11 @@ func (ts Tensors) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
 	out := make(map[string]ops.Buffer, len(ts))
 	for _, n := range names {
 		t := ts[n]
-		buf, err := be.Load(t.DType, t.Len(), t.Data)
+		var buf ops.Buffer
+		err := fmt.Errorf("%d bytes of data for %s %v (a model of shapes only has no values)", len(t.Data), t.DType, t.Shape)
+		if len(t.Data) == t.Len()*t.DType.Size() {
+			buf, err = be.Load(t.DType, t.Len(), t.Data)
+		}
 		if err != nil {
 			for _, b := range out {
 				be.Free(b)

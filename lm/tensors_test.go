@@ -59,3 +59,12 @@ func TestTensorsUploadFreesOnError(t *testing.T) {
 	require.ErrorContains(t, err, "upload b: out of memory")
 	require.Equal(t, 1, be.frees, "the buffer made before the failure is freed")
 }
+
+// TestTensorsWithoutData: a tensor of a model of shapes only counts its
+// shape's elements and refuses to upload, saying so.
+func TestTensorsWithoutData(t *testing.T) {
+	ts := Tensors{"w": {DType: graph.BF16, Shape: []int{2, 3}}}
+	require.Equal(t, 6, ts.Parameters())
+	_, err := ts.Upload(cpu.New(1))
+	require.ErrorContains(t, err, "upload w: 0 bytes of data for bf16 [2 3] (a model of shapes only has no values)")
+}

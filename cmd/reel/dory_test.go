@@ -119,7 +119,15 @@ func TestQwen4CheckAndLogits(t *testing.T) {
 }
 
 func TestDumpQwen4(t *testing.T) {
-	code, out, errOut := reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--rows", "2", "--pass", "plan", "--format", "json")
+	code, out, errOut := reel("dump", "--synthetic", "qwen4-12l", "--stats")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "plan qwen4/forward/want=last/rows=1")
+	require.Contains(t, out, "launches")
+	code, out, errOut = reel("dump", "--synthetic", "qwen4-12l", "--stage", "draft", "--pass", "fused")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "mtp")
+
+	code, out, errOut = reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--rows", "2", "--pass", "plan", "--format", "json")
 	require.Equal(t, exitOK, code, errOut)
 	require.True(t, json.Valid([]byte(out)))
 	code, _, errOut = reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--stage", "firstread")

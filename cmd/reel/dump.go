@@ -43,7 +43,7 @@ func (o *dumpOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.format, "format", "text", "output format: "+strings.Join(dumpFormatNames(), ", "))
 	fs.StringVar(&o.example, "example", "attention", "built-in example graph: "+strings.Join(exampleNames(), ", "))
 	fs.StringVar(&o.model, "model", "", "dump a stage of the Dory checkpoint in this folder")
-	fs.StringVar(&o.synthetic, "synthetic", "", "dump a stage of a known Dory shape without weights: dory-4b or dory-h512")
+	fs.StringVar(&o.synthetic, "synthetic", "", "dump a stage of a known shape without weights: dory-4b, dory-h512 or "+qwen4Synthetic)
 	fs.StringVar(&o.stage, "stage", "all", "stage: all, first, firstread, read, secondread, secondfresh")
 	fs.IntVar(&o.loops, "loops", 0, "recurrent loops (0: the model's)")
 	fs.StringVar(&o.want, "want", "last", "logits the stage computes: none, last or all")
@@ -54,14 +54,14 @@ func (o *dumpOptions) register(fs *flag.FlagSet) {
 
 func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o dumpOptions
-	fs := newFlags("dump", "[--model DIR | --synthetic dory-4b] [--stage S --loops L --want W --rows N] [--pass graph|fused|plan] [--stats] [--format text|dot|json]", `
+	fs := newFlags("dump", "[--model DIR | --synthetic dory-4b|qwen4-12l] [--stage S --loops L --want W --rows N] [--pass graph|fused|plan] [--stats] [--format text|dot|json]", `
 Dump prints a graph: its inputs, weights and states, then one node per line
 with its op, outputs, inputs, state writes, attributes and scope (text); a
 Graphviz graph (dot: pipe it into 'dot -Tsvg'); or JSON for scripts.
 
-With --model (a Dory checkpoint) or --synthetic (a known Dory shape, no
-weights needed) it prints one stage graph, keyed by --stage, --loops, --want
-and --rows. A Qwen4-Exp checkpoint has the stages forward and draft (the MTP
+With --model (a Dory or Qwen4-Exp checkpoint) or --synthetic (a known shape,
+no weights needed) it prints one stage graph, keyed by --stage, --loops,
+--want and --rows. A Qwen4-Exp has the stages forward and draft (the MTP
 head). --pass fused prints it after the planner's fusion; --pass plan
 prints the plan: each launch, its fused members, its buffers and arena
 offsets. --stats prints the planner's report instead. REEL_FUSE=0 turns
@@ -92,7 +92,7 @@ Without a model it prints a built-in example of a tiny nGPT-style model
 // dumpGraph resolves the graph the flags ask for. Model sources go here,
 // ahead of the examples.
 func dumpGraph(ctx context.Context, o *dumpOptions) (*graph.Graph, error) {
-	if o.model != "" && o.synthetic == "" && isQwen4(o.model) {
+	if (o.model != "" && o.synthetic == "" && isQwen4(o.model)) || (o.model == "" && o.synthetic == qwen4Synthetic) {
 		return qwen4Stage(o)
 	}
 	if o.model != "" || o.synthetic != "" {

@@ -188,7 +188,13 @@ func checkQwen4(ctx context.Context, mf *modelFlags, dir string, raw []byte, tol
 // qwen4Stage builds the Qwen4-Exp graph the dump flags ask for: --stage
 // forward (or all) or draft, --want, --rows.
 func qwen4Stage(o *dumpOptions) (*graph.Graph, error) {
-	m, err := qwen4.Load(o.model)
+	var m *qwen4.Model
+	var err error
+	if o.synthetic == qwen4Synthetic {
+		m, err = qwen4.Shapes(qwen4.BenchShape(), graph.BF16)
+	} else {
+		m, err = qwen4.Load(o.model)
+	}
 	if err != nil {
 		return nil, err
 	}

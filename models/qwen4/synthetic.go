@@ -34,6 +34,18 @@ func BenchShape() Config {
 // well-conditioned; each PLE layer's hash constants from the config; the
 // MTP head when c.MTPLayers is 1. The same seed gives the same model.
 func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
+	return synthetic(c, dt, seed, false)
+}
+
+// Shapes is Synthetic without the values: every weight has its dtype and
+// shape and no data, for building, planning and dumping the graphs of a
+// shape too large to make (uploading its weights fails).
+func Shapes(c Config, dt graph.DType) (*Model, error) {
+	return synthetic(c, dt, 0, true)
+}
+
+// synthetic makes Synthetic's model, or only its weights' dtypes and shapes.
+func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
@@ -44,6 +56,10 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	next := uint64(0)
 	add := func(name string, dt graph.DType, a float64, shape ...int) error {
 		next++
+		if shapesOnly {
+			m.tensors[name] = lm.Tensor{DType: dt, Shape: shape}
+			return nil
+		}
 		t, err := lm.RandomUniform(dt, float32(a), seed*0x9e3779b97f4a7c15+next, shape...)
 		if err != nil {
 			return fmt.Errorf("qwen4: %s: %w", name, err)

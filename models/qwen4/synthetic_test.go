@@ -55,3 +55,26 @@ func TestSynthetic(t *testing.T) {
 	require.ErrorContains(t, err, "want f32 or bf16")
 	require.NoError(t, func() error { c := BenchShape(); return c.Validate() }())
 }
+
+// TestShapes: Shapes gives Synthetic's weights without values: the same
+// names, dtypes and shapes, graphs that build, weights that cannot upload.
+func TestShapes(t *testing.T) {
+	c := loadModel(t, filepath.Join(testdata, checkpoints[1])).Config
+	c.MTPLayers = 1
+	full, err := Synthetic(c, graph.BF16, 1)
+	require.NoError(t, err)
+	bare, err := Shapes(c, graph.BF16)
+	require.NoError(t, err)
+	require.Len(t, bare.tensors, len(full.tensors))
+	for n, ft := range full.tensors {
+		bt := bare.tensors[n]
+		require.Equal(t, ft.DType, bt.DType, n)
+		require.Equal(t, ft.Shape, bt.Shape, n)
+		require.Empty(t, bt.Data, n)
+	}
+	g, err := Build(&c, Key{Stage: Draft, Want: WantLast, Rows: 2}, bare)
+	require.NoError(t, err)
+	require.NotEmpty(t, g.Nodes)
+	_, err = NewSession(bare, Options{})
+	require.Error(t, err)
+}
