@@ -391,9 +391,9 @@ func TestVerifyErrors(t *testing.T) {
 	require.NotNil(t, out)
 }
 
-// FuzzSession drives a session with the MTP head through random calls
-// (forwards with bad ids and positions, windows, drafts, snapshots,
-// rollbacks, resets): none may panic, and afterwards a good forward at
+// FuzzSession drives a session with the MTP head (reusing its logits or
+// not) through random calls (forwards with bad ids and positions, windows,
+// drafts, snapshots, rollbacks, resets): none may panic, and afterwards a good forward at
 // Pos() runs, after a Reset when an earlier failure left the session
 // refusing.
 func FuzzSession(f *testing.F) {
@@ -403,7 +403,7 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 5, 1, 2, 3, 4, 5, 4, 0, 1, 3, 9, 9, 9, 9, 5, 2})
 	m := loadModel(f, newMTPFixture(f).withHead)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := newSession(t, m, Options{Chunk: 4, Capacity: 2})
+		s := newSession(t, m, Options{Chunk: 4, Capacity: 2, ReuseLogits: len(data)%2 == 1})
 		take := func(n int) []int {
 			var ids []int
 			for i := 0; i < n && len(data) > 0; i++ {
