@@ -14,6 +14,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models/qwen4"
 	"github.com/reel-runtime/reel/sample"
 	"github.com/reel-runtime/reel/weights"
@@ -282,6 +283,9 @@ func benchQwen4(mf *modelFlags, name string, m *qwen4.Model, promptN, tokens int
 func runQwen4(ctx context.Context, mf *modelFlags, ids []int, tokens, draft int, smp *sample.Sampler, stdout, stderr io.Writer) error {
 	if len(ids) == 0 {
 		return usagef("the prompt is empty")
+	}
+	if chunk, err := lm.ChunkRows(mf.chunk); err == nil && draft >= chunk {
+		return usagef("--draft %d: a window of %d rows is more than a chunk of %d (--chunk)", draft, draft+1, chunk)
 	}
 	_, s, done, err := mf.qwen4Session(mf.dir)
 	if err != nil {
