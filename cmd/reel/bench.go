@@ -62,6 +62,13 @@ counters (plans, records, updates, replays).`, stderr)
 		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
 			return usagef("--dtype %q: want bf16 or f32", *dtype)
 		}
+		shape, err := qwen4.Shapes(qwen4.BenchShape(), dt)
+		if err != nil {
+			return err
+		}
+		if err := checkMemory("synthetic "+qwen4Synthetic, syntheticMemory(shape.Parameters(), dt, mf.device)); err != nil {
+			return err
+		}
 		fmt.Fprintf(stderr, "making %s with random %s weights...\n", *synthetic, dt)
 		m, err := qwen4.Synthetic(qwen4.BenchShape(), dt, 1)
 		if err != nil {
@@ -80,8 +87,12 @@ counters (plans, records, updates, replays).`, stderr)
 		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
 			return usagef("--dtype %q: want bf16 or f32", *dtype)
 		}
+		c := shape()
+		if err := checkMemory("synthetic "+*synthetic, syntheticMemory(c.Parameters(), dt, mf.device)); err != nil {
+			return err
+		}
 		fmt.Fprintf(stderr, "making %s with random %s weights...\n", *synthetic, dt)
-		m, err := dory.Synthetic(shape(), dt, 1)
+		m, err := dory.Synthetic(c, dt, 1)
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,20 @@ func Load(dir string) (*Model, error) {
 	return m, nil
 }
 
+// Parameters counts the weights of a model of config c (what Synthetic
+// makes and a checkpoint holds), without making them.
+func (c *Config) Parameters() int {
+	n := 0
+	for _, s := range c.specs() {
+		k := 1
+		for _, d := range s.shape {
+			k *= d
+		}
+		n += k
+	}
+	return n
+}
+
 // tensorSpec is one tensor the config implies.
 type tensorSpec struct {
 	name   string
