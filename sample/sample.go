@@ -48,26 +48,78 @@ func (s *Sampler) Next(logits []float32) int {
 	if s.Temperature == 0 || len(logits) < 2 {
 		return Argmax(logits)
 	}
-	idx := make([]int, 0, len(logits))
+	idx, p, sum := s.dist(logits, -1)
+	if len(idx) == 0 {
+		return 0
+	}
+	return s.draw(idx, p, sum)
+}
+
+// Accept decides on a drafted token in speculative decoding, where the
+// draft proposed d outright (a greedy draft head): it accepts d with the
+// probability the sampler would draw it from logits, so that accepting, or
+// else drawing with NextExcept(logits, d), draws from the sampler's own
+// distribution. Greedy, it accepts the argmax alone.
+func (s *Sampler) Accept(logits []float32, d int) bool {
+	if s.Temperature == 0 || len(logits) < 2 {
+		return d == Argmax(logits)
+	}
+	idx, p, sum := s.dist(logits, -1)
+	for i, id := range idx {
+		if id == d {
+			return s.rng.Float64()*sum < p[i]
+		}
+	}
+	return false // outside the top-k: never drawn
+}
+
+// NextExcept draws a token id from logits as Next does, leaving out
+// refused (the draft Accept turned down): the rest of the distribution,
+// renormalized. Greedy, it is the argmax.
+func (s *Sampler) NextExcept(logits []float32, refused int) int {
+	if s.Temperature == 0 || len(logits) < 2 {
+		return Argmax(logits)
+	}
+	idx, p, sum := s.dist(logits, refused)
+	if len(idx) == 0 || sum == 0 {
+		return refused // it was all there was
+	}
+	return s.draw(idx, p, sum)
+}
+
+// dist gives the tokens Next may draw (the top-k of the non-NaN logits,
+// less skip when it is one of them), their weights exp((l − top)/T) and
+// the weights' sum.
+func (s *Sampler) dist(logits []float32, skip int) (idx []int, p []float64, sum float64) {
+	idx = make([]int, 0, len(logits))
 	for i, v := range logits {
 		if v == v {
 			idx = append(idx, i)
 		}
 	}
 	if len(idx) == 0 {
-		return 0
+		return nil, nil, 0
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return logits[idx[a]] > logits[idx[b]] })
 	if s.TopK > 0 && s.TopK < len(idx) {
 		idx = idx[:s.TopK]
 	}
 	top := float64(logits[idx[0]])
-	p := make([]float64, len(idx))
-	sum := 0.0
-	for i, id := range idx {
-		p[i] = math.Exp((float64(logits[id]) - top) / s.Temperature)
-		sum += p[i]
+	kept := idx[:0]
+	for _, id := range idx {
+		if id == skip {
+			continue
+		}
+		w := math.Exp((float64(logits[id]) - top) / s.Temperature)
+		kept = append(kept, id)
+		p = append(p, w)
+		sum += w
 	}
+	return kept, p, sum
+}
+
+// draw picks one of idx by weight.
+func (s *Sampler) draw(idx []int, p []float64, sum float64) int {
 	u := s.rng.Float64() * sum
 	for i, w := range p {
 		if u < w {

@@ -196,7 +196,7 @@ func TestRunQwen4(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tokens", "2"}, "--prompt-ids"},
-		{[]string{"--prompt-ids", "1", "--draft", "2"}, "--temperature 0"},
+		{[]string{"--prompt-ids", "1", "--draft", "-1"}, "negative"},
 		{[]string{"--prompt-ids", "1", "--draft", "2", "--temperature", "0"}, "no MTP head"},
 		{[]string{"--prompt-ids", "1", "--draft", "4", "--temperature", "0", "--chunk", "4"}, "more than a chunk of 4"},
 	} {

@@ -279,7 +279,8 @@ func benchQwen4(mf *modelFlags, name string, m *qwen4.Model, promptN, tokens int
 
 // runQwen4 is reel run on a Qwen4-Exp checkpoint: ids are the prompt; with
 // draft > 0 each step drafts that many tokens with the MTP head and
-// verifies them in one window (greedy).
+// verifies them in one window, accepting each with the probability the
+// sampler gives it (speculative sampling; greedy, while it is the argmax).
 func runQwen4(ctx context.Context, mf *modelFlags, ids []int, tokens, draft int, smp *sample.Sampler, stdout, stderr io.Writer) error {
 	if len(ids) == 0 {
 		return usagef("the prompt is empty")
@@ -326,7 +327,7 @@ func runQwen4(ctx context.Context, mf *modelFlags, ids []int, tokens, draft int,
 		if err != nil {
 			return err
 		}
-		a, lg, err := s.Verify(next, drafts)
+		a, lg, err := s.VerifyFunc(next, drafts, smp.Accept)
 		if err != nil {
 			return err
 		}
@@ -335,7 +336,11 @@ func runQwen4(ctx context.Context, mf *modelFlags, ids []int, tokens, draft int,
 		}
 		produced += a
 		windows, drafted, accepted = windows+1, drafted+len(drafts), accepted+a
-		next = smp.Next(lg)
+		if a < len(drafts) {
+			next = smp.NextExcept(lg, drafts[a])
+		} else {
+			next = smp.Next(lg)
+		}
 	}
 	decode := time.Since(t1)
 	fmt.Fprintln(stdout)

@@ -19,8 +19,9 @@ a time, printing each as it comes (as text when the model's tokens are bytes,
 as ids otherwise), and ends with the prefill and decode speeds on stderr.
 Without --model it runs the embedded dory-gotiny, a tiny Dory that writes Go.
 A Qwen4-Exp checkpoint takes --prompt-ids; with an MTP head, --draft N drafts
-N tokens a step and verifies them in one window (greedy: --temperature 0),
-which gives the tokens plain greedy decoding gives.`, stderr)
+N tokens a step and verifies them in one window, each accepted with the
+probability the sampler gives it (greedy: while it is the argmax), which
+keeps the sampler's distribution (greedy: the very tokens).`, stderr)
 	mf.register(fs, true)
 	prompt := fs.String("prompt", "package main\n", "prompt text (models with byte tokens)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids (overrides --prompt)")
@@ -29,7 +30,7 @@ which gives the tokens plain greedy decoding gives.`, stderr)
 	topK := fs.Int("top-k", 40, "sample among the k most likely tokens; 0: all")
 	seed := fs.Uint64("seed", 1, "seed of the sampler")
 	loops := fs.Int("loops", 0, "recurrent loops per token (0: the checkpoint's)")
-	draft := fs.Int("draft", 0, "Qwen4-Exp with an MTP head: tokens to draft a step, verified in one window (needs --temperature 0)")
+	draft := fs.Int("draft", 0, "Qwen4-Exp with an MTP head: tokens to draft a step, verified in one window")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
@@ -40,8 +41,8 @@ which gives the tokens plain greedy decoding gives.`, stderr)
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if *draft < 0 || (*draft > 0 && *temperature != 0) {
-		return usagef("--draft %d: drafts are verified greedily, so --draft needs --temperature 0", *draft)
+	if *draft < 0 {
+		return usagef("--draft %d is negative", *draft)
 	}
 	if mf.dir != "" && isQwen4(mf.dir) {
 		if *promptIDs == "" {

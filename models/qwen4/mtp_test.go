@@ -322,6 +322,31 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyFunc: the acceptance function sees, for each draft, the logits
+// of the row before it (those of one-token decoding), until it refuses one.
+func TestVerifyFunc(t *testing.T) {
+	f := newMTPFixture(t)
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
+	m := loadModel(t, f.withHead)
+	want, steps := greedy(t, newSession(t, m, Options{}), ids, 6)
+	s := newSession(t, m, Options{})
+	_, err := s.Forward(ids, 0, WantLast)
+	require.NoError(t, err)
+	var seen [][]float32
+	var offered []int
+	accepted, lg, err := s.VerifyFunc(want[0], want[1:5], func(row []float32, d int) bool {
+		seen = append(seen, slices.Clone(row))
+		offered = append(offered, d)
+		return len(seen) < 3 // the third draft is refused
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, accepted)
+	require.Equal(t, want[1:4], offered)
+	require.Equal(t, 0.0, maxDiff(t, seen, steps[:3]))
+	require.Equal(t, steps[2], lg, "the row before the refused draft")
+	require.Equal(t, len(ids)+3, s.Pos())
+}
+
 // TestSpeculativeGreedy: greedy decoding with MTP drafts and windows gives
 // the tokens of plain greedy decoding.
 func TestSpeculativeGreedy(t *testing.T) {

@@ -452,6 +452,16 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 // returns how many drafts it accepted and the logits of the last accepted
 // row, whose argmax is the token after the window.
 func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32, err error) {
+	return s.VerifyFunc(next, drafts, func(row []float32, d int) bool { return argmax(row) == d })
+}
+
+// VerifyFunc is Verify with the acceptance of each draft up to accept,
+// given the logits of the row before it (sample.Sampler.Accept makes
+// speculative sampling: drafts accepted with their probability). When a
+// draft was refused (accepted < len(drafts)), the token after the window
+// is to be drawn from the returned logits without drafts[accepted]
+// (sample.Sampler.NextExcept), which keeps the sampler's distribution.
+func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float32, draft int) bool) (accepted int, logits []float32, err error) {
 	ids := append([]int{next}, drafts...)
 	p0 := s.pos
 	if err := s.check(ids, p0, WantAll); err != nil {
@@ -469,7 +479,7 @@ func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32
 	}
 	v := s.c.Vocab
 	rows := out.Data().([]float32)
-	for accepted < len(drafts) && argmax(rows[accepted*v:(accepted+1)*v]) == drafts[accepted] {
+	for accepted < len(drafts) && accept(rows[accepted*v:(accepted+1)*v], drafts[accepted]) {
 		accepted++
 	}
 	logits = slices.Clone(rows[accepted*v : (accepted+1)*v])
