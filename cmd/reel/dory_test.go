@@ -132,7 +132,11 @@ func TestDumpQwen4(t *testing.T) {
 	require.True(t, json.Valid([]byte(out)))
 	code, _, errOut = reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--stage", "firstread")
 	require.Equal(t, exitUsage, code)
-	require.Contains(t, errOut, "forward and draft")
+	require.Contains(t, errOut, "forward, draft and settle")
+	code, out, errOut = reel("dump", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--stage", "settle", "--rows", "3", "--stats")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "plan qwen4/settle/want=none/rows=3/of=3")
+	require.Contains(t, out, "0 outputs")
 }
 
 func TestOpsListsEveryOp(t *testing.T) {

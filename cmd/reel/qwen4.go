@@ -209,8 +209,11 @@ func qwen4Stage(o *dumpOptions) (*graph.Graph, error) {
 			return nil, usagef("--stage draft: the checkpoint has no MTP head")
 		}
 		st = qwen4.Draft
+	case "settle":
+		c := m.Config
+		return qwen4.Build(&c, qwen4.Key{Stage: qwen4.Settle, Want: qwen4.WantNone, Rows: o.rows, TapeRows: o.rows}, m)
 	default:
-		return nil, usagef("--stage %q: a Qwen4-Exp has the stages forward and draft", o.stage)
+		return nil, usagef("--stage %q: a Qwen4-Exp has the stages forward, draft and settle", o.stage)
 	}
 	want, err := qwen4.ParseWant(o.want)
 	if err != nil {

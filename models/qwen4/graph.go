@@ -19,12 +19,21 @@ const (
 	// Draft is the MTP head over a chunk of rows: each row pairs the main
 	// model's final hyper-state at a position with the token after it.
 	Draft
+	// Settle advances the recurrent states (each GDN layer's conv ring and
+	// state, each PLE layer's history and conv ring) over the first rows
+	// of a speculation window, from what the window's Forward taped: the
+	// window's refused rows are taken back without running the accepted
+	// ones through the model again. It has no outputs.
+	Settle
 )
 
 // String gives the stage's lower-case name.
 func (s Stage) String() string {
-	if s == Draft {
+	switch s {
+	case Draft:
 		return "mtp"
+	case Settle:
+		return "settle"
 	}
 	return "forward"
 }
@@ -55,6 +64,13 @@ type Key struct {
 	// output after the logits (the MTP head's input; a Draft graph always
 	// has it).
 	Hidden bool
+	// Tape, on a Forward, also stores what Settle needs of every row (each
+	// GDN layer's qkv, a and b projections, each PLE layer's conv input)
+	// in tape states of Rows rows.
+	Tape bool
+	// TapeRows is, on a Settle, the rows of the window whose tape it reads;
+	// it settles the first Rows of them.
+	TapeRows int
 }
 
 // String writes the key as dumps and logs show it.
@@ -63,7 +79,24 @@ func (k Key) String() string {
 	if k.Hidden {
 		s += "/hidden"
 	}
+	if k.Tape {
+		s += "/tape"
+	}
+	if k.Stage == Settle {
+		s += fmt.Sprintf("/of=%d", k.TapeRows)
+	}
 	return s
+}
+
+// tapeRows is the rows of the tape states a key's graph declares (0: none).
+func (k Key) tapeRows() int {
+	switch {
+	case k.Stage == Settle:
+		return k.TapeRows
+	case k.Tape && k.Stage == Forward:
+		return k.Rows
+	}
+	return 0
 }
 
 // Names of the graph inputs.
@@ -82,6 +115,10 @@ const (
 //	     blocks (block keys [cap/cr+1, idim])
 //	PLE  hist (the last n−1 ids, i32), conv (the conv ring [(K−1)·n, C·H])
 func StateName(kind, layer, part string) string { return kind + "." + layer + "." + part }
+
+// TapeName is the name of layer li's tape state part (qkv, a, b for a GDN
+// layer; ple for a PLE layer's conv input).
+func TapeName(li int, part string) string { return StateName("tape", layerTag(li), part) }
 
 func layerTag(li int) string {
 	if li < 0 {
@@ -138,6 +175,22 @@ type builder struct {
 	call *graph.Value
 	rows int
 	eps  float32
+	// tape is the rows of the tape states (0: the graph has none); a
+	// Forward stores into them, a Settle reads them.
+	tape int
+}
+
+// tapeState declares layer li's tape part of tape rows of width w.
+func (g *builder) tapeState(li int, part string, w int) *graph.Value {
+	return g.b.State(TapeName(li, part), graph.F32, g.tape, w)
+}
+
+// taped stores x into layer li's tape part when the graph tapes (a Forward
+// with Key.Tape).
+func (g *builder) taped(li int, part string, x *graph.Value) {
+	if g.tape > 0 {
+		ops.Store(g.b, x, g.tapeState(li, part, x.Shape.Last()))
+	}
 }
 
 // weight declares a stored weight.
@@ -188,6 +241,9 @@ func (g *builder) gdn(li int, u *graph.Value) *graph.Value {
 	q, k, v := ops.GDNPrep(b, mixed, ops.GDNPrepAttrs{KeyHeads: c.KeyHeads, KeyDim: c.KeyDim, ValueHeads: c.ValueHeads, ValueDim: c.ValueDim, Eps: GDNEps})
 	a := ops.MatMul(b, u, g.weight(pre+"in_proj_a.weight", c.ValueHeads, h))
 	bl := ops.MatMul(b, u, g.weight(pre+"in_proj_b.weight", c.ValueHeads, h))
+	g.taped(li, "qkv", qkv)
+	g.taped(li, "a", a)
+	g.taped(li, "b", bl)
 	decay, beta := ops.GDNGates(b, a, bl, g.weight(pre+"A_log", c.ValueHeads), g.weight(pre+"dt_bias", c.ValueHeads))
 	o := ops.GDNScan(b, q, k, v, decay, beta, s, g.call)
 	z := b.Label(ops.MatMul(b, u, g.weight(pre+"in_proj_z.weight", vd, h)), "z")
@@ -265,6 +321,7 @@ func (g *builder) ple(li int, x, ids *graph.Value) *graph.Value {
 	qn := ops.RMSNorm1p(b, x, g.weight(pre+"norm_query.weight", ch), h, g.eps)
 	gv := ops.PLEGate(b, kn, qn, ops.MatMul(b, e, g.weight(pre+"value_proj.weight", h, c.PLEDim)), c.Streams)
 	gn := ops.RMSNorm1p(b, gv, g.weight(pre+"norm_conv.weight", ch), h, g.eps)
+	g.taped(li, "ple", gn)
 	cv := ops.CausalConv(b, gn, g.weight(pre+"conv1d.weight", ch, 1, c.PLEConvKernel), ring, g.call, ops.ConvAttrs{Dilation: c.NGram, Act: ops.ActSiLU})
 	return ops.Add(b, ops.Add(b, x, gv), cv)
 }
@@ -327,8 +384,14 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	if w == nil {
 		w = configWeights{c}
 	}
+	if k.Stage == Settle && (k.TapeRows < k.Rows || k.Want != WantNone || k.Hidden || k.Tape) {
+		return nil, fmt.Errorf("qwen4: settle %d rows of a tape of %d (want none, no hidden, no tape)", k.Rows, k.TapeRows)
+	}
+	if k.Tape && k.Stage != Forward {
+		return nil, fmt.Errorf("qwen4: a %s graph has no tape", k.Stage)
+	}
 	b := graph.NewBuilder("qwen4/" + k.String())
-	g := &builder{c: c, b: b, w: w, rows: k.Rows, eps: float32(c.Eps)}
+	g := &builder{c: c, b: b, w: w, rows: k.Rows, eps: float32(c.Eps), tape: k.tapeRows()}
 	g.call = ops.Call(b)
 	ids := b.Input(InputIDs, graph.I32, k.Rows)
 	embed := g.weight("model.embed_tokens.weight", c.Vocab, c.Hidden)
@@ -347,6 +410,11 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 		x = g.mtpInput(b.Input(InputHidden, graph.F32, k.Rows, c.Streams*c.Hidden), ops.Embed(b, embed, ids))
 		x = g.layer(-1, x, ids)
 		mixer = "mtp.hyper_connection_mixer."
+	case Settle:
+		for li := range c.Layers {
+			g.settle(li, ids)
+		}
+		return b.Graph()
 	default:
 		return nil, fmt.Errorf("qwen4: unknown stage %d", int(k.Stage))
 	}
@@ -357,6 +425,39 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 		b.Output(b.Label(x, "hidden"))
 	}
 	return b.Graph()
+}
+
+// settle advances layer li's recurrent states over the graph's rows from
+// the tape, as the layer's Forward did: the PLE history (from the ids) and
+// conv ring, the GDN conv ring and state.
+func (g *builder) settle(li int, ids *graph.Value) {
+	c, b := g.c, g.b
+	defer b.Push("layer %d", li)()
+	rows := func(part string, w int) *graph.Value { return ops.SliceRows(b, g.tapeState(li, part, w), 0, g.rows) }
+	if c.HasPLE(li) {
+		at, ok := g.w.PLEHash(li)
+		if !ok {
+			b.Fail(fmt.Errorf("layer %d: no PLE hash constants", li))
+			return
+		}
+		ch := c.Streams * c.Hidden
+		hist := b.State(StateName("ple", layerTag(li), "hist"), graph.I32, c.NGram-1)
+		ops.PLEHash(b, ids, hist, g.call, at)
+		ring := g.state("ple", li, "conv", (c.PLEConvKernel-1)*c.NGram, ch)
+		ops.CausalConv(b, rows("ple", ch), g.weight(LayerPrefix(li)+"ple.conv1d.weight", ch, 1, c.PLEConvKernel), ring, g.call,
+			ops.ConvAttrs{Dilation: c.NGram, Act: ops.ActSiLU})
+	}
+	if c.Layers[li] != GDN {
+		return
+	}
+	pre := LayerPrefix(li) + "linear_attn."
+	cd, nv := c.ConvDim(), c.ValueHeads
+	ring := g.state("gdn", li, "conv", c.ConvKernel-1, cd)
+	s := g.state("gdn", li, "state", c.ValueHeads, c.KeyDim, c.ValueDim)
+	mixed := ops.CausalConv(b, rows("qkv", cd), g.weight(pre+"conv1d.weight", cd, 1, c.ConvKernel), ring, g.call, ops.ConvAttrs{Dilation: 1, Act: ops.ActSiLU})
+	q, k, v := ops.GDNPrep(b, mixed, ops.GDNPrepAttrs{KeyHeads: c.KeyHeads, KeyDim: c.KeyDim, ValueHeads: c.ValueHeads, ValueDim: c.ValueDim, Eps: GDNEps})
+	decay, beta := ops.GDNGates(b, rows("a", nv), rows("b", nv), g.weight(pre+"A_log", nv), g.weight(pre+"dt_bias", nv))
+	ops.GDNScan(b, q, k, v, decay, beta, s, g.call)
 }
 
 // mtpInput is the MTP head's hyper-state from the main model's final

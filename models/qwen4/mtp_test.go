@@ -304,6 +304,8 @@ func TestVerify(t *testing.T) {
 			require.Equal(t, c.accept, accepted)
 			require.Equal(t, len(ids)+1+accepted, s.Pos())
 			require.Equal(t, want[accepted+1], argmax(lg), "the token after the window")
+			_, _, settled := s.Planned(Key{Stage: Settle, Want: WantNone, Rows: accepted + 1, TapeRows: len(c.drafts) + 1})
+			require.Equal(t, accepted < len(c.drafts), settled, "a refusal settles from the tape")
 			// the session goes on as greedy decoding does
 			out, err := s.Forward([]int{want[accepted+1]}, s.Pos(), WantLast)
 			require.NoError(t, err)

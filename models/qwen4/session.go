@@ -84,6 +84,12 @@ type Session struct {
 	// running Forward may.
 	logits []float32
 	reuse  bool
+	// tapes are the tape states of speculation windows, by window rows;
+	// taping says the running Forward is a window's, which tapes; then
+	// windowHidden keeps its rows' final hyper-states.
+	tapes        map[int]map[string]ops.Buffer
+	taping       bool
+	windowHidden []float32
 }
 
 // snapshot is a copy of the fixed states at a position.
@@ -160,6 +166,12 @@ func CaptureKey(k Key) capture.Key {
 	if k.Hidden {
 		st += "+hidden"
 	}
+	if k.Tape {
+		st += "+tape"
+	}
+	if k.Stage == Settle {
+		st += fmt.Sprintf("/of=%d", k.TapeRows)
+	}
 	return capture.Key{Stage: st, Loops: 1, Want: k.Want.String(), Rows: k.Rows}
 }
 
@@ -190,6 +202,12 @@ func (s *Session) Close() error {
 	for _, b := range s.fixed {
 		extra = append(extra, b)
 	}
+	for _, t := range s.tapes {
+		for _, b := range t {
+			extra = append(extra, b)
+		}
+	}
+	s.tapes = nil
 	for _, sn := range []*snapshot{s.snap, s.window} {
 		if sn != nil {
 			for _, b := range sn.bufs {
@@ -360,7 +378,7 @@ func (s *Session) brokenErr() error {
 // the pairs it completes).
 func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 	rows := len(ids)
-	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp}
+	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.taping}
 	outs, err := s.run(k, ids, nil, pos)
 	if err != nil {
 		return nil, err
@@ -384,6 +402,9 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 	if err != nil {
 		s.hidden = nil
 		return nil, err
+	}
+	if s.taping {
+		s.windowHidden = hs
 	}
 	// the MTP head over the pairs (H_p, x_{p+1}) this chunk completes
 	ch := s.c.Streams * s.c.Hidden
@@ -446,9 +467,11 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 // (argmax) of the row before it, up to the first refusal, so greedy
 // decoding with windows gives the tokens plain greedy decoding gives. The
 // session then stands after next and the accepted drafts: when a draft was
-// refused, the window's later rows are taken back (the states are restored
-// from a copy Verify keeps of its own, and the accepted rows run again,
-// which settles the recurrent states and the MTP head's cache on them). It
+// refused, the window's later rows are taken back: the recurrent states
+// come back from a copy Verify keeps of its own (not the user's snapshot)
+// and are advanced over the accepted rows from what the window's forward
+// taped (the Settle stage: the conv and scan recurrences only, no
+// projections, attention or experts). It
 // returns how many drafts it accepted and the logits of the last accepted
 // row, whose argmax is the token after the window.
 func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32, err error) {
@@ -473,7 +496,9 @@ func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float3
 	if err := s.keep(&s.window); err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
 	}
+	s.taping, s.windowHidden = s.c.Recurrent(), nil
 	out, err := s.Forward(ids, p0, WantAll)
+	s.taping = false
 	if err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
 	}
@@ -486,13 +511,39 @@ func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float3
 	if accepted == len(drafts) {
 		return accepted, logits, nil
 	}
-	if err := s.restore(s.window); err != nil {
+	if err := s.settle(p0, ids[:accepted+1], len(ids)); err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: taking back the refused rows: %w", err)
 	}
-	if _, err := s.Forward(ids[:accepted+1], p0, WantNone); err != nil {
-		return 0, nil, fmt.Errorf("qwen4: verify: settling the accepted rows: %w", err)
-	}
 	return accepted, logits, nil
+}
+
+// settle makes the session stand after the first rows of the window of
+// wrows rows that began at p0 (ids are those rows' tokens): the recurrent
+// states come back from the window's copy and run forward over those rows
+// from the tape (the Settle stage); the QSA caches, indexed by position,
+// keep what the window wrote; the MTP head keeps its cache up to the last
+// pair of accepted tokens and the hyper-state of the last accepted row.
+func (s *Session) settle(p0 int, ids []int, wrows int) error {
+	if err := s.restore(s.window); err != nil {
+		return err
+	}
+	if s.c.Recurrent() {
+		if _, err := s.run(Key{Stage: Settle, Want: WantNone, Rows: len(ids), TapeRows: wrows}, ids, nil, p0); err != nil {
+			return err
+		}
+	}
+	s.pos = p0 + len(ids)
+	if s.mtp {
+		ch := s.c.Streams * s.c.Hidden
+		a := len(ids) - 1
+		if len(s.windowHidden) < (a+1)*ch {
+			s.hidden = nil // not kept: a Draft asks for a forward first
+			return nil
+		}
+		s.hidden = slices.Clone(s.windowHidden[a*ch : (a+1)*ch])
+		s.mtpPos = p0 + a
+	}
+	return nil
 }
 
 // DraftRows runs the MTP head over rows: row t pairs hidden[t] (a final
@@ -550,6 +601,48 @@ func argmax(x []float32) int {
 	return best
 }
 
+// tape gives the tape states of windows of r rows, allocated on first use:
+// each GDN layer's qkv, a and b rows, each PLE layer's conv input rows.
+func (s *Session) tape(r int) (map[string]ops.Buffer, error) {
+	if t, ok := s.tapes[r]; ok {
+		return t, nil
+	}
+	c := &s.c
+	t := map[string]ops.Buffer{}
+	add := func(name string, w int) error {
+		b, err := s.be.Alloc(graph.F32, r*w)
+		if err != nil {
+			return fmt.Errorf("tape %s of %d rows: %w", name, r, err)
+		}
+		t[name] = b
+		return nil
+	}
+	for li, kind := range c.Layers {
+		var err error
+		if c.HasPLE(li) {
+			err = add(TapeName(li, "ple"), c.Streams*c.Hidden)
+		}
+		if kind == GDN && err == nil {
+			if err = add(TapeName(li, "qkv"), c.ConvDim()); err == nil {
+				if err = add(TapeName(li, "a"), c.ValueHeads); err == nil {
+					err = add(TapeName(li, "b"), c.ValueHeads)
+				}
+			}
+		}
+		if err != nil {
+			for _, b := range t {
+				s.be.Free(b)
+			}
+			return nil, err
+		}
+	}
+	if s.tapes == nil {
+		s.tapes = map[int]map[string]ops.Buffer{}
+	}
+	s.tapes[r] = t
+	return t, nil
+}
+
 // run writes the inputs and the call record and runs key's plan.
 func (s *Session) run(k Key, ids []int, hidden []float32, pos int) ([]ops.Buffer, error) {
 	rows := len(ids)
@@ -571,6 +664,15 @@ func (s *Session) run(k Key, ids []int, hidden []float32, pos int) ([]ops.Buffer
 		bind[StateName("qsa", tag, "blocks")] = sl.blocks
 	}
 	bind[InputIDs] = idb
+	if r := k.tapeRows(); r > 0 {
+		t, err := s.tape(r)
+		if err != nil {
+			return nil, err
+		}
+		for n, b := range t {
+			bind[n] = b
+		}
+	}
 	if hidden != nil {
 		hb, err := s.core.WriteF32(InputHidden, hidden)
 		if err != nil {
@@ -586,7 +688,7 @@ func (s *Session) run(k Key, ids []int, hidden []float32, pos int) ([]ops.Buffer
 	outs, err := s.core.Run(ck, func() (*graph.Graph, error) { return Build(&s.c, k, s.m) }, bind)
 	if err != nil {
 		// a failure after planning may have run part of the plan
-		if _, _, now := s.core.Planned(ck); (planned || now) && s.c.Recurrent() && k.Stage == Forward {
+		if _, _, now := s.core.Planned(ck); (planned || now) && s.c.Recurrent() && (k.Stage == Forward || k.Stage == Settle) {
 			s.broken = err
 		}
 		return nil, fmt.Errorf("%s: %w", k, err)
