@@ -70,3 +70,31 @@ func TestCUDASnapshotAndDraft(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, a, rowsOf(t, ref)), 1e-3, "cuda against the cpu")
 }
+
+// TestCUDAVerify: speculation windows on CUDA (the taped forward and the
+// settle stage) leave the session where the CPU's does: the same accepted
+// drafts and, for the next token, logits within 1e-3.
+func TestCUDAVerify(t *testing.T) {
+	be := cudaBackend(t)
+	f := newMTPFixture(t)
+	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
+	m := loadModel(t, f.withHead)
+	want, _ := greedy(t, newSession(t, m, Options{}), ids, 6)
+	wrong := (want[3] + 1) % m.Config.Vocab
+	for _, drafts := range [][]int{want[1:5], {want[1], want[2], wrong, want[4]}, {wrong}} {
+		var next [][]float32
+		var acc []int
+		for _, s := range []*Session{newSession(t, m, Options{}), newSession(t, m, Options{Backend: be})} {
+			_, err := s.Forward(ids, 0, WantLast)
+			require.NoError(t, err)
+			a, _, err := s.Verify(want[0], drafts)
+			require.NoError(t, err)
+			out, err := s.Forward([]int{want[a+1]}, s.Pos(), WantLast)
+			require.NoError(t, err)
+			acc = append(acc, a)
+			next = append(next, rowsOf(t, out)[0])
+		}
+		require.Equal(t, acc[0], acc[1], "accepted drafts of %v", drafts)
+		require.Less(t, maxDiff(t, next[1:], next[:1]), 1e-3, "the next token's logits after %v", drafts)
+	}
+}
