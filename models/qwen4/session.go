@@ -85,10 +85,11 @@ type Session struct {
 	logits []float32
 	reuse  bool
 	// tapes are the tape states of speculation windows, by window rows;
-	// taping says the running Forward is a window's, which tapes; then
-	// windowHidden keeps its rows' final hyper-states.
+	// inWindow says the running Forward is a window's, which tapes (on a
+	// recurrent model) and keeps its rows' final hyper-states in
+	// windowHidden.
 	tapes        map[int]map[string]ops.Buffer
-	taping       bool
+	inWindow     bool
 	windowHidden []float32
 }
 
@@ -378,7 +379,7 @@ func (s *Session) brokenErr() error {
 // the pairs it completes).
 func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 	rows := len(ids)
-	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.taping}
+	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.inWindow && s.c.Recurrent()}
 	outs, err := s.run(k, ids, nil, pos)
 	if err != nil {
 		return nil, err
@@ -403,7 +404,7 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 		s.hidden = nil
 		return nil, err
 	}
-	if s.taping {
+	if s.inWindow {
 		s.windowHidden = hs
 	}
 	// the MTP head over the pairs (H_p, x_{p+1}) this chunk completes
@@ -496,9 +497,9 @@ func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float3
 	if err := s.keep(&s.window); err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
 	}
-	s.taping, s.windowHidden = s.c.Recurrent(), nil
+	s.inWindow, s.windowHidden = true, nil
 	out, err := s.Forward(ids, p0, WantAll)
-	s.taping = false
+	s.inWindow = false
 	if err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
 	}
