@@ -469,3 +469,45 @@ func FuzzSession(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyWithoutRecurrence: on a model of QSA layers only (nothing to
+// settle but the position and the MTP head's hyper-state), a refused
+// window leaves the session where greedy decoding would, drafts included.
+func TestVerifyWithoutRecurrence(t *testing.T) {
+	c := loadModel(t, filepath.Join(testdata, checkpoints[0])).Config
+	for i := range c.Layers {
+		c.Layers[i] = QSA
+	}
+	c.PLELayers, c.MTPLayers = nil, 1
+	require.False(t, c.Recurrent())
+	m, err := Synthetic(c, graph.F32, 11)
+	require.NoError(t, err)
+	ids := []int{5, 9, 17, 3, 30, 2, 8}
+	want, steps := greedy(t, newSession(t, m, Options{}), ids, 5)
+	s := newSession(t, m, Options{})
+	_, err = s.Forward(ids, 0, WantLast)
+	require.NoError(t, err)
+	a, _, err := s.Verify(want[0], []int{want[1], (want[2] + 1) % c.Vocab, want[3]})
+	require.NoError(t, err)
+	require.Equal(t, 1, a)
+	// drafting straight after the window needs the hyper-state it kept
+	early, err := s.Draft(want[2], 2)
+	require.NoError(t, err)
+	at := newSession(t, m, Options{})
+	_, err = at.Forward(append(slices.Clone(ids), want[:2]...), 0, WantLast)
+	require.NoError(t, err)
+	refEarly, err := at.Draft(want[2], 2)
+	require.NoError(t, err)
+	require.Equal(t, refEarly, early)
+	out, err := s.Forward([]int{want[2]}, s.Pos(), WantLast)
+	require.NoError(t, err)
+	require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), [][]float32{steps[2]}))
+	got, err := s.Draft(want[3], 2)
+	require.NoError(t, err)
+	ref := newSession(t, m, Options{})
+	_, err = ref.Forward(append(slices.Clone(ids), want[:3]...), 0, WantLast)
+	require.NoError(t, err)
+	refDrafts, err := ref.Draft(want[3], 2)
+	require.NoError(t, err)
+	require.Equal(t, refDrafts, got)
+}
