@@ -61,8 +61,9 @@ Graphviz graph (dot: pipe it into 'dot -Tsvg'); or JSON for scripts.
 
 With --model (a Dory or Qwen4-Exp checkpoint) or --synthetic (a known shape,
 no weights needed) it prints one stage graph, keyed by --stage, --loops,
---want and --rows. A Qwen4-Exp has the stages forward and draft (the MTP
-head). --pass fused prints it after the planner's fusion; --pass plan
+--want and --rows. A Qwen4-Exp has the stages forward, draft (the MTP
+head) and settle (a speculation window's recurrences over --rows rows of
+its tape). --pass fused prints it after the planner's fusion; --pass plan
 prints the plan: each launch, its fused members, its buffers and arena
 offsets. --stats prints the planner's report instead. REEL_FUSE=0 turns
 fusion off.
