@@ -76,10 +76,7 @@ func TestCUDASnapshotAndDraft(t *testing.T) {
 // drafts and, for the next token, logits within 1e-3.
 func TestCUDAVerify(t *testing.T) {
 	be := cudaBackend(t)
-	f := newMTPFixture(t)
-	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
-	m := loadModel(t, f.withHead)
-	want, _ := greedy(t, newSession(t, m, Options{}), ids, 6)
+	m, ids, want, _ := speculation(t, 6)
 	wrong := (want[3] + 1) % m.Config.Vocab
 	for _, drafts := range [][]int{want[1:5], {want[1], want[2], wrong, want[4]}, {wrong}} {
 		var next [][]float32

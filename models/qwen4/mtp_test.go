@@ -272,16 +272,25 @@ func greedy(t *testing.T, s *Session, ids []int, n int) ([]int, [][]float32) {
 	return toks, steps
 }
 
+// speculation sets up the window tests: the small checkpoint with an MTP
+// head, a prompt, and the n tokens greedy decoding gives after it with the
+// logits of each step.
+func speculation(t *testing.T, n int) (m *Model, ids, want []int, steps [][]float32) {
+	t.Helper()
+	f := newMTPFixture(t)
+	ids = longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
+	m = loadModel(t, f.withHead)
+	want, steps = greedy(t, newSession(t, m, Options{}), ids, n)
+	return m, ids, want, steps
+}
+
 // TestVerify: a speculation window accepts the drafts that greedy decoding
 // would pick, up to the first that it would not, and leaves the session
 // where greedy decoding one token at a time would be, bit for bit (the
 // recurrent states, the QSA caches and the MTP head's cache), whether every
 // draft, some or none were accepted.
 func TestVerify(t *testing.T) {
-	f := newMTPFixture(t)
-	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
-	m := loadModel(t, f.withHead)
-	want, steps := greedy(t, newSession(t, m, Options{}), ids, 8)
+	m, ids, want, steps := speculation(t, 8)
 	wrong := func(tok int) int { return (tok + 1) % m.Config.Vocab }
 
 	for _, c := range []struct {
@@ -327,10 +336,7 @@ func TestVerify(t *testing.T) {
 // TestVerifyFunc: the acceptance function sees, for each draft, the logits
 // of the row before it (those of one-token decoding), until it refuses one.
 func TestVerifyFunc(t *testing.T) {
-	f := newMTPFixture(t)
-	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
-	m := loadModel(t, f.withHead)
-	want, steps := greedy(t, newSession(t, m, Options{}), ids, 6)
+	m, ids, want, steps := speculation(t, 6)
 	s := newSession(t, m, Options{})
 	_, err := s.Forward(ids, 0, WantLast)
 	require.NoError(t, err)
@@ -352,10 +358,7 @@ func TestVerifyFunc(t *testing.T) {
 // TestSpeculativeGreedy: greedy decoding with MTP drafts and windows gives
 // the tokens of plain greedy decoding.
 func TestSpeculativeGreedy(t *testing.T) {
-	f := newMTPFixture(t)
-	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:9]
-	m := loadModel(t, f.withHead)
-	want, _ := greedy(t, newSession(t, m, Options{}), ids, 24)
+	m, ids, want, _ := speculation(t, 24)
 
 	s := newSession(t, m, Options{})
 	out, err := s.Forward(ids, 0, WantLast)
