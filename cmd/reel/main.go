@@ -49,7 +49,7 @@ func commands() []command {
 		{"logits", "print a model's logits for token ids as JSON", runLogits},
 		{"check", "compare a model's logits with a golden.json", runCheck},
 		{"bench", "measure prefill and decode tokens/s", runBench},
-		{"ops", "list the ops, their math and which have CPU kernels", runOps},
+		{"ops", "list the ops, their math and which backends have kernels", runOps},
 	}
 }
 
