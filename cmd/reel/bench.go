@@ -150,17 +150,8 @@ counters (plans, records, updates, replays).`, stderr)
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", *promptN, prefill.Seconds(), float64(*promptN)/prefill.Seconds())
 	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), float64(*tokens)/decode.Seconds(), decode.Seconds()*1e3/float64(*tokens))
 	if p, rep, ok := s.Planned(dory.Key{Stage: dory.All, Loops: nl, Want: dory.WantLast, Rows: 1}); ok {
-		fmt.Fprintf(&b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
-		perToken := weightBytesRead(p)
-		tps := float64(*tokens) / decode.Seconds()
-		fmt.Fprintf(&b, "bytes read   %.3f GB of weights per decode token (%.1f GB/s at this speed)\n", float64(perToken)/1e9, float64(perToken)*tps/1e9)
-		if bm, ok := l.be.(bandwidthMeter); ok {
-			bw, err := bm.MeasureCopyBandwidth(1<<30, 10)
-			if err != nil {
-				return err
-			}
-			bound := bw / float64(perToken)
-			fmt.Fprintf(&b, "bandwidth    copy %.0f GB/s (read+write, measured now): bound %.1f tok/s; decode at %.1f %% of it\n", bw/1e9, bound, 100*tps/bound)
+		if err := writeDecodePlan(&b, p, rep, l.be, float64(*tokens)/decode.Seconds(), ""); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
@@ -192,9 +183,31 @@ func modelName(dir, synthetic string) string {
 	return "embedded dory-gotiny"
 }
 
+// writeDecodePlan writes the decode plan's lines of a bench report: its
+// launches and arena, the weight bytes a token reads (qualified by bytesNote,
+// e.g. " at most") and, on a backend that measures its copy bandwidth, the
+// bound that gives and the share of it tps reaches.
+func writeDecodePlan(b *strings.Builder, p *planner.Planned, rep planner.Report, be any, tps float64, bytesNote string) error {
+	fmt.Fprintf(b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
+	perToken := weightBytesRead(p)
+	fmt.Fprintf(b, "bytes read   %.3f GB of weights per decode token%s (%.1f GB/s at this speed)\n", float64(perToken)/1e9, bytesNote, float64(perToken)*tps/1e9)
+	bm, ok := be.(bandwidthMeter)
+	if !ok {
+		return nil
+	}
+	bw, err := bm.MeasureCopyBandwidth(1<<30, 10)
+	if err != nil {
+		return err
+	}
+	bound := bw / float64(perToken)
+	fmt.Fprintf(b, "bandwidth    copy %.0f GB/s (read+write, measured now): bound %.1f tok/s; decode at %.1f %% of it\n", bw/1e9, bound, 100*tps/bound)
+	return nil
+}
+
 // weightBytesRead is the bytes of weights one run of a plan reads: every
 // weight input of every launch (a weight read in each loop counts each
-// time), but only the gathered rows of an embedding table.
+// time), but only the gathered rows of an embedding or n-gram table, and at
+// most one expert per (row, pick) unit of an expert product.
 func weightBytesRead(p *planner.Planned) int {
 	total := 0
 	for _, n := range p.Schedule {

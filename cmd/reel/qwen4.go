@@ -263,16 +263,8 @@ func benchQwen4(mf *modelFlags, name string, m *qwen4.Model, promptN, tokens int
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", promptN, prefill.Seconds(), float64(promptN)/prefill.Seconds())
 	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", tokens, decode.Seconds(), tps, decode.Seconds()*1e3/float64(tokens))
 	if p, rep, ok := s.Planned(qwen4.Key{Stage: qwen4.Forward, Want: qwen4.WantLast, Rows: 1, Hidden: s.MTP()}); ok {
-		fmt.Fprintf(&b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
-		perToken := weightBytesRead(p)
-		fmt.Fprintf(&b, "bytes read   %.3f GB of weights per decode token at most (%.1f GB/s at this speed)\n", float64(perToken)/1e9, float64(perToken)*tps/1e9)
-		if bm, ok := s.Backend().(bandwidthMeter); ok {
-			bw, err := bm.MeasureCopyBandwidth(1<<30, 10)
-			if err != nil {
-				return err
-			}
-			bound := bw / float64(perToken)
-			fmt.Fprintf(&b, "bandwidth    copy %.0f GB/s (read+write, measured now): bound %.1f tok/s; decode at %.1f %% of it\n", bw/1e9, bound, 100*tps/bound)
+		if err := writeDecodePlan(&b, p, rep, s.Backend(), tps, " at most"); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
