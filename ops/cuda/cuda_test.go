@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
@@ -116,22 +115,14 @@ func BenchmarkOpCases(b *testing.B) {
 	})
 }
 
-// encode writes values as little-endian elements of dt.
-func encode(dt graph.DType, vals []float64) []byte {
-	out := make([]byte, len(vals)*dt.Size())
-	for i, v := range vals {
-		switch dt {
-		case graph.F32:
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(float32(v)))
-		case graph.BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], half.F32ToBF16(float32(v)))
-		case graph.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], half.F32ToF16(float32(v)))
-		case graph.I32:
-			binary.LittleEndian.PutUint32(out[4*i:], uint32(int32(v)))
-		}
+// encode is optest.Encode for a test: an error fails it.
+func encode(t testing.TB, dt graph.DType, vals []float64) []byte {
+	t.Helper()
+	raw, err := optest.Encode(dt, vals)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return raw
 }
 
 func readF32(t testing.TB, be *Backend, b ops.Buffer) []float64 {
@@ -169,7 +160,7 @@ func bindCase(t testing.TB, be *Backend, c optest.Case) *bound {
 			}
 		}
 		if in.Kind == graph.Weight {
-			buf, err := be.Load(in.DType, in.Len(), encode(in.DType, in.Data))
+			buf, err := be.Load(in.DType, in.Len(), encode(t, in.DType, in.Data))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +197,7 @@ func (b *bound) reset(t testing.TB, be *Backend, pos int) {
 		if in.Name == ops.CallName {
 			data[ops.CallPos] = float64(pos)
 		}
-		if err := be.Write(b.bufs[b.leaves[i].ID], encode(in.DType, data)); err != nil {
+		if err := be.Write(b.bufs[b.leaves[i].ID], encode(t, in.DType, data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,7 +209,7 @@ func (b *bound) setPos(t testing.TB, be *Backend, pos int) {
 		if in.Name == ops.CallName {
 			data := append([]float64(nil), in.Data...)
 			data[ops.CallPos] = float64(pos)
-			if err := be.Write(b.bufs[b.leaves[i].ID], encode(graph.I32, data)); err != nil {
+			if err := be.Write(b.bufs[b.leaves[i].ID], encode(t, graph.I32, data)); err != nil {
 				t.Fatal(err)
 			}
 		}

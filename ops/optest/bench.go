@@ -31,7 +31,7 @@ func Bench(b *testing.B, be ops.Backend, c Case) {
 	}()
 	moved := 0
 	for i, t := range c.Inputs {
-		data, err := encode(t.DType, t.Data)
+		data, err := Encode(t.DType, t.Data)
 		if err != nil {
 			b.Fatalf("leaf %s: %v", t.Name, err)
 		}

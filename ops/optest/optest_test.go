@@ -95,7 +95,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 	m := newMaker("round trip")
 	for _, dt := range []graph.DType{graph.F32, graph.BF16, graph.F16} {
 		x := m.tensor("x", graph.Input, dt, 100, 257)
-		raw, err := encode(dt, x.Data)
+		raw, err := Encode(dt, x.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -149,7 +149,7 @@ func Run(be ops.Backend, c Case, v Variant) (Result, error) {
 	r := &runner{be: be}
 	defer r.free()
 	for i, t := range c.Inputs {
-		data, err := encode(t.DType, t.Data)
+		data, err := Encode(t.DType, t.Data)
 		if err != nil {
 			return Result{}, fmt.Errorf("leaf %s: %w", t.Name, err)
 		}
@@ -329,8 +329,9 @@ func unfuse(c Case, g *graph.Graph, leaves []*graph.Value) (*graph.Graph, []*gra
 	return ng, nl, nil
 }
 
-// encode writes values as little-endian elements of dt.
-func encode(dt graph.DType, vals []float64) ([]byte, error) {
+// Encode writes values as little-endian elements of dt (f32, bf16, f16 or
+// i32), as a case's leaves are bound.
+func Encode(dt graph.DType, vals []float64) ([]byte, error) {
 	out := make([]byte, len(vals)*dt.Size())
 	for i, v := range vals {
 		switch dt {
