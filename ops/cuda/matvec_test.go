@@ -97,19 +97,6 @@ func productCase(rows, k int, ns []int, dt graph.DType, swiglu bool) optest.Case
 	case graph.F16:
 		tol = optest.TolF16
 	}
-	product := func(x, w []float64, n int) []float64 {
-		y := make([]float64, rows*n)
-		for r := 0; r < rows; r++ {
-			for j := 0; j < n; j++ {
-				var s float64
-				for i := 0; i < k; i++ {
-					s += x[r*k+i] * w[j*k+i]
-				}
-				y[r*n+j] = s
-			}
-		}
-		return y
-	}
 	name := fmt.Sprintf("matmul/%s/%dx%dx%v", dt, rows, k, ns)
 	if swiglu {
 		name = fmt.Sprintf("matmul_swiglu/%s/%dx%dx%d", dt, rows, k, ns[0])
@@ -129,7 +116,7 @@ func productCase(rows, k int, ns []int, dt graph.DType, swiglu bool) optest.Case
 		Ref: func(in [][]float64) [][]float64 {
 			if swiglu {
 				f := ns[0]
-				g, u := product(in[0], in[1], f), product(in[0], in[2], f)
+				g, u := optest.RefMatMul(in[0], k, in[1]), optest.RefMatMul(in[0], k, in[2])
 				y := make([]float64, len(g))
 				for i := range y {
 					a := g[i] * in[3][i%f]
@@ -138,8 +125,8 @@ func productCase(rows, k int, ns []int, dt graph.DType, swiglu bool) optest.Case
 				return [][]float64{y}
 			}
 			var out [][]float64
-			for i, n := range ns {
-				out = append(out, product(in[0], in[1+i], n))
+			for i := range ns {
+				out = append(out, optest.RefMatMul(in[0], k, in[1+i]))
 			}
 			return out
 		},

@@ -88,7 +88,7 @@ func matmulCases() []Case {
 				Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
 					return []*graph.Value{ops.MatMul(b, in[0], in[1])}
 				},
-				Ref: func(in [][]float64) [][]float64 { return [][]float64{refMatMul(in[0], k, in[1])} },
+				Ref: func(in [][]float64) [][]float64 { return [][]float64{RefMatMul(in[0], k, in[1])} },
 				Tol: tolFor(dt),
 			})
 		}
@@ -103,7 +103,7 @@ func matmulCases() []Case {
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
 				return []*graph.Value{ops.MatMul(b, in[0], in[1])}
 			},
-			Ref: func(in [][]float64) [][]float64 { return [][]float64{refMatMul(in[0], 33, in[1])} },
+			Ref: func(in [][]float64) [][]float64 { return [][]float64{RefMatMul(in[0], 33, in[1])} },
 			Tol: tolFor(dt),
 		})
 	}
@@ -123,7 +123,7 @@ func groupedCases() []Case {
 				return ops.GroupedMatMul(b, in[0], in[1:]...)
 			},
 			Ref: func(in [][]float64) [][]float64 {
-				return [][]float64{refMatMul(in[0], 65, in[1]), refMatMul(in[0], 65, in[2]), refMatMul(in[0], 65, in[3])}
+				return [][]float64{RefMatMul(in[0], 65, in[1]), RefMatMul(in[0], 65, in[2]), RefMatMul(in[0], 65, in[3])}
 			},
 			Tol: TolBF16,
 		})
@@ -601,17 +601,17 @@ func blockCases() []Case {
 			Ref: func(in [][]float64) [][]float64 {
 				eps := float64(float32(1e-6))
 				x, pos := in[0], int(in[1][ops.CallPos])
-				q := refMatMul(x, hidden, in[2])
-				k := refMatMul(x, hidden, in[3])
-				v := refMatMul(x, hidden, in[4])
-				g := refMatMul(x, hidden, in[5])
+				q := RefMatMul(x, hidden, in[2])
+				k := RefMatMul(x, hidden, in[3])
+				v := RefMatMul(x, hidden, in[4])
+				g := RefMatMul(x, hidden, in[5])
 				q = refNormRope(q, heads*hd, hd, hd/2, 1e4, pos, eps, in[7])
 				k = refNormRope(k, kvHeads*hd, hd, hd/2, 1e4, pos, eps, nil)
 				ks := refKVWrite(in[10], k, kvHeads*hd, pos, s.rows, s.ring)
 				vs := refKVWrite(in[11], v, kvHeads*hd, pos, s.rows, s.ring)
 				y := refAttention(q, ks, vs, at, pos, s.rows)
 				y = refGatedNorm(y, g, in[8], eps)
-				o := refMatMul(y, heads*hd, in[6])
+				o := RefMatMul(y, heads*hd, in[6])
 				return [][]float64{refSlerp(x, o, in[9], eps), ks, vs}
 			},
 			Tol: TolBF16,
@@ -656,7 +656,7 @@ func plannerCases() []Case {
 					return b.Apply(ops.OpMatMulSwiGLU, nil, 1, in...)
 				},
 				Ref: func(in [][]float64) [][]float64 {
-					return [][]float64{refSwiGLU(refMatMul(in[0], k, in[1]), refMatMul(in[0], k, in[2]), in[3], in[4])}
+					return [][]float64{refSwiGLU(RefMatMul(in[0], k, in[1]), RefMatMul(in[0], k, in[2]), in[3], in[4])}
 				},
 				Tol: tolFor(dt),
 			})

@@ -145,7 +145,7 @@ func normMatMulCases() []Case {
 					return b.Apply(ops.OpNormMatMul, ops.EpsAttrs{Eps: eps}, 1, in...)
 				},
 				Ref: func(in [][]float64) [][]float64 {
-					return [][]float64{refMatMul(refL2Norm(in[0], k, float64(float32(eps))), k, in[1])}
+					return [][]float64{RefMatMul(refL2Norm(in[0], k, float64(float32(eps))), k, in[1])}
 				},
 				Tol: tolFor(dt),
 			})
@@ -202,14 +202,14 @@ func decodeBlockCases() []Case {
 			Ref: func(in [][]float64) [][]float64 {
 				e := float64(float32(eps))
 				x, pos := in[0], int(in[1][ops.CallPos])
-				q := refNormRope(refMatMul(x, hidden, in[2]), heads*hd, hd, hd/2, 1e4, pos, e, in[7])
-				k := refNormRope(refMatMul(x, hidden, in[3]), kvHeads*hd, hd, hd/2, 1e4, pos, e, nil)
+				q := refNormRope(RefMatMul(x, hidden, in[2]), heads*hd, hd, hd/2, 1e4, pos, e, in[7])
+				k := refNormRope(RefMatMul(x, hidden, in[3]), kvHeads*hd, hd, hd/2, 1e4, pos, e, nil)
 				ks := refKVWrite(in[10], k, kvHeads*hd, pos, s.rows, s.ring)
-				vs := refKVWrite(in[11], refMatMul(x, hidden, in[4]), kvHeads*hd, pos, s.rows, s.ring)
-				y := refGatedNorm(refAttention(q, ks, vs, at, pos, s.rows), refMatMul(x, hidden, in[5]), in[8], e)
-				h := refSlerp(x, refMatMul(y, heads*hd, in[6]), in[9], e)
-				a := refSwiGLU(refMatMul(h, hidden, in[12]), refMatMul(h, hidden, in[13]), in[15], in[16])
-				d := refMatMul(refL2Norm(a, ffn, e), ffn, in[14])
+				vs := refKVWrite(in[11], RefMatMul(x, hidden, in[4]), kvHeads*hd, pos, s.rows, s.ring)
+				y := refGatedNorm(refAttention(q, ks, vs, at, pos, s.rows), RefMatMul(x, hidden, in[5]), in[8], e)
+				h := refSlerp(x, RefMatMul(y, heads*hd, in[6]), in[9], e)
+				a := refSwiGLU(RefMatMul(h, hidden, in[12]), RefMatMul(h, hidden, in[13]), in[15], in[16])
+				d := RefMatMul(refL2Norm(a, ffn, e), ffn, in[14])
 				return [][]float64{refSlerp(h, d, in[17], e), ks, vs}
 			},
 			Tol: TolBF16,

@@ -1265,8 +1265,8 @@ func qcMoE() []Case {
 
 // ---------------------------------------------------------------- patterns
 
-// qcMatMulT is refMatMul of rows of k features by a weight [n, k].
-func qcMatMulT(x []float64, k int, w []float64) []float64 { return refMatMul(x, k, w) }
+// qcMatMulT is RefMatMul of rows of k features by a weight [n, k].
+func qcMatMulT(x []float64, k int, w []float64) []float64 { return RefMatMul(x, k, w) }
 
 func qcQwenBlocks() []Case {
 	var cs []Case

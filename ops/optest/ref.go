@@ -21,8 +21,9 @@ func refEmbed(table []float64, h int, ids []float64) []float64 {
 	return out
 }
 
-// refMatMul is y[r,n] = Σ_k x[r,k] w[n,k].
-func refMatMul(x []float64, k int, w []float64) []float64 {
+// RefMatMul is the float64 reference product y[r,n] = Σ_k x[r,k] w[n,k]
+// (x rows of k, w [n, k]), for tests of backends' products.
+func RefMatMul(x []float64, k int, w []float64) []float64 {
 	rows, n := len(x)/k, len(w)/k
 	y := make([]float64, rows*n)
 	for r := 0; r < rows; r++ {
