@@ -2,9 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/models/qwen4"
-	"github.com/reel-runtime/reel/planner"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +9,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/models/qwen4"
+	"github.com/reel-runtime/reel/planner"
 )
 
 const doryTiny = "../../testdata/dory/dory-tiny-per_loop"

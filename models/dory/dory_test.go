@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/ops/cpu"
+	"github.com/reel-runtime/reel/sample"
 )
 
 const testdata = "../../testdata"
@@ -97,16 +98,6 @@ type greedyFile struct {
 	GreedyIDs []int `json:"greedy_ids"`
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
 // TestGoTinyGreedy checks the embedded model against greedy.json, made by an
 // independent PyTorch Dory: teacher-forced argmax at every position, and
 // free-running greedy decoding.
@@ -127,19 +118,19 @@ func TestGoTinyGreedy(t *testing.T) {
 		rows := rowsOf(t, out)
 		for i := len(g.Prompt) - 1; i < len(seq); i++ {
 			want := g.GreedyIDs[i-len(g.Prompt)+1]
-			require.Equal(t, want, argmax(rows[i]), "position %d", i)
+			require.Equal(t, want, sample.Argmax(rows[i]), "position %d", i)
 		}
 	})
 	t.Run("free running", func(t *testing.T) {
 		s := newSession(t, m, Options{})
 		out, err := s.Forward(g.Prompt, 0, loops, WantLast)
 		require.NoError(t, err)
-		next := argmax(rowsOf(t, out)[0])
+		next := sample.Argmax(rowsOf(t, out)[0])
 		got := []int{next}
 		for len(got) < len(g.GreedyIDs) {
 			out, err = s.Forward([]int{next}, s.Pos(), loops, WantLast)
 			require.NoError(t, err)
-			next = argmax(rowsOf(t, out)[0])
+			next = sample.Argmax(rowsOf(t, out)[0])
 			got = append(got, next)
 		}
 		require.Equal(t, g.GreedyIDs, got)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/sample"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -243,10 +244,10 @@ func TestMTPSession(t *testing.T) {
 		drafts, err := s.Draft(ids[n], 2)
 		require.NoError(t, err)
 		require.Len(t, drafts, 2)
-		require.Equal(t, argmax(lg.Data().([]float32)), drafts[0])
+		require.Equal(t, sample.Argmax(lg.Data().([]float32)), drafts[0])
 		lg2, _, err := s.DraftRows(hs.Data().([]float32), drafts[:1], n, WantLast)
 		require.NoError(t, err)
-		require.Equal(t, argmax(lg2.Data().([]float32)), drafts[1])
+		require.Equal(t, sample.Argmax(lg2.Data().([]float32)), drafts[1])
 	}
 	_, err = newSession(t, m, Options{}).Draft(ids[0], 1)
 	require.ErrorContains(t, err, "run a forward first")
@@ -262,7 +263,7 @@ func greedy(t *testing.T, s *Session, ids []int, n int) ([]int, [][]float32) {
 	var toks []int
 	var steps [][]float32
 	for range n {
-		next := argmax(lg)
+		next := sample.Argmax(lg)
 		toks = append(toks, next)
 		out, err := s.Forward([]int{next}, s.Pos(), WantLast)
 		require.NoError(t, err)
@@ -312,19 +313,19 @@ func TestVerify(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.accept, accepted)
 			require.Equal(t, len(ids)+1+accepted, s.Pos())
-			require.Equal(t, want[accepted+1], argmax(lg), "the token after the window")
+			require.Equal(t, want[accepted+1], sample.Argmax(lg), "the token after the window")
 			_, _, settled := s.Planned(Key{Stage: Settle, Want: WantNone, Rows: accepted + 1, TapeRows: len(c.drafts) + 1})
 			require.Equal(t, accepted < len(c.drafts), settled, "a refusal settles from the tape")
 			// the session goes on as greedy decoding does
 			out, err := s.Forward([]int{want[accepted+1]}, s.Pos(), WantLast)
 			require.NoError(t, err)
 			require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), [][]float32{steps[accepted+1]}))
-			drafts, err := s.Draft(argmax(steps[accepted+1]), 2)
+			drafts, err := s.Draft(sample.Argmax(steps[accepted+1]), 2)
 			require.NoError(t, err)
 			ref := newSession(t, m, Options{})
 			_, err = ref.Forward(append(slices.Clone(ids), want[:accepted+2]...), 0, WantLast)
 			require.NoError(t, err)
-			refDrafts, err := ref.Draft(argmax(steps[accepted+1]), 2)
+			refDrafts, err := ref.Draft(sample.Argmax(steps[accepted+1]), 2)
 			require.NoError(t, err)
 			require.Equal(t, refDrafts, drafts, "the MTP head's cache and hyper-state")
 			// the user's snapshot is untouched: back to the window's start
@@ -363,7 +364,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 	s := newSession(t, m, Options{})
 	out, err := s.Forward(ids, 0, WantLast)
 	require.NoError(t, err)
-	next := argmax(rowsOf(t, out)[0])
+	next := sample.Argmax(rowsOf(t, out)[0])
 	var got []int
 	windows, accepted := 0, 0
 	for len(got) < len(want) {
@@ -373,7 +374,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 		require.NoError(t, err)
 		got = append(got, next)
 		got = append(got, drafts[:a]...)
-		next = argmax(lg)
+		next = sample.Argmax(lg)
 		windows++
 		accepted += a
 	}
@@ -386,7 +387,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 	s = newSession(t, m, Options{})
 	out, err = s.Forward(ids, 0, WantLast)
 	require.NoError(t, err)
-	next = argmax(rowsOf(t, out)[0])
+	next = sample.Argmax(rowsOf(t, out)[0])
 	got = got[:0]
 	seen := map[int]bool{}
 	for len(got) < len(want) {
@@ -399,7 +400,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 		require.NoError(t, err)
 		seen[a] = true
 		got = append(append(got, next), drafts[:a]...)
-		next = argmax(lg)
+		next = sample.Argmax(lg)
 	}
 	require.Equal(t, want, got[:len(want)])
 	require.Greater(t, len(seen), 2, "accepted counts seen: %v", seen)

@@ -12,6 +12,7 @@ import (
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/planner"
+	"github.com/reel-runtime/reel/sample"
 )
 
 // DefaultChunk is the rows of a prompt chunk.
@@ -455,7 +456,7 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 		if err != nil {
 			return out, err
 		}
-		tok = argmax(logits.Data().([]float32))
+		tok = sample.Argmax(logits.Data().([]float32))
 		out = append(out, tok)
 		h = hs.Data().([]float32)
 	}
@@ -476,7 +477,7 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 // returns how many drafts it accepted and the logits of the last accepted
 // row, whose argmax is the token after the window.
 func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32, err error) {
-	return s.VerifyFunc(next, drafts, func(row []float32, d int) bool { return argmax(row) == d })
+	return s.VerifyFunc(next, drafts, func(row []float32, d int) bool { return sample.Argmax(row) == d })
 }
 
 // VerifyFunc is Verify with the acceptance of each draft up to accept,
@@ -590,16 +591,6 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want Want) (l
 		return nil, nil, err
 	}
 	return logits, tensor.New(tensor.WithShape(len(ids), ch), tensor.WithBacking(hv)), nil
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // tape gives the tape states of windows of r rows, allocated on first use:
