@@ -47,24 +47,30 @@ func BenchmarkDecode(b *testing.B) {
 	for _, name := range []string{"gotiny", "h512"} {
 		b.Run(name, func(b *testing.B) {
 			s, m := benchSession(b, name)
-			prompt := benchPrompt(64, m.Config.Vocab)
-			if _, err := s.Forward(prompt, 0, m.Config.Loops, WantNone); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if s.Pos() >= 64+Rewind {
-					if err := s.Rollback(64); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, WantLast); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			benchDecode(b, s, m)
 		})
 	}
+}
+
+// benchDecode times one-token forwards of s after a 64-token prompt,
+// rolling back to the prompt before the slots' rewind margin runs out, and
+// reports tokens/s.
+func benchDecode(b *testing.B, s *Session, m *Model) {
+	if _, err := s.Forward(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, WantNone); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.Pos() >= 64+Rewind {
+			if err := s.Rollback(64); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, WantLast); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
 // BenchmarkPrefill measures a 256-token prompt in chunks of 64.
@@ -101,21 +107,7 @@ func BenchmarkDecodeWeights(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if _, err := s.Forward(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, WantNone); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if s.Pos() >= 64+Rewind {
-					if err := s.Rollback(64); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, WantLast); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			benchDecode(b, s, m)
 		})
 	}
 }
