@@ -45,6 +45,8 @@ type Core struct {
 	weights map[string]ops.Buffer
 	call    ops.Buffer
 	inputs  map[inputKey]ops.Buffer
+	// logits is the memory ReadLogits reuses.
+	logits []float32
 }
 
 // inputKey names an input buffer: the graph input's name and its elements.
@@ -257,6 +259,20 @@ func (c *Core) ReadF32Into(b ops.Buffer, dst []float32) ([]float32, error) {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out, nil
+}
+
+// ReadLogits reads a plan's logits: with reuse, into memory the core keeps
+// and reads the next reusing call into too (a session's ReuseLogits: the
+// logits are valid until then), else into a new slice.
+func (c *Core) ReadLogits(b ops.Buffer, reuse bool) ([]float32, error) {
+	if !reuse {
+		return c.ReadF32(b)
+	}
+	out, err := c.ReadF32Into(b, c.logits)
+	if err == nil {
+		c.logits = out[:cap(out)]
+	}
+	return out, err
 }
 
 // nativeLittleEndian says whether the host stores a float32 as the

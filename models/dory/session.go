@@ -107,10 +107,9 @@ type Session struct {
 
 	slots map[string]*slot
 	carry [2]ops.Buffer
-	// logits is the memory ReuseLogits reads logits into; reuse says the
-	// running Forward may.
-	logits []float32
-	reuse  bool
+	// reuse says the running Forward may read its logits into the core's
+	// reused memory (ReuseLogits).
+	reuse bool
 	// filled is, per per_loop recurrent slot index, the position up to which
 	// it holds rows: a call may only use slots that reach its first row.
 	filled []int
@@ -370,14 +369,7 @@ func (s *Session) stage(k Key) ([]float32, error) {
 	if len(outs) == 0 {
 		return nil, nil
 	}
-	if !s.reuse {
-		return s.core.ReadF32(outs[0])
-	}
-	out, err := s.core.ReadF32Into(outs[0], s.logits)
-	if err == nil {
-		s.logits = out[:cap(out)]
-	}
-	return out, err
+	return s.core.ReadLogits(outs[0], s.reuse)
 }
 
 // slotKey names a slot without its k/v suffix.

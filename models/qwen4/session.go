@@ -81,10 +81,9 @@ type Session struct {
 	hidden []float32
 	// mtpPos is the positions the head's cache holds.
 	mtpPos int
-	// logits is the memory ReuseLogits reads logits into; reuse says the
-	// running Forward may.
-	logits []float32
-	reuse  bool
+	// reuse says the running Forward may read its logits into the core's
+	// reused memory (ReuseLogits).
+	reuse bool
 	// tapes are the tape states of speculation windows, by window rows;
 	// inWindow says the running Forward is a window's, which tapes (on a
 	// recurrent model) and keeps its rows' final hyper-states in
@@ -388,12 +387,7 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 	s.pos = pos + rows
 	var logits []float32
 	if want != WantNone {
-		if !s.reuse {
-			logits, err = s.core.ReadF32(outs[0])
-		} else if logits, err = s.core.ReadF32Into(outs[0], s.logits); err == nil {
-			s.logits = logits[:cap(logits)]
-		}
-		if err != nil {
+		if logits, err = s.core.ReadLogits(outs[0], s.reuse); err != nil {
 			return nil, err
 		}
 	}
