@@ -1,8 +1,9 @@
 // Package capture records a plan's launches once and replays them, keyed by
 // what the plan is for and by the signature of what a recording bakes in.
 //
-// A key (stage, loops, want, rows) names one stage graph: it is built and
-// planned once. Its recording holds the bound steps, which fix buffer
+// A key names one graph of a model: any comparable value with a String
+// method (a model's own struct of stage, rows and whatever else its graphs
+// depend on); it is built and planned once. Its recording holds the bound steps, which fix buffer
 // addresses, slot capacities and shapes: that is the signature. A call with
 // an equal signature replays; one whose buffers moved or whose slots grew
 // (same plan, so same topology) updates the recording in place; anything
@@ -28,17 +29,24 @@ import (
 	"github.com/reel-runtime/reel/planner"
 )
 
-// Key names one stage graph; plans and recordings are kept per key.
-type Key struct {
-	Stage string
-	Loops int
-	Want  string
-	Rows  int
+// Key names one graph; plans and recordings are kept per key. A model
+// owns its keys: any comparable value (a struct of its stage, rows and
+// whatever else its graphs depend on) whose String names it in dumps and
+// logs. Two keys are the same graph when they are ==.
+type Key interface {
+	String() string
 }
 
-// String writes the key as logs show it.
-func (k Key) String() string {
-	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
+// checkKey says whether k can key a map: a non-comparable dynamic type (a
+// struct holding a slice, say) would panic there.
+func checkKey(k Key) error {
+	if k == nil {
+		return fmt.Errorf("capture: nil key")
+	}
+	if !reflect.TypeOf(k).Comparable() {
+		return fmt.Errorf("capture: key %s of type %T is not comparable", k, k)
+	}
+	return nil
 }
 
 // Binding gives the buffer of every input, weight and state of a graph, by
@@ -158,6 +166,9 @@ func (e *Engine) Stats() Stats { return e.stats }
 
 // Planned gives a key's plan and report, once the key has run.
 func (e *Engine) Planned(key Key) (*planner.Planned, planner.Report, bool) {
+	if checkKey(key) != nil {
+		return nil, planner.Report{}, false
+	}
 	en := e.entries[key]
 	if en == nil {
 		return nil, planner.Report{}, false
@@ -177,6 +188,9 @@ type OpTime struct {
 // finding slow kernels: each step pays a launch and a sync, so the sum is
 // more than a replay takes. The key must have run before.
 func (e *Engine) Profile(key Key) ([]OpTime, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
 	en := e.entries[key]
 	if en == nil || en.plan == nil {
 		return nil, fmt.Errorf("capture %s: no plan to profile (run the key first)", key)
@@ -222,15 +236,9 @@ func (e *Engine) Profile(key Key) ([]OpTime, error) {
 // outputs, valid until the key runs again (on a device, once the backend
 // has synced).
 func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding, more ...Binding) ([]ops.Buffer, error) {
-	if e.entries == nil {
-		return nil, fmt.Errorf("capture: engine is closed")
-	}
-	en := e.entries[key]
-	if en == nil {
-		var err error
-		if en, err = e.plan(key, build); err != nil {
-			return nil, err
-		}
+	en, err := e.entry(key, build)
+	if err != nil {
+		return nil, err
 	}
 	// The signature first, without allocating: a replay (the common case)
 	// needs nothing more.
@@ -303,6 +311,31 @@ func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding, 
 		return nil, fmt.Errorf("capture %s: %w", key, err)
 	}
 	return en.plan.Outputs(), nil
+}
+
+// entry gives key's entry, planning its graph on the key's first use.
+func (e *Engine) entry(key Key, build func() (*graph.Graph, error)) (*entry, error) {
+	if e.entries == nil {
+		return nil, fmt.Errorf("capture: engine is closed")
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if en := e.entries[key]; en != nil {
+		return en, nil
+	}
+	return e.plan(key, build)
+}
+
+// Leaves gives the inputs, weights and states of key's planned graph (by
+// value ID), planning it on the key's first use: what a run must bind.
+// A session reads it to make the states a graph declares before binding.
+func (e *Engine) Leaves(key Key, build func() (*graph.Graph, error)) ([]*graph.Value, error) {
+	en, err := e.entry(key, build)
+	if err != nil {
+		return nil, err
+	}
+	return en.leaves, nil
 }
 
 // plan builds and plans key's graph.

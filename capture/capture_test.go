@@ -158,7 +158,7 @@ func fresh(t *testing.T, p *planner.Planned, be ops.Backend, bind capture.Bindin
 	return bitsOf(pl.Output(0))
 }
 
-var decodeKey = capture.Key{Stage: "decode", Loops: 1, Want: "last", Rows: 1}
+var decodeKey = testKey{Stage: "decode", Loops: 1, Want: "last", Rows: 1}
 
 // TestDecodeReplays decodes 50 tokens at a fixed capacity: the stage is
 // planned and recorded once and replayed 49 times, and every replay equals
@@ -236,7 +236,7 @@ func TestKeys(t *testing.T) {
 	p2, r2, _ := e.Planned(two)
 	require.NotSame(t, p1, p2)
 	require.Greater(t, r2.Nodes, r1.Nodes)
-	_, _, ok := e.Planned(capture.Key{Stage: "other"})
+	_, _, ok := e.Planned(testKey{Stage: "other"})
 	require.False(t, ok)
 }
 
@@ -362,4 +362,16 @@ func TestErrors(t *testing.T) {
 	require.NoError(t, e.Close())
 	_, err = e.Run(decodeKey, buildDecoder(1), w.bind)
 	require.Error(t, err)
+}
+
+// testKey is a key as a model might make one.
+type testKey struct {
+	Stage string
+	Loops int
+	Want  string
+	Rows  int
+}
+
+func (k testKey) String() string {
+	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
 }

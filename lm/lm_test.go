@@ -227,7 +227,7 @@ func TestCoreRuns(t *testing.T) {
 		require.NoError(t, c.WriteCall(step.pos, rows))
 		bind := c.Bind(1)
 		bind["ids"] = idb
-		key := capture.Key{Stage: "test", Loops: 1, Want: "all", Rows: rows}
+		key := testKey{Stage: "test", Loops: 1, Want: "all", Rows: rows}
 		outs, err := c.Run(key, build(rows), bind)
 		require.NoError(t, err)
 		require.Len(t, outs, 1)
@@ -248,7 +248,7 @@ func TestCoreRuns(t *testing.T) {
 	st := c.Stats()
 	require.Equal(t, 2, st.Plans)
 	require.Equal(t, 2, st.Hits)
-	_, _, ok := c.Planned(capture.Key{Stage: "test", Loops: 1, Want: "all", Rows: 2})
+	_, _, ok := c.Planned(testKey{Stage: "test", Loops: 1, Want: "all", Rows: 2})
 	require.False(t, ok)
 }
 
@@ -321,7 +321,7 @@ func TestCoreCallAndInputs(t *testing.T) {
 	require.ErrorContains(t, err, "as f32")
 	_, err = c.ReadF32(nil)
 	require.Error(t, err)
-	_, err = c.Profile(capture.Key{Stage: "never"})
+	_, err = c.Profile(testKey{Stage: "never"})
 	require.Error(t, err)
 	require.Equal(t, []int32{1, 5, 9}, readI32(t, be, a), "a refused write changes nothing")
 
@@ -344,12 +344,12 @@ func TestCoreCallAndInputs(t *testing.T) {
 
 	// a closed core refuses work
 	require.Equal(t, capture.Stats{}, c.Stats())
-	_, err = c.Run(capture.Key{Stage: "test"}, build(1), nil)
+	_, err = c.Run(testKey{Stage: "test"}, build(1), nil)
 	require.ErrorContains(t, err, "closed")
 	require.ErrorContains(t, c.WriteCall(0, 1), "closed")
 	_, err = c.WriteIDs("ids", []int{1})
 	require.ErrorContains(t, err, "closed")
-	_, _, ok = c.Planned(capture.Key{Stage: "test"})
+	_, _, ok = c.Planned(testKey{Stage: "test"})
 	require.False(t, ok)
 }
 
@@ -366,4 +366,16 @@ func TestOpenErrors(t *testing.T) {
 	var nilCore *lm.Core
 	require.True(t, nilCore.Closed())
 	require.NoError(t, nilCore.Close())
+}
+
+// testKey is a key as a model might make one.
+type testKey struct {
+	Stage string
+	Loops int
+	Want  string
+	Rows  int
+}
+
+func (k testKey) String() string {
+	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
 }

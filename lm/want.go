@@ -1,13 +1,39 @@
-// Package lm is the language-model session plumbing the architectures under
-// models/ share: which rows' logits a forward computes (Want), the checks
-// and the chunk loop of a forward, and Core, the part of a session that is
-// the same for every model: the backend (a CPU one owned by the session
-// when none is given), the uploaded weights, the call record, the input
-// buffers reused per row count, and the capture engine that plans and
-// replays the model's graphs.
+// Package lm is what every architecture under models/ shares, so that a
+// model's own code is its config, its graphs and the features that are
+// truly its own.
 //
-// A model keeps its own graphs, states and keys; it turns its keys into
-// capture keys and runs them through its Core.
+// A model author writes:
+//
+//   - a config read from config.json (the weights package reads and checks
+//     fields);
+//   - graph builders: one graph per key, a comparable value of the model's
+//     own (a struct of the rows, the want and whatever else the graph
+//     depends on) with a String method. The graphs declare every weight
+//     (graph.Builder.Weight, with the checkpoint's name), every state
+//     (graph.Builder.State: a KV slot [graph.Dyn, width], a recurrent
+//     state of fixed shape) and the inputs (InputIDs, the call record);
+//   - a Graphs value: Vocab, Key (the graph of a forward chunk), Build and
+//     State (the StateSpec of each state name: Slot, Ring, Recurrent or
+//     Scratch).
+//
+// and gets from this package:
+//
+//   - Declarations and LoadWeights: the weights the graphs declare are the
+//     ones a checkpoint must hold, with their shapes; missing, misshaped
+//     and unread tensors are errors naming the weight's scope (the weight
+//     names are written once, in the graphs). Synthesize makes random
+//     weights for the same declarations;
+//   - Session: the backend, the weights on it and the capture engine (a
+//     Core), the states made on first use and bound by name, slots that
+//     double their capacity, prompt chunking, the call record, logits read
+//     into reused memory and checked for NaN, rollback by the states'
+//     kinds, snapshots, and closing;
+//   - Want, RunChunks, CheckTokens: the pieces Session is made of, for a
+//     model whose forward runs more than one graph per chunk.
+//
+// A model registers itself with the models package by model_type, so the
+// reel command runs it without code of its own; see models/llama for a
+// whole architecture in a few hundred lines.
 package lm
 
 import (

@@ -161,20 +161,8 @@ func (s *Session) fixedStates() []fixedState {
 // Stats are the plan cache's counters.
 func (s *Session) Stats() capture.Stats { return s.core.Stats() }
 
-// CaptureKey is the capture cache's key of a graph key.
-func CaptureKey(k Key) capture.Key {
-	st := k.Stage.String()
-	if k.Hidden {
-		st += "+hidden"
-	}
-	if k.Tape {
-		st += "+tape"
-	}
-	if k.Stage == Settle {
-		st += fmt.Sprintf("/of=%d", k.TapeRows)
-	}
-	return capture.Key{Stage: st, Loops: 1, Want: k.Want.String(), Rows: k.Rows}
-}
+// CaptureKey is the capture cache's key of a graph key: the key itself.
+func CaptureKey(k Key) capture.Key { return k }
 
 // Planned gives the plan the session built for a key, for dumps.
 func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {

@@ -1,0 +1,216 @@
+package lm
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// A Declared weight is one a model's graphs read: its graph name, the dtype
+// and shape the graphs declare it with, and where in the model it is first
+// read (the scope of the first node that takes it: "layer 3 / attn").
+// Declaring weights in the graphs, and nowhere else, is what keeps a
+// model's weight names in one place: the loader checks a checkpoint
+// against the declarations of a model's graphs.
+type Declared struct {
+	Name  string
+	DType graph.DType
+	Shape []int
+	Scope string
+}
+
+// Where names the weight for an error: its scope and name.
+func (d Declared) Where() string {
+	if d.Scope == "" {
+		return "tensor " + d.Name
+	}
+	return d.Scope + ": tensor " + d.Name
+}
+
+// Declarations lists the weights the graphs declare, each once, in the
+// order they are first declared. A name declared twice with another dtype
+// or shape is an error naming both.
+func Declarations(gs ...*graph.Graph) ([]Declared, error) {
+	var out []Declared
+	seen := map[string]int{}
+	for _, g := range gs {
+		scope := map[*graph.Value]string{}
+		for _, n := range g.Nodes {
+			for _, in := range n.Inputs {
+				if _, ok := scope[in]; !ok && in.Kind == graph.Weight {
+					scope[in] = n.Scope
+				}
+			}
+		}
+		for _, v := range g.Values {
+			if v.Kind != graph.Weight {
+				continue
+			}
+			if i, ok := seen[v.Name]; ok {
+				if d := out[i]; d.DType != v.DType || !graph.Shape(d.Shape).Equal(v.Shape) {
+					return nil, fmt.Errorf("weight %s declared as %s%v and as %s%v", v.Name, d.DType, d.Shape, v.DType, v.Shape)
+				}
+				continue
+			}
+			seen[v.Name] = len(out)
+			out = append(out, Declared{Name: v.Name, DType: v.DType, Shape: slices.Clone(v.Shape), Scope: scope[v]})
+		}
+	}
+	return out, nil
+}
+
+// StoredDType gives a weight's dtype as the checkpoint stores it, for
+// graphs built to read matrices as stored (graph.Invalid for a name the
+// checkpoint lacks: the declaration check then names it missing).
+func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
+	return func(name string) graph.DType {
+		info, err := ck.Info(name)
+		if err != nil {
+			return graph.F32
+		}
+		return info.DType
+	}
+}
+
+// LoadOptions say how a checkpoint's tensors become a model's weights.
+type LoadOptions struct {
+	// Make, when it returns true, makes the weight of a declaration itself
+	// (stacked, folded, from several tensors) instead of reading the
+	// checkpoint tensor of the same name; reads names the tensors it used.
+	Make func(d Declared, ck *weights.Checkpoint) (t Tensor, reads []string, ok bool, err error)
+	// Unused says a checkpoint tensor may be left unread (a buffer of
+	// precomputed rotary frequencies, say); every other tensor the
+	// declarations do not read is an error.
+	Unused func(name string) bool
+	// Fold, when not nil for a weight declared f32, is applied to its
+	// values after they are read in f32 (a scale folded at load).
+	Fold func(name string) func(x []float32)
+}
+
+// LoadWeights reads the declared weights from a checkpoint. A weight is the
+// tensor of its name, of the declared shape; declared in the checkpoint's
+// dtype it is the file's bytes (mapped, no copy), declared f32 it is read
+// and converted (a norm's scale stored in bf16, say). The errors name the
+// weight's scope and the tensor: missing, misshaped, of a dtype that
+// cannot be read as declared, and tensors of the checkpoint that no
+// declaration reads.
+func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensors, error) {
+	ts := Tensors{}
+	read := map[string]bool{}
+	for _, d := range decl {
+		if o.Make != nil {
+			t, reads, ok, err := o.Make(d, ck)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Where(), err)
+			}
+			if ok {
+				if err := checkMade(d, t); err != nil {
+					return nil, err
+				}
+				for _, r := range reads {
+					read[r] = true
+				}
+				ts[d.Name] = t
+				continue
+			}
+		}
+		info, err := ck.Info(d.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: missing from the checkpoint", d.Where())
+		}
+		read[d.Name] = true
+		if !slices.Equal(info.Shape, d.Shape) {
+			return nil, fmt.Errorf("%s: shape %v, want %v", d.Where(), info.Shape, d.Shape)
+		}
+		if !info.DType.IsFloat() {
+			return nil, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", d.Where(), info.DType)
+		}
+		var fold func([]float32)
+		if o.Fold != nil {
+			fold = o.Fold(d.Name)
+		}
+		switch {
+		case d.DType == info.DType && fold == nil:
+			data, err := ck.Bytes(d.Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Where(), err)
+			}
+			ts[d.Name] = Tensor{DType: info.DType, Shape: d.Shape, Data: data}
+		case d.DType == graph.F32:
+			v, err := ck.Float32(d.Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Where(), err)
+			}
+			if fold != nil {
+				fold(v)
+			}
+			ts[d.Name] = F32Tensor(v, d.Shape...)
+		default:
+			return nil, fmt.Errorf("%s: stored as %s, declared %s", d.Where(), info.DType, d.DType)
+		}
+	}
+	var extra []string
+	for _, n := range ck.Names() {
+		if !read[n] && (o.Unused == nil || !o.Unused(n)) {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra) > 0 {
+		more := ""
+		if len(extra) > 5 {
+			more = fmt.Sprintf(" and %d more", len(extra)-5)
+			extra = extra[:5]
+		}
+		return nil, fmt.Errorf("checkpoint %s: tensors the model does not read: %s%s", ck.Dir(), strings.Join(extra, ", "), more)
+	}
+	return ts, nil
+}
+
+func checkMade(d Declared, t Tensor) error {
+	if t.DType != d.DType || !slices.Equal(t.Shape, d.Shape) {
+		return fmt.Errorf("%s: made as %s%v, declared %s%v", d.Where(), t.DType, t.Shape, d.DType, d.Shape)
+	}
+	if len(t.Data) != t.Len()*t.DType.Size() {
+		return fmt.Errorf("%s: made with %d bytes for %s%v", d.Where(), len(t.Data), t.DType, t.Shape)
+	}
+	return nil
+}
+
+// Synthesize makes random weights for declarations, as a synthetic model
+// of a known shape needs: a weight of two or more dimensions is uniform
+// with the variance of 1/fan-in, in its declared dtype; a vector (declared
+// f32) takes vector(d, j, u) for its element j, u uniform on [0, 1) (nil:
+// ones). Each weight's numbers come from seed and its place in decl, so the
+// same declarations give the same weights.
+func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u float64) float32) (Tensors, error) {
+	ts := Tensors{}
+	for i, d := range decl {
+		stream := seed*0x9e3779b97f4a7c15 + uint64(i)
+		if len(d.Shape) >= 2 {
+			// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
+			a := float32(math.Sqrt(3 / float64(max(1, d.Shape[len(d.Shape)-1]))))
+			t, err := RandomUniform(d.DType, a, stream, d.Shape...)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Where(), err)
+			}
+			ts[d.Name] = t
+			continue
+		}
+		if d.DType != graph.F32 {
+			return nil, fmt.Errorf("%s: a synthetic vector is f32, not %s", d.Where(), d.DType)
+		}
+		v := make([]float32, Tensor{Shape: d.Shape}.Len())
+		for j := range v {
+			v[j] = 1
+			if vector != nil {
+				v[j] = vector(d, j, UnitUniform(stream, uint64(j)))
+			}
+		}
+		ts[d.Name] = F32Tensor(v, d.Shape...)
+	}
+	return ts, nil
+}

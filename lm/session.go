@@ -1,0 +1,695 @@
+package lm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"gorgonia.org/tensor"
+
+	"github.com/reel-runtime/reel/capture"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/planner"
+)
+
+// Graphs is what an architecture gives a Session: the graph of each key,
+// how to keep each state those graphs declare, and the key of a plain
+// forward chunk. The session makes every state on the first run of a graph
+// that declares it, binds it by name, grows slots, and rolls back or
+// snapshots by the states' kinds, so a model's code is its graphs.
+type Graphs interface {
+	// Vocab is the length of a row of logits.
+	Vocab() int
+	// Key is the key of a forward chunk of rows whose logits are want: the
+	// graph Forward runs. Its logits, when want is not WantNone, are the
+	// graph's first output.
+	Key(rows int, want Want) capture.Key
+	// Build builds the graph of key.
+	Build(key capture.Key) (*graph.Graph, error)
+	// State says how to keep the state of name a graph declares.
+	State(name string) (StateSpec, error)
+}
+
+// InputIDs is the name of the i32 input of token ids, one per row, that
+// Run writes from Inputs.IDs.
+const InputIDs = "ids"
+
+// DefaultCapacity is the first row capacity of a Slot state.
+const DefaultCapacity = 256
+
+// SessionOptions configure a Session.
+type SessionOptions struct {
+	// Options open the session's Core: backend, logger, planner.
+	Options
+	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
+	Chunk int
+	// Capacity is the first row capacity of Slot states (doubled as the
+	// sequence grows); 0: DefaultCapacity.
+	Capacity int
+	// ReuseLogits makes the logits a Forward of at most Chunk ids returns
+	// live in memory the session reuses: valid until its next Forward. A
+	// decode loop that samples and moves on saves a fresh slice a token.
+	ReuseLogits bool
+}
+
+// Session runs the graphs of one sequence and keeps its states between
+// calls: a Core (the backend, the weights on it, the capture engine), the
+// states the graphs declare, the position, and a snapshot. It is what
+// every architecture's session shares; a model adds its own features (loops,
+// drafts, speculation windows) on top, through Run and the position and
+// snapshot methods.
+//
+// The states of a sequence are the session's alone, bound to the plans by
+// name at every run: a server running many sequences would keep a Session's
+// states per sequence over one Core and run plans keyed by batch rows, and
+// a model split over devices would run its graphs' parts on a Core per
+// device; neither changes what a model declares.
+//
+// A Session is not safe for concurrent use.
+type Session struct {
+	core  *Core
+	own   bool // the session made the core and closes it
+	g     Graphs
+	vocab int
+	opts  SessionOptions
+
+	specs    map[string]StateSpec
+	fixed    map[fixedKey]ops.Buffer // Scratch states by name and size
+	rec      map[string]ops.Buffer   // Recurrent states by name
+	slots    map[string]*slotState   // Slot and Ring states by name
+	capacity int                     // rows of every Slot state (positions)
+
+	pos int
+	// broken is the error of a run that may have left the recurrent
+	// states half-advanced; Reset or a restore clears it.
+	broken error
+	snap   *Snapshot
+	reuse  bool
+}
+
+type fixedKey struct {
+	name string
+	n    int
+}
+
+// slotState is a Slot or Ring state's buffer.
+type slotState struct {
+	spec  StateSpec
+	buf   ops.Buffer
+	width int // elements per row
+	rows  int // rows allocated
+}
+
+// NewSession opens a Core on w's weights with opts and starts a session of
+// g's graphs on it; closing the session closes the core.
+func NewSession(w Uploader, g Graphs, opts SessionOptions) (*Session, error) {
+	if g == nil {
+		return nil, fmt.Errorf("new session without graphs")
+	}
+	if err := checkSessionOptions(g, &opts); err != nil {
+		return nil, err
+	}
+	core, err := Open(w, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(core, g, opts)
+	s.own = true
+	return s, nil
+}
+
+// NewSessionOn starts a session of g's graphs on a core it shares with
+// other sessions (each keeps its own states); closing it leaves the core
+// open. opts.Options is ignored: the core has its backend already.
+func NewSessionOn(core *Core, g Graphs, opts SessionOptions) (*Session, error) {
+	if core.Closed() {
+		return nil, fmt.Errorf("new session on a closed core")
+	}
+	if g == nil {
+		return nil, fmt.Errorf("new session without graphs")
+	}
+	if err := checkSessionOptions(g, &opts); err != nil {
+		return nil, err
+	}
+	return newSession(core, g, opts), nil
+}
+
+func checkSessionOptions(g Graphs, o *SessionOptions) error {
+	var err error
+	if o.Chunk, err = ChunkRows(o.Chunk); err != nil {
+		return err
+	}
+	if o.Capacity == 0 {
+		o.Capacity = DefaultCapacity
+	}
+	if o.Capacity < 1 {
+		return fmt.Errorf("slot capacity of %d rows", o.Capacity)
+	}
+	if v := g.Vocab(); v < 1 {
+		return fmt.Errorf("a vocabulary of %d", v)
+	}
+	return nil
+}
+
+func newSession(core *Core, g Graphs, opts SessionOptions) *Session {
+	return &Session{core: core, g: g, vocab: g.Vocab(), opts: opts, specs: map[string]StateSpec{},
+		fixed: map[fixedKey]ops.Buffer{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
+}
+
+// Core is the core the session runs on.
+func (s *Session) Core() *Core { return s.core }
+
+// Backend is the backend the session runs on.
+func (s *Session) Backend() ops.Backend { return s.core.Backend() }
+
+// Chunk is the most rows one plan runs.
+func (s *Session) Chunk() int { return s.opts.Chunk }
+
+// Vocab is the length of a row of logits.
+func (s *Session) Vocab() int { return s.vocab }
+
+// Pos is the number of positions the states hold: the next call's pos0.
+func (s *Session) Pos() int { return s.pos }
+
+// Stats are the plan cache's counters.
+func (s *Session) Stats() capture.Stats { return s.core.Stats() }
+
+// Planned gives the plan the session built for a key, for dumps.
+func (s *Session) Planned(k capture.Key) (*planner.Planned, planner.Report, bool) {
+	return s.core.Planned(k)
+}
+
+// Profile times the launches of key's plan op by op.
+func (s *Session) Profile(k capture.Key) ([]capture.OpTime, error) { return s.core.Profile(k) }
+
+// Closed says whether the session is closed.
+func (s *Session) Closed() bool { return s == nil || s.specs == nil || s.core.Closed() }
+
+// Recurrent says whether the session holds a Recurrent state, so that it
+// goes back only to a snapshot.
+func (s *Session) Recurrent() bool { return len(s.rec) > 0 }
+
+// Inputs are what one run reads besides the states and the weights.
+type Inputs struct {
+	// IDs are written to the i32 input InputIDs, one per row.
+	IDs []int
+	// F32 are written to f32 inputs by name.
+	F32 map[string][]float32
+}
+
+// Run runs key's graph once over rows rows at positions pos, pos+1, ...:
+// it makes the states the graph declares (growing the slots to hold
+// pos+rows positions), writes the inputs and the call record, binds
+// everything by name and runs the plan. It returns the plan's outputs,
+// valid until the key runs again. Run leaves Pos alone: Forward moves it,
+// and a model that runs its own graphs moves it with Advance.
+func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, error) {
+	if s.Closed() {
+		return nil, fmt.Errorf("run %s: the session is closed", key)
+	}
+	if s.broken != nil {
+		return nil, s.brokenErr()
+	}
+	leaves, err := s.core.eng.Leaves(key, func() (*graph.Graph, error) { return s.g.Build(key) })
+	if err != nil {
+		return nil, err
+	}
+	bind := s.core.Bind(len(leaves))
+	if err := s.bindStates(leaves, pos+rows, bind); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if in.IDs != nil {
+		if bind[InputIDs], err = s.core.WriteIDs(InputIDs, in.IDs); err != nil {
+			return nil, err
+		}
+	}
+	for name, x := range in.F32 {
+		if bind[name], err = s.core.WriteF32(name, x); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.core.WriteCall(pos, rows); err != nil {
+		return nil, err
+	}
+	outs, err := s.core.Run(key, nil, bind)
+	if err != nil {
+		if len(s.rec) > 0 {
+			// the plan may have run part way: the recurrent states may be half-advanced
+			s.broken = err
+		}
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return outs, nil
+}
+
+// bindStates makes the states among leaves (slots holding end positions)
+// and binds them.
+func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Binding) error {
+	if err := s.growSlots(end); err != nil {
+		return err
+	}
+	for _, v := range leaves {
+		if v.Kind != graph.State {
+			continue
+		}
+		sp, ok := s.specs[v.Name]
+		if !ok {
+			var err error
+			if sp, err = s.g.State(v.Name); err != nil {
+				return fmt.Errorf("state %s: %w", v.Name, err)
+			}
+			if err := sp.check(v); err != nil {
+				return err
+			}
+			s.specs[v.Name] = sp
+		}
+		b, err := s.state(v, sp)
+		if err != nil {
+			return fmt.Errorf("state %s: %w", v, err)
+		}
+		bind[v.Name] = b
+	}
+	return nil
+}
+
+// state gives the buffer of the state v declares, made on first use.
+func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
+	be := s.core.Backend()
+	switch sp.Kind {
+	case Scratch:
+		k := fixedKey{v.Name, v.Shape.Elems()}
+		if b := s.fixed[k]; b != nil {
+			return b, nil
+		}
+		b, err := be.Alloc(v.DType, k.n)
+		if err != nil {
+			return nil, err
+		}
+		s.fixed[k] = b
+		return b, nil
+	case Recurrent:
+		if b := s.rec[v.Name]; b != nil {
+			if b.Len() != v.Shape.Elems() || b.DType() != v.DType {
+				return nil, fmt.Errorf("declared again as %s %v, made as %s of %d", v.DType, v.Shape, b.DType(), b.Len())
+			}
+			return b, nil
+		}
+		b, err := be.Alloc(v.DType, v.Shape.Elems())
+		if err != nil {
+			return nil, err
+		}
+		s.rec[v.Name] = b
+		return b, nil
+	}
+	width := v.Shape[1]
+	if sl := s.slots[v.Name]; sl != nil {
+		if sl.width != width || sl.buf.DType() != v.DType {
+			return nil, fmt.Errorf("declared again as %s rows of %d, made as %s rows of %d", v.DType, width, sl.buf.DType(), sl.width)
+		}
+		return sl.buf, nil
+	}
+	rows := sp.Rows
+	if sp.Kind == Slot {
+		rows = sp.rowsFor(s.capacity)
+	}
+	b, err := be.Alloc(v.DType, rows*width)
+	if err != nil {
+		return nil, fmt.Errorf("%d rows of %d: %w", rows, width, err)
+	}
+	s.slots[v.Name] = &slotState{spec: sp, buf: b, width: width, rows: rows}
+	return b, nil
+}
+
+// growSlots makes the session's slot capacity hold positions below end,
+// doubling from the first capacity, and grows every Slot state made so
+// far, keeping its rows: the plans' signatures change a handful of times.
+func (s *Session) growSlots(end int) error {
+	want := max(s.capacity, s.opts.Capacity)
+	for want < end {
+		if want > math.MaxInt32/2 {
+			return fmt.Errorf("a slot capacity past %d positions", want)
+		}
+		want *= 2
+	}
+	if want == s.capacity {
+		return nil
+	}
+	be := s.core.Backend()
+	grown := map[string]ops.Buffer{}
+	undo := func() {
+		for _, b := range grown {
+			be.Free(b)
+		}
+	}
+	for _, name := range sortedKeys(s.slots) {
+		sl := s.slots[name]
+		if sl.spec.Kind != Slot {
+			continue
+		}
+		rows := sl.spec.rowsFor(want)
+		b, err := be.Alloc(sl.buf.DType(), rows*sl.width)
+		if err != nil {
+			undo()
+			return fmt.Errorf("growing %s to %d rows: %w", name, rows, err)
+		}
+		grown[name] = b
+		if err := be.Copy(b, sl.buf, sl.buf.Len()); err != nil {
+			undo()
+			return fmt.Errorf("growing %s: %w", name, err)
+		}
+	}
+	for name, b := range grown {
+		sl := s.slots[name]
+		be.Free(sl.buf)
+		sl.buf, sl.rows = b, sl.spec.rowsFor(want)
+	}
+	if s.capacity > 0 && len(grown) > 0 {
+		s.core.Logger().Debug("slots grown", "positions", want, "states", len(grown))
+	}
+	s.capacity = want
+	return nil
+}
+
+// Forward runs ids at positions pos0, pos0+1, ... in chunks of at most
+// Chunk rows (the graph of Graphs.Key for each) and returns the wanted
+// logits as a [rows, vocab] f32 tensor (nil for WantNone). pos0 must equal
+// Pos(). A call that fails its checks changes nothing; logits that are not
+// finite are an error naming the position. When a chunk fails, the session
+// stands after the chunks that ran, or where it was on a model without
+// recurrent states (whose later rows are simply overwritten).
+func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error) {
+	return s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w Want) ([]float32, error) {
+		outs, err := s.Run(s.g.Key(len(ids), w), pos, len(ids), Inputs{IDs: ids})
+		if err != nil {
+			return nil, err
+		}
+		if w == WantNone {
+			return nil, nil
+		}
+		return s.Logits(outs[0], pos, len(ids), w)
+	})
+}
+
+// ForwardWith is Forward with the run of each chunk up to chunk (a model
+// whose chunks run more than one graph, or whose keys depend on more than
+// rows and want): chunk gets a chunk's ids, the position of its first row
+// and its want, and returns its logits (read with Logits). Forward moves
+// the position after each chunk.
+func (s *Session) ForwardWith(ids []int, pos0 int, want Want, chunk func(ids []int, pos int, w Want) ([]float32, error)) (*tensor.Dense, error) {
+	if err := s.Check(ids, pos0, want); err != nil {
+		return nil, err
+	}
+	// One chunk's logits are the Forward's; with more, RunChunks appends
+	// them, so each must be memory of its own.
+	s.reuse = s.opts.ReuseLogits && len(ids) <= s.opts.Chunk
+	d, err := RunChunks(ids, pos0, s.opts.Chunk, s.vocab, want, func(ids []int, pos int, w Want) ([]float32, error) {
+		out, err := chunk(ids, pos, w)
+		if err == nil {
+			s.pos = pos + len(ids)
+		}
+		return out, err
+	})
+	s.reuse = false
+	if err != nil {
+		if len(s.rec) == 0 {
+			s.pos = pos0
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// Check checks a forward of ids at pos0 before it runs: an open session
+// not broken by an earlier failure, at least one id, every id inside the
+// vocabulary, pos0 == Pos(), a known want.
+func (s *Session) Check(ids []int, pos0 int, want Want) error {
+	if s.Closed() {
+		return fmt.Errorf("the session is closed")
+	}
+	if s.broken != nil {
+		return s.brokenErr()
+	}
+	if err := CheckTokens(ids, pos0, s.pos, s.vocab); err != nil {
+		return err
+	}
+	return want.Check()
+}
+
+// Logits reads the logits a run of rows at pos left in b (the last row's
+// for WantLast, every row's for WantAll), into the session's reused memory
+// during a Forward with ReuseLogits, and checks that they are finite: a
+// NaN or an infinity is an error naming the position and the token id.
+func (s *Session) Logits(b ops.Buffer, pos, rows int, w Want) ([]float32, error) {
+	out, err := s.core.ReadLogits(b, s.reuse)
+	if err != nil {
+		return nil, err
+	}
+	first := pos
+	if w == WantLast {
+		first = pos + rows - 1
+	}
+	if err := CheckFinite(out, s.vocab, first); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CheckFinite checks rows of vocab logits, the first at position pos0, for
+// a NaN or an infinity (a model whose weights or config make its math
+// overflow), with an error naming the position and the token id.
+func CheckFinite(logits []float32, vocab, pos0 int) error {
+	for i, x := range logits {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("position %d: the logit of token %d is %v (the model's math overflowed; `reel trace` or REEL_CHECK=1 finds the node)", pos0+i/vocab, i%vocab, x)
+		}
+	}
+	return nil
+}
+
+// Advance moves the position n rows on: a model that runs its own graphs
+// with Run says so when they extended the sequence.
+func (s *Session) Advance(n int) error {
+	if n < 0 || s.pos+n < s.pos {
+		return fmt.Errorf("advance by %d rows", n)
+	}
+	s.pos += n
+	return nil
+}
+
+// Reset empties the session: the next call starts at position 0 (where
+// every recurrent state restarts from zero) and the snapshot is dropped.
+func (s *Session) Reset() {
+	s.pos = 0
+	s.broken = nil
+	s.FreeSnapshot(s.snap)
+	s.snap = nil
+}
+
+// Rewind is how many positions the session can roll back without a
+// snapshot: the least Rewind of its rings, or -1 for any number.
+func (s *Session) Rewind() int {
+	r := -1
+	for _, sl := range s.slots {
+		if sl.spec.Kind == Ring && (r < 0 || sl.spec.Rewind < r) {
+			r = sl.spec.Rewind
+		}
+	}
+	return r
+}
+
+// Rollback forgets the positions from n on, so the next call starts at n.
+// Slots are indexed by position and go back anywhere; rings go back their
+// Rewind rows; recurrent states only run forward, so a session that has
+// them goes back only to the position of its Snapshot (restoring it). Any
+// other rollback is an error that changes nothing.
+func (s *Session) Rollback(n int) error {
+	if s.Closed() {
+		return fmt.Errorf("rollback: the session is closed")
+	}
+	if n < 0 || n > s.pos {
+		return fmt.Errorf("rollback to %d: the states hold positions 0 to %d", n, s.pos)
+	}
+	if n == s.pos && s.broken == nil {
+		return nil
+	}
+	if r := s.Rewind(); r >= 0 && s.pos-n > r {
+		return fmt.Errorf("rollback of %d rows: sliding layers keep only %d rows behind their window", s.pos-n, r)
+	}
+	if len(s.rec) == 0 {
+		s.pos, s.broken = n, nil
+		return nil
+	}
+	if s.snap == nil || s.snap.pos != n {
+		at := "no snapshot was taken"
+		if s.snap != nil {
+			at = fmt.Sprintf("the snapshot is at position %d", s.snap.pos)
+		}
+		return fmt.Errorf("rollback to %d: the recurrent states cannot go back by position and %s (take a Snapshot at %d first)", n, at, n)
+	}
+	if err := s.Restore(s.snap); err != nil {
+		return fmt.Errorf("rollback to %d: %w", n, err)
+	}
+	return nil
+}
+
+// Snapshot keeps a copy of the recurrent states at Pos(), so that a later
+// Rollback to this position can return here; one snapshot is kept, a new
+// one replaces it.
+func (s *Session) Snapshot() error {
+	if s.snap == nil {
+		s.snap = &Snapshot{}
+	}
+	if err := s.Save(s.snap); err != nil {
+		s.snap = nil
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// SnapshotPos is the position of the session's snapshot, or -1.
+func (s *Session) SnapshotPos() int {
+	if s.snap == nil {
+		return -1
+	}
+	return s.snap.pos
+}
+
+// A Snapshot is a copy of a session's recurrent states at a position. The
+// zero value is empty; Save fills it (reusing its buffers), Restore brings
+// it back, FreeSnapshot releases it. A model keeps snapshots of its own
+// beside the session's (a speculation window's, say).
+type Snapshot struct {
+	pos  int
+	bufs map[string]ops.Buffer
+}
+
+// Pos is the position the snapshot was taken at.
+func (sn *Snapshot) Pos() int { return sn.pos }
+
+// Save copies the recurrent states and the position into sn. On an error
+// sn is freed and empty.
+func (s *Session) Save(sn *Snapshot) error {
+	if s.Closed() {
+		return fmt.Errorf("the session is closed")
+	}
+	if s.broken != nil {
+		return s.brokenErr()
+	}
+	be := s.core.Backend()
+	if sn.bufs == nil {
+		sn.bufs = map[string]ops.Buffer{}
+	}
+	for _, name := range sortedKeys(s.rec) {
+		src := s.rec[name]
+		dst := sn.bufs[name]
+		if dst == nil {
+			b, err := be.Alloc(src.DType(), src.Len())
+			if err != nil {
+				s.FreeSnapshot(sn)
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			sn.bufs[name], dst = b, b
+		}
+		if err := be.Copy(dst, src, src.Len()); err != nil {
+			s.FreeSnapshot(sn)
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	sn.pos = s.pos
+	return nil
+}
+
+// Restore copies sn's recurrent states back and returns the session to
+// sn's position. A failed copy leaves the session broken until a Reset or
+// a restore that succeeds.
+func (s *Session) Restore(sn *Snapshot) error {
+	if s.Closed() {
+		return fmt.Errorf("the session is closed")
+	}
+	if sn == nil || (sn.bufs == nil && len(s.rec) > 0) {
+		return fmt.Errorf("restore of an empty snapshot")
+	}
+	be := s.core.Backend()
+	for _, name := range sortedKeys(s.rec) {
+		src := sn.bufs[name]
+		if src == nil {
+			if sn.pos == 0 {
+				continue // made after a snapshot at 0, where every recurrent state starts afresh
+			}
+			return fmt.Errorf("restore: state %s was made after the snapshot at %d", name, sn.pos)
+		}
+		if err := be.Copy(s.rec[name], src, src.Len()); err != nil {
+			s.broken = fmt.Errorf("restoring %s failed: %w", name, err)
+			return s.broken
+		}
+	}
+	s.pos, s.broken = sn.pos, nil
+	return nil
+}
+
+// FreeSnapshot releases sn's buffers and empties it (nil does nothing).
+func (s *Session) FreeSnapshot(sn *Snapshot) {
+	if sn == nil {
+		return
+	}
+	for _, b := range sn.bufs {
+		s.core.Backend().Free(b)
+	}
+	sn.bufs, sn.pos = nil, 0
+}
+
+// Broken says why the session refuses to run (nil when it runs).
+func (s *Session) Broken() error {
+	if s.broken == nil {
+		return nil
+	}
+	return s.brokenErr()
+}
+
+func (s *Session) brokenErr() error {
+	return fmt.Errorf("an earlier run failed (%w): the recurrent states may be half-advanced; Reset or roll back to a snapshot", s.broken)
+}
+
+// Close frees the session's states and snapshot, and closes its core when
+// the session made it. Closing twice does nothing more.
+func (s *Session) Close() error {
+	if s == nil || s.specs == nil {
+		return nil
+	}
+	var bufs []ops.Buffer
+	for _, b := range s.fixed {
+		bufs = append(bufs, b)
+	}
+	for _, b := range s.rec {
+		bufs = append(bufs, b)
+	}
+	for _, sl := range s.slots {
+		bufs = append(bufs, sl.buf)
+	}
+	if s.snap != nil {
+		for _, b := range s.snap.bufs {
+			bufs = append(bufs, b)
+		}
+	}
+	s.specs, s.fixed, s.rec, s.slots, s.snap = nil, nil, nil, nil, nil
+	if s.own {
+		return s.core.Close(bufs...)
+	}
+	var errs []error
+	be := s.core.Backend()
+	for _, b := range bufs {
+		errs = append(errs, be.Free(b))
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
