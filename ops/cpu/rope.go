@@ -8,31 +8,32 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// ropeTable holds what rope needs beyond the data: the frequencies
-// f_j = Theta^(-2j/R) for j < R/2, in float64.
+// ropeTable holds what rope needs beyond the data: the frequencies f_j for
+// j < R/2 and the attention factor m (ops.RopeAttrs.Frequencies), in
+// float64.
 type ropeTable struct {
 	headDim, rotary int
 	freq            []float64
+	m               float64
 }
 
 func newRopeTable(at ops.RopeAttrs, width int) (ropeTable, error) {
-	if at.HeadDim <= 0 || width%at.HeadDim != 0 || at.Rotary <= 0 || at.Rotary%2 != 0 || at.Rotary > at.HeadDim || !(at.Theta > 0) {
-		return ropeTable{}, fmt.Errorf("rope: head_dim %d, rotary %d, theta %v do not fit rows of %d", at.HeadDim, at.Rotary, at.Theta, width)
+	if err := at.CheckWidth(width); err != nil {
+		return ropeTable{}, fmt.Errorf("rope: %w", err)
 	}
-	h := at.Rotary / 2
-	t := ropeTable{headDim: at.HeadDim, rotary: at.Rotary, freq: make([]float64, h)}
-	for j := range t.freq {
-		t.freq[j] = math.Pow(at.Theta, -2*float64(j)/float64(at.Rotary))
+	freq, m, err := at.Frequencies()
+	if err != nil {
+		return ropeTable{}, fmt.Errorf("rope: %w", err)
 	}
-	return t, nil
+	return ropeTable{headDim: at.HeadDim, rotary: at.Rotary, freq: freq, m: m}, nil
 }
 
 // angles fills cos and sin (R/2 each) for position p: the angles p·f_j and
-// their cosines and sines in float64, rounded to f32.
+// m times their cosines and sines in float64, rounded to f32.
 func (t *ropeTable) angles(p int, cos, sin []float32) {
 	for j, f := range t.freq {
 		s, c := math.Sincos(float64(p) * f)
-		cos[j], sin[j] = float32(c), float32(s)
+		cos[j], sin[j] = float32(t.m*c), float32(t.m*s)
 	}
 }
 

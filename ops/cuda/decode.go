@@ -32,8 +32,11 @@ func bindQKVPrep(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	rope := at.NormRope.Rope
 	hd, rot := rope.HeadDim, rope.Rotary
 	qw, kw := n.Inputs[0].Shape.Last(), n.Inputs[1].Shape.Last()
-	if hd <= 0 || qw%hd != 0 || kw%hd != 0 || rot <= 0 || rot%2 != 0 || rot > hd || !(rope.Theta > 0) {
-		return nil, fmt.Errorf("rope: head_dim %d, rotary %d, theta %v do not fit rows of %d and %d", hd, rot, rope.Theta, qw, kw)
+	if err := rope.CheckWidth(qw); err != nil {
+		return nil, fmt.Errorf("rope: q: %w", err)
+	}
+	if err := rope.CheckWidth(kw); err != nil {
+		return nil, fmt.Errorf("rope: k: %w", err)
 	}
 	rows := q.n / qw
 	if q.n%qw != 0 || y.n != q.n || k.n != rows*kw || v.n != k.n || ks.n%kw != 0 || vs.n%kw != 0 {
@@ -54,7 +57,7 @@ func bindQKVPrep(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	if rows == 0 {
 		return s, nil
 	}
-	fp, err := be.upload(ropeFreq(rope))
+	fp, m, err := be.uploadRope(rope)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +67,7 @@ func bindQKVPrep(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	}
 	hq, hk := qw/hd, kw/hd
 	s.add("qkv_prep", [3]uint32{uint32(rows), uint32(hq + 2*hk), 1}, [3]uint32{threadsFor(max(rot/2, hd-rot), 128), 1, 1}, 0,
-		q.ptr, k.ptr, v.ptr, y.ptr, ks.ptr, vs.ptr, call.ptr, be.errRec, fp, sc, int32(rows), int32(hq), int32(hk), int32(hd),
+		q.ptr, k.ptr, v.ptr, y.ptr, ks.ptr, vs.ptr, call.ptr, be.errRec, fp, m, sc, int32(rows), int32(hq), int32(hk), int32(hd),
 		int32(rot), at.NormRope.Eps, int32(ks.n/kw), int32(vs.n/kw), ring)
 	return s, nil
 }

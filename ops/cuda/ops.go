@@ -454,8 +454,8 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		return nil, err
 	}
 	w := n.Inputs[0].Shape.Last()
-	if rope.HeadDim <= 0 || w%rope.HeadDim != 0 || rope.Rotary <= 0 || rope.Rotary%2 != 0 || rope.Rotary > rope.HeadDim || !(rope.Theta > 0) {
-		return nil, fmt.Errorf("rope: head_dim %d, rotary %d, theta %v do not fit rows of %d", rope.HeadDim, rope.Rotary, rope.Theta, w)
+	if err := rope.CheckWidth(w); err != nil {
+		return nil, fmt.Errorf("rope: %w", err)
 	}
 	if x.n%w != 0 {
 		return nil, fmt.Errorf("x of %d elements, rows of %d", x.n, w)
@@ -491,7 +491,7 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	if rows == 0 {
 		return s, nil
 	}
-	fp, err := be.upload(ropeFreq(rope))
+	fp, m, err := be.uploadRope(rope)
 	if err != nil {
 		return nil, err
 	}
@@ -503,19 +503,27 @@ func bindRope(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		rg = 1
 	}
 	s.add("rope", [3]uint32{uint32(rows), uint32(w / rope.HeadDim), 1}, [3]uint32{threadsFor(max(h, rope.HeadDim-rope.Rotary), 128), 1, 1}, 0,
-		x.ptr, y, call.ptr, be.errRec, fp, sc, sl, int32(rows), int32(w), int32(rope.HeadDim), int32(rope.Rotary), nb, eps, int32(capacity), rg)
+		x.ptr, y, call.ptr, be.errRec, fp, m, sc, sl, int32(rows), int32(w), int32(rope.HeadDim), int32(rope.Rotary), nb, eps, int32(capacity), rg)
 	return s, nil
 }
 
-// ropeFreq is rope's table of frequencies f_j = Theta^(-2j/Rotary), j <
-// Rotary/2, as little-endian f64.
-func ropeFreq(rope ops.RopeAttrs) []byte {
-	h := rope.Rotary / 2
-	freq := make([]byte, 8*h)
-	for j := 0; j < h; j++ {
-		binary.LittleEndian.PutUint64(freq[8*j:], math.Float64bits(math.Pow(rope.Theta, -2*float64(j)/float64(rope.Rotary))))
+// uploadRope uploads rope's table of frequencies f_j, j < Rotary/2, as f64
+// into scratch the bound steps keep, and gives it with the attention factor
+// m (ops.RopeAttrs.Frequencies).
+func (be *Backend) uploadRope(rope ops.RopeAttrs) (cu.DevicePtr, float64, error) {
+	f, m, err := rope.Frequencies()
+	if err != nil {
+		return 0, 0, fmt.Errorf("rope: %w", err)
 	}
-	return freq
+	freq := make([]byte, 8*len(f))
+	for j, v := range f {
+		binary.LittleEndian.PutUint64(freq[8*j:], math.Float64bits(v))
+	}
+	p, err := be.upload(freq)
+	if err != nil {
+		return 0, 0, err
+	}
+	return p, m, nil
 }
 
 func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {

@@ -100,8 +100,11 @@ func bindQSABlockKeys(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	if d <= 0 || cr <= 0 {
 		return nil, fmt.Errorf("qsa_block_keys: block %d over keys of %d", cr, d)
 	}
-	if rope.HeadDim != d || rope.Rotary <= 0 || rope.Rotary%2 != 0 || rope.Rotary > d || !(rope.Theta > 0) {
-		return nil, fmt.Errorf("qsa_block_keys: rope head_dim %d, rotary %d, theta %v do not fit keys of %d", rope.HeadDim, rope.Rotary, rope.Theta, d)
+	if err := rope.Check(); err != nil {
+		return nil, fmt.Errorf("qsa_block_keys: %w", err)
+	}
+	if rope.HeadDim != d {
+		return nil, fmt.Errorf("qsa_block_keys: rope head_dim %d is not the key width %d", rope.HeadDim, d)
 	}
 	if w.n != d {
 		return nil, fmt.Errorf("w has %d elements, want %d", w.n, d)
@@ -123,7 +126,7 @@ func bindQSABlockKeys(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	if rows == 0 {
 		return s, nil
 	}
-	freq, err := be.upload(ropeFreq(rope))
+	freq, m, err := be.uploadRope(rope)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +137,7 @@ func bindQSABlockKeys(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	threads := threadsFor(d, 256)
 	// a call of rows rows completes at most ⌊(cr − 1 + rows)/cr⌋ blocks
 	s.add("qsa_block_keys", [3]uint32{uint32((rows + cr - 1) / cr), 1, 1}, [3]uint32{threads, 1, 1}, uint32(4*d),
-		kraw.ptr, w.ptr, wt, slot.ptr, keys.ptr, call.ptr, be.errRec, freq, int32(rows), int32(d), int32(rope.Rotary), int32(cr),
+		kraw.ptr, w.ptr, wt, slot.ptr, keys.ptr, call.ptr, be.errRec, freq, m, int32(rows), int32(d), int32(rope.Rotary), int32(cr),
 		at.Eps, int32(slotCap), int32(keyCap), ring)
 	s.add("qsa_block_keys_slot", [3]uint32{uint32(rows), 1, 1}, [3]uint32{threads, 1, 1}, 0,
 		kraw.ptr, slot.ptr, call.ptr, be.errRec, int32(rows), int32(d), int32(cr), int32(slotCap), int32(keyCap), ring)

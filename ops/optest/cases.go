@@ -262,23 +262,54 @@ type ropeShape struct {
 	rows, heads, hd, rot int
 	theta                float64
 	pos, used            int
+	scaling              ops.RopeScaling
+}
+
+// ropeScalings are rope scalings whose tables are not the default's nor a
+// multiple of it, and whose attention factors are not 1, for the shapes
+// below: yarn interpolates dims 1 to 3 of 8 (a ramp of 1/3, 2/3) with
+// m = 0.1 ln 4 + 1; llama3 leaves dims 0-5 of 32, divides 10-31 by the
+// factor and smooths 6-9; the second yarn has no rounding of its range and
+// m from mscale and mscale_all_dim.
+var ropeScalings = map[string]ops.RopeScaling{
+	"yarn":       {Type: ops.RopeYarn, Factor: 4, OriginalMaxPositions: 64},
+	"llama3":     {Type: ops.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 256},
+	"yarn-exact": {Type: ops.RopeYarn, Factor: 16, OriginalMaxPositions: 512, BetaFast: 16, BetaSlow: 2, MScale: 1, MScaleAllDim: 0.5, NoTruncate: true},
+	"linear":     {Type: ops.RopeLinear, Factor: 2.5},
 }
 
 var ropeShapes = []ropeShape{
-	{1, 1, 8, 8, 1e4, 0, 0},
-	{5, 3, 16, 8, 1e4, 7, 0},
-	{3, 2, 66, 64, 1e6, 1000, 0},
-	{2, 1, 4, 2, 500, 123456, 0},
-	{40, 16, 64, 64, 1e4, 3, 0},
-	{4, 2, 16, 16, 1e4, 9, 2},
+	{1, 1, 8, 8, 1e4, 0, 0, ops.RopeScaling{}},
+	{5, 3, 16, 8, 1e4, 7, 0, ops.RopeScaling{}},
+	{3, 2, 66, 64, 1e6, 1000, 0, ops.RopeScaling{}},
+	{2, 1, 4, 2, 500, 123456, 0, ops.RopeScaling{}},
+	{40, 16, 64, 64, 1e4, 3, 0, ops.RopeScaling{}},
+	{4, 2, 16, 16, 1e4, 9, 2, ops.RopeScaling{}},
+	{3, 2, 16, 16, 1e4, 5000, 0, ropeScalings["yarn"]},
+	{2, 2, 66, 64, 5e5, 3000, 0, ropeScalings["llama3"]},
+	{5, 1, 64, 32, 1e6, 70000, 3, ropeScalings["yarn-exact"]},
+	{2, 3, 8, 8, 1e4, 17, 0, ropeScalings["linear"]},
+}
+
+// ropeName is a rope's part of a case name: its scaling type, if any.
+func ropeName(s ops.RopeScaling) string {
+	if s == (ops.RopeScaling{}) {
+		return ""
+	}
+	for name, r := range ropeScalings {
+		if r == s {
+			return "/scaling=" + name
+		}
+	}
+	return "/scaling=" + s.Type
 }
 
 func ropeCases() []Case {
 	var cs []Case
 	for _, s := range ropeShapes {
-		name := fmt.Sprintf("rope/%dx%dx%d/rot=%d/theta=%g/pos=%d/rows=%d", s.rows, s.heads, s.hd, s.rot, s.theta, s.pos, s.used)
+		name := fmt.Sprintf("rope/%dx%dx%d/rot=%d/theta=%g/pos=%d/rows=%d", s.rows, s.heads, s.hd, s.rot, s.theta, s.pos, s.used) + ropeName(s.scaling)
 		m := newMaker(name)
-		at := ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: s.theta}
+		at := ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: s.theta, Scaling: s.scaling}
 		w := s.heads * s.hd
 		cs = append(cs, Case{
 			Name:   name,
@@ -288,7 +319,7 @@ func ropeCases() []Case {
 			},
 			Ref: func(in [][]float64) [][]float64 {
 				pos, _ := callRows(in[1], s.rows)
-				return [][]float64{refRope(in[0], w, s.hd, s.rot, s.theta, pos)}
+				return [][]float64{refRope(in[0], w, at, pos)}
 			},
 			Tol: TolF32,
 		})
@@ -530,9 +561,9 @@ func fusedCases() []Case {
 	}
 	for i, s := range ropeShapes {
 		scaled := i%2 == 1
-		name := fmt.Sprintf("norm_rope/%dx%dx%d/rot=%d/theta=%g/pos=%d/scaled=%v", s.rows, s.heads, s.hd, s.rot, s.theta, s.pos, scaled)
+		name := fmt.Sprintf("norm_rope/%dx%dx%d/rot=%d/theta=%g/pos=%d/scaled=%v", s.rows, s.heads, s.hd, s.rot, s.theta, s.pos, scaled) + ropeName(s.scaling)
 		m := newMaker(name)
-		at := ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: s.theta}, Eps: 1e-6}
+		at := ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: s.theta, Scaling: s.scaling}, Eps: 1e-6}
 		w := s.heads * s.hd
 		inputs := []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, w), call(s.pos, s.used)}
 		if scaled {
@@ -550,7 +581,7 @@ func fusedCases() []Case {
 				if scaled {
 					scale = in[2]
 				}
-				return [][]float64{refNormRope(in[0], w, s.hd, s.rot, s.theta, pos, float64(float32(1e-6)), scale)}
+				return [][]float64{refNormRope(in[0], w, at.Rope, pos, float64(float32(1e-6)), scale)}
 			},
 			Tol: TolF32,
 		})
@@ -605,8 +636,8 @@ func blockCases() []Case {
 				k := RefMatMul(x, hidden, in[3])
 				v := RefMatMul(x, hidden, in[4])
 				g := RefMatMul(x, hidden, in[5])
-				q = refNormRope(q, heads*hd, hd, hd/2, 1e4, pos, eps, in[7])
-				k = refNormRope(k, kvHeads*hd, hd, hd/2, 1e4, pos, eps, nil)
+				q = refNormRope(q, heads*hd, nr.Rope, pos, eps, in[7])
+				k = refNormRope(k, kvHeads*hd, nr.Rope, pos, eps, nil)
 				ks := refKVWrite(in[10], k, kvHeads*hd, pos, s.rows, s.ring)
 				vs := refKVWrite(in[11], v, kvHeads*hd, pos, s.rows, s.ring)
 				y := refAttention(q, ks, vs, at, pos, s.rows)
@@ -665,13 +696,18 @@ func plannerCases() []Case {
 	for i, s := range []struct {
 		rows, heads, hd, rot, pos, capacity int
 		ring                                bool
-	}{{1, 2, 16, 16, 5, 8, false}, {3, 1, 66, 32, 9, 4, true}, {4, 4, 8, 8, 0, 4, false}} {
+		scaling                             ops.RopeScaling
+	}{
+		{1, 2, 16, 16, 5, 8, false, ops.RopeScaling{}}, {3, 1, 66, 32, 9, 4, true, ops.RopeScaling{}}, {4, 4, 8, 8, 0, 4, false, ops.RopeScaling{}},
+		{2, 2, 16, 16, 6, 8, false, ropeScalings["yarn"]}, {3, 1, 66, 64, 9, 4, true, ropeScalings["llama3"]},
+	} {
 		scaled := i != 1
-		name := fmt.Sprintf("norm_rope_kv/%dx%dx%d/rot=%d/pos=%d/cap=%d/ring=%v/scaled=%v", s.rows, s.heads, s.hd, s.rot, s.pos, s.capacity, s.ring, scaled)
+		name := fmt.Sprintf("norm_rope_kv/%dx%dx%d/rot=%d/pos=%d/cap=%d/ring=%v/scaled=%v", s.rows, s.heads, s.hd, s.rot, s.pos, s.capacity, s.ring, scaled) +
+			ropeName(s.scaling)
 		m := newMaker(name)
 		w := s.heads * s.hd
 		at := ops.NormRopeKVAttrs{
-			NormRope: ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: 1e4}, Eps: 1e-6},
+			NormRope: ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: 1e4, Scaling: s.scaling}, Eps: 1e-6},
 			Slot:     ops.SlotAttrs{Ring: s.ring},
 		}
 		inputs := []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, w), call(s.pos, 0), m.slot("slot", s.capacity, w)}
@@ -690,7 +726,7 @@ func plannerCases() []Case {
 				if scaled {
 					scale = in[3]
 				}
-				y := refNormRope(in[0], w, s.hd, s.rot, 1e4, s.pos, float64(float32(1e-6)), scale)
+				y := refNormRope(in[0], w, at.NormRope.Rope, s.pos, float64(float32(1e-6)), scale)
 				return [][]float64{refKVWrite(in[2], y, w, s.pos, s.rows, s.ring)}
 			},
 			Tol: TolF32,

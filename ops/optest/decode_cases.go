@@ -25,6 +25,7 @@ func qkvPrepCases() []Case {
 		rows, hq, hk, hd, rot, pos, capacity, used int
 		ring, scaled                               bool
 		err                                        string
+		scaling                                    ops.RopeScaling
 	}{
 		{rows: 1, hq: 4, hk: 2, hd: 16, rot: 16, pos: 5, capacity: 8, scaled: true},
 		{rows: 3, hq: 2, hk: 1, hd: 66, rot: 32, pos: 9, capacity: 4, ring: true},
@@ -32,6 +33,8 @@ func qkvPrepCases() []Case {
 		{rows: 4, hq: 4, hk: 2, hd: 16, rot: 8, pos: 6, capacity: 8, used: 2, scaled: true},   // padded
 		{rows: 1, hq: 16, hk: 4, hd: 64, rot: 64, pos: 300, capacity: 320, scaled: true},
 		{rows: 2, hq: 4, hk: 2, hd: 256, rot: 256, pos: 1000, capacity: 1024, ring: true, scaled: true},
+		{rows: 2, hq: 4, hk: 2, hd: 16, rot: 16, pos: 40, capacity: 64, scaled: true, scaling: ropeScalings["yarn"]},
+		{rows: 3, hq: 2, hk: 1, hd: 66, rot: 64, pos: 9, capacity: 4, ring: true, scaling: ropeScalings["llama3"]},
 		{rows: 3, hq: 2, hk: 2, hd: 8, rot: 8, pos: 6, capacity: 8, scaled: true, err: "capacity"},
 	} {
 		kind := "linear"
@@ -39,14 +42,14 @@ func qkvPrepCases() []Case {
 			kind = "ring"
 		}
 		name := fmt.Sprintf("qkv_prep/%s/q%d-kv%d-d%d/rot=%d/rows=%d/pos=%d/cap=%d/used=%d/scaled=%v",
-			kind, s.hq, s.hk, s.hd, s.rot, s.rows, s.pos, s.capacity, s.used, s.scaled)
+			kind, s.hq, s.hk, s.hd, s.rot, s.rows, s.pos, s.capacity, s.used, s.scaled) + ropeName(s.scaling)
 		if s.err != "" {
 			name = "qkv_prep/error/" + name[len("qkv_prep/"):]
 		}
 		m := newMaker(name)
 		const theta, eps = 1e4, 1e-6
 		at := ops.QKVPrepAttrs{
-			NormRope: ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: theta}, Eps: eps},
+			NormRope: ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: theta, Scaling: s.scaling}, Eps: eps},
 			Slot:     ops.SlotAttrs{Ring: s.ring},
 		}
 		qw, kw := s.hq*s.hd, s.hk*s.hd
@@ -70,8 +73,8 @@ func qkvPrepCases() []Case {
 					scale = in[6]
 				}
 				e := float64(float32(eps))
-				q := refNormRope(in[0], qw, s.hd, s.rot, theta, pos, e, scale)
-				k := refNormRope(in[1], kw, s.hd, s.rot, theta, pos, e, nil)
+				q := refNormRope(in[0], qw, at.NormRope.Rope, pos, e, scale)
+				k := refNormRope(in[1], kw, at.NormRope.Rope, pos, e, nil)
 				return [][]float64{q, refKVWrite(in[4], k, kw, pos, used, s.ring), refKVWrite(in[5], in[2], kw, pos, used, s.ring)}
 			},
 			Tol:     TolF32,
@@ -202,8 +205,8 @@ func decodeBlockCases() []Case {
 			Ref: func(in [][]float64) [][]float64 {
 				e := float64(float32(eps))
 				x, pos := in[0], int(in[1][ops.CallPos])
-				q := refNormRope(RefMatMul(x, hidden, in[2]), heads*hd, hd, hd/2, 1e4, pos, e, in[7])
-				k := refNormRope(RefMatMul(x, hidden, in[3]), kvHeads*hd, hd, hd/2, 1e4, pos, e, nil)
+				q := refNormRope(RefMatMul(x, hidden, in[2]), heads*hd, nr.Rope, pos, e, in[7])
+				k := refNormRope(RefMatMul(x, hidden, in[3]), kvHeads*hd, nr.Rope, pos, e, nil)
 				ks := refKVWrite(in[10], k, kvHeads*hd, pos, s.rows, s.ring)
 				vs := refKVWrite(in[11], RefMatMul(x, hidden, in[4]), kvHeads*hd, pos, s.rows, s.ring)
 				y := refGatedNorm(refAttention(q, ks, vs, at, pos, s.rows), RefMatMul(x, hidden, in[5]), in[8], e)

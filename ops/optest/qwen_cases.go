@@ -277,7 +277,7 @@ func qrefBlockKeys(kraw, w, slot, keys []float64, a ops.BlockKeyAttrs, pos, used
 				mean[c] += x / float64(cr)
 			}
 		}
-		kb := refRope(qrefRMS1p(mean, w, d, qcEps(a.Eps)), d, d, a.Rope.Rotary, a.Rope.Theta, b*cr)
+		kb := refRope(qrefRMS1p(mean, w, d, qcEps(a.Eps)), d, a.Rope, b*cr)
 		copy(keys2[b*d:], kb)
 	}
 	return refKVWrite(slot, kraw, d, pos, used, a.Ring), keys2
@@ -863,29 +863,34 @@ func qcBlockKeys() []Case {
 		ring                                         bool
 		dt                                           graph.DType
 		err                                          string
+		scaling                                      string
 	}
 	for _, s := range []bk{
-		{4, 16, 8, 2, 0, 0, 8, 6, false, graph.F32, ""},   // blocks 0 and 1
-		{1, 16, 8, 4, 7, 0, 4, 3, true, graph.BF16, ""},   // completes block 1 from a ring
-		{5, 8, 4, 4, 2, 0, 4, 3, true, graph.F32, ""},     // a ring smaller than the chunk
-		{3, 8, 4, 4, 1, 0, 8, 2, false, graph.F16, ""},    // completes block 0
-		{2, 8, 4, 4, 4, 0, 8, 2, false, graph.F32, ""},    // completes nothing
-		{4, 16, 8, 2, 5, 2, 16, 8, false, graph.F32, ""},  // padded
-		{9, 16, 16, 3, 0, 0, 9, 3, false, graph.BF16, ""}, // blocks of 3, full rotary
-		{40, 64, 16, 4, 100, 0, 160, 40, false, graph.BF16, ""},
-		{3, 8, 4, 2, 6, 0, 8, 4, false, graph.F32, "capacity"}, // positions past the slot
-		{4, 8, 4, 2, 0, 0, 8, 1, false, graph.F32, "capacity"}, // blocks past the keys
+		{4, 16, 8, 2, 0, 0, 8, 6, false, graph.F32, "", ""},   // blocks 0 and 1
+		{1, 16, 8, 4, 7, 0, 4, 3, true, graph.BF16, "", ""},   // completes block 1 from a ring
+		{5, 8, 4, 4, 2, 0, 4, 3, true, graph.F32, "", ""},     // a ring smaller than the chunk
+		{3, 8, 4, 4, 1, 0, 8, 2, false, graph.F16, "", ""},    // completes block 0
+		{2, 8, 4, 4, 4, 0, 8, 2, false, graph.F32, "", ""},    // completes nothing
+		{4, 16, 8, 2, 5, 2, 16, 8, false, graph.F32, "", ""},  // padded
+		{9, 16, 16, 3, 0, 0, 9, 3, false, graph.BF16, "", ""}, // blocks of 3, full rotary
+		{40, 64, 16, 4, 100, 0, 160, 40, false, graph.BF16, "", ""},
+		{6, 16, 16, 2, 3, 0, 16, 8, false, graph.F32, "", "yarn"},
+		{5, 64, 64, 4, 2, 0, 8, 4, true, graph.F32, "", "llama3"},
+		{3, 8, 4, 2, 6, 0, 8, 4, false, graph.F32, "capacity", ""}, // positions past the slot
+		{4, 8, 4, 2, 0, 0, 8, 1, false, graph.F32, "capacity", ""}, // blocks past the keys
 	} {
 		kind := "linear"
 		if s.ring {
 			kind = "ring"
 		}
-		name := fmt.Sprintf("qsa_block_keys/%s/%s/%dx%d/rot=%d/block=%d/pos=%d/used=%d/cap=%d/keys=%d", kind, s.dt, s.rows, s.d, s.rot, s.cr, s.pos, s.used, s.slotCap, s.keyCap)
+		scaling := ropeScalings[s.scaling]
+		name := fmt.Sprintf("qsa_block_keys/%s/%s/%dx%d/rot=%d/block=%d/pos=%d/used=%d/cap=%d/keys=%d", kind, s.dt, s.rows, s.d, s.rot, s.cr, s.pos, s.used, s.slotCap, s.keyCap) +
+			ropeName(scaling)
 		if s.err != "" {
 			name = "qsa_block_keys/error/" + name[len("qsa_block_keys/"):]
 		}
 		m := newMaker(name)
-		at := ops.BlockKeyAttrs{Block: s.cr, Rope: ops.RopeAttrs{HeadDim: s.d, Rotary: s.rot, Theta: 1e7}, Eps: 1e-6, Ring: s.ring}
+		at := ops.BlockKeyAttrs{Block: s.cr, Rope: ops.RopeAttrs{HeadDim: s.d, Rotary: s.rot, Theta: 1e7, Scaling: scaling}, Eps: 1e-6, Ring: s.ring}
 		cs = append(cs, Case{
 			Name: name,
 			Inputs: []Tensor{m.tensor("kraw", graph.Input, graph.F32, 2, s.rows, s.d), m.tensor("w", graph.Weight, s.dt, 0.5, s.d),
@@ -1400,12 +1405,12 @@ func qcQwenBlocks() []Case {
 			u := in[0]
 			p0, n := callRows(in[13], rows)
 			qg := qrefSplit(qcMatMulT(u, h, in[1]), nq, []int{hd, hd})
-			q := refRope(qrefRMS1p(qg[0], in[5], hd, feps), nq*hd, hd, rot, theta, p0)
-			kk := refRope(qrefRMS1p(qcMatMulT(u, h, in[2]), in[6], hd, feps), nkv*hd, hd, rot, theta, p0)
+			q := refRope(qrefRMS1p(qg[0], in[5], hd, feps), nq*hd, rope, p0)
+			kk := refRope(qrefRMS1p(qcMatMulT(u, h, in[2]), in[6], hd, feps), nkv*hd, rope, p0)
 			ks := refKVWrite(in[9], kk, nkv*hd, p0, n, false)
 			vs := refKVWrite(in[10], qcMatMulT(u, h, in[3]), nkv*hd, p0, n, false)
 			ik := qrefSplit(qcMatMulT(u, h, in[7]), 1, []int{ih * idim, idim})
-			qi := refRope(qrefRMS1p(ik[0], in[8], idim, feps), ih*idim, idim, rot, theta, p0)
+			qi := refRope(qrefRMS1p(ik[0], in[8], idim, feps), ih*idim, irope, p0)
 			slot, keys := qrefBlockKeys(ik[1], in[14], in[11], in[12], bk, p0, n)
 			sel, gap := qrefSelect(qi, keys, idim, sa, p0, n)
 			y := qrefSparseAttention(q, ks, vs, sel, at, p0, n)

@@ -101,17 +101,29 @@ func refRMSNorm(x, w []float64, eps float64) []float64 {
 	return y
 }
 
-// refRope rotates the first rot dims of each head of hd in rows of width,
-// row t at position pos+t, NeoX half split.
-func refRope(x []float64, width, hd, rot int, theta float64, pos int) []float64 {
+// refRope rotates the first Rotary dims of each head in rows of width, row
+// t at position pos+t, NeoX half split: frequencies Theta^(-2j/Rotary), or
+// with a Scaling its table (ops.RopeScaling, tested on its own) and its
+// attention factor times the cosines and sines.
+func refRope(x []float64, width int, at ops.RopeAttrs, pos int) []float64 {
 	y := append([]float64(nil), x...)
-	h := rot / 2
+	hd, rot, h := at.HeadDim, at.Rotary, at.Rotary/2
+	freq, m := make([]float64, h), 1.0
+	for j := range freq {
+		freq[j] = math.Pow(at.Theta, -2*float64(j)/float64(rot))
+	}
+	if at.Scaling != (ops.RopeScaling{}) {
+		var err error
+		if freq, m, err = at.Scaling.Frequencies(at.Theta, rot); err != nil {
+			panic(err)
+		}
+	}
 	for t := 0; t < len(x)/width; t++ {
 		p := float64(pos + t)
 		for o := t * width; o < (t+1)*width; o += hd {
 			for j := 0; j < h; j++ {
-				a := p * math.Pow(theta, -2*float64(j)/float64(rot))
-				c, s := math.Cos(a), math.Sin(a)
+				a := p * freq[j]
+				c, s := m*math.Cos(a), m*math.Sin(a)
 				x0, x1 := x[o+j], x[o+j+h]
 				y[o+j] = x0*c - x1*s
 				y[o+j+h] = x1*c + x0*s
@@ -122,8 +134,8 @@ func refRope(x []float64, width, hd, rot int, theta float64, pos int) []float64 
 }
 
 // refNormRope is l2norm per head of rope(x), times scale when given.
-func refNormRope(x []float64, width, hd, rot int, theta float64, pos int, eps float64, scale []float64) []float64 {
-	y := refL2Norm(refRope(x, width, hd, rot, theta, pos), hd, eps)
+func refNormRope(x []float64, width int, at ops.RopeAttrs, pos int, eps float64, scale []float64) []float64 {
+	y := refL2Norm(refRope(x, width, at, pos), at.HeadDim, eps)
 	if scale != nil {
 		y = refBinary("mul", y, scale)
 	}

@@ -6,17 +6,17 @@
 // are one translation unit.
 __device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used);
 __device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring);
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, const float* scale, int hd, int rot, int norm,
-                          float eps);
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
+                          int norm, float eps);
 
 // qkv_prep: grid (rows, hq + 2·hk), one block per head of a row. Blocks
 // y < hq prepare query head y into yq (norm_rope with the optional scale);
 // the next hk blocks prepare key heads into their slot row (norm_rope_kv);
 // the last hk blocks copy value heads into theirs (kv_write). Queries and
-// keys share the rotary table freq; the slots hold kcap and vcap rows.
+// keys share the rotary table freq and attention factor m; the slots hold kcap and vcap rows.
 extern "C" __global__ void qkv_prep(const float* q, const float* k, const float* v, float* yq, float* ks, float* vs, const int* call,
-                                    int* err, const double* freq, const float* scale, int rows, int hq, int hk, int hd, int rot,
-                                    float eps, int kcap, int vcap, int ring) {
+                                    int* err, const double* freq, double m, const float* scale, int rows, int hq, int hk, int hd,
+                                    int rot, float eps, int kcap, int vcap, int ring) {
 	pdl_entry();
 	int r = blockIdx.x, b = blockIdx.y;
 	long long qw = (long long)hq * hd, kw = (long long)hk * hd;
@@ -24,7 +24,7 @@ extern "C" __global__ void qkv_prep(const float* q, const float* k, const float*
 	if (b < hq) {
 		if (!read_call(call, rows, err, &pos, &used)) return;
 		long long o = r * qw + (long long)b * hd;
-		rope_head(q + o, yq + o, pos + r, freq, scale ? scale + (long long)b * hd : 0, hd, rot, 1, eps);
+		rope_head(q + o, yq + o, pos + r, freq, m, scale ? scale + (long long)b * hd : 0, hd, rot, 1, eps);
 		return;
 	}
 	int cap = b < hq + hk ? kcap : vcap;
@@ -33,7 +33,7 @@ extern "C" __global__ void qkv_prep(const float* q, const float* k, const float*
 	if (p < 0) return;
 	if (b < hq + hk) {
 		long long o = (long long)(b - hq) * hd;
-		rope_head(k + r * kw + o, ks + p * kw + o, pos + r, freq, 0, hd, rot, 1, eps);
+		rope_head(k + r * kw + o, ks + p * kw + o, pos + r, freq, m, 0, hd, rot, 1, eps);
 		return;
 	}
 	long long o = (long long)(b - hq - hk) * hd;

@@ -134,18 +134,19 @@ extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b
 
 // rope_head is one block's work on one head of hd elements: it rotates the
 // first rot dims of src by position p (NeoX half split, angles in f64 from
-// freq) into dst, copies the rest; with norm, then l2-normalizes dst and
+// freq, cosines and sines times the attention factor m) into dst, copies
+// the rest; with norm, then l2-normalizes dst and
 // multiplies it by scale (the head's hd values, when not null). dst may be
 // src. Every thread of the block must call it (it synchronizes).
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, const float* scale, int hd, int rot, int norm,
-                          float eps) {
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
+                          int norm, float eps) {
 	__shared__ double scratch[32];
 	int h = rot / 2;
 	double pp = (double)p;
 	for (int j = threadIdx.x; j < h; j += blockDim.x) {
 		double s, c;
 		sincos(pp * freq[j], &s, &c);
-		float cf = (float)c, sf = (float)s;
+		float cf = (float)(m * c), sf = (float)(m * s);
 		float a = src[j], b = src[j + h];
 		dst[j] = a * cf - b * sf;
 		dst[j + h] = b * cf + a * sf;
@@ -164,8 +165,9 @@ __device__ void rope_head(const float* src, float* dst, int p, const double* fre
 // rope: one block per (row, head): rope_head on the head at position
 // call[pos] + row. With slot not null (norm_rope_kv) the result goes to the
 // row's slot row as kv_write places it, else to y.
-extern "C" __global__ void rope(const float* x, float* y, const int* call, int* err, const double* freq, const float* scale,
-                                float* slot, int rows, int width, int hd, int rot, int norm, float eps, int cap, int ring) {
+extern "C" __global__ void rope(const float* x, float* y, const int* call, int* err, const double* freq, double m,
+                                const float* scale, float* slot, int rows, int width, int hd, int rot, int norm, float eps, int cap,
+                                int ring) {
 	pdl_entry();
 	int r = blockIdx.x, o = blockIdx.y * hd;
 	int pos, used;
@@ -179,5 +181,5 @@ extern "C" __global__ void rope(const float* x, float* y, const int* call, int* 
 		if (!read_call(call, rows, err, &pos, &used)) return;
 		dst = y + (long long)r * width + o;
 	}
-	rope_head(x + (long long)r * width + o, dst, pos + r, freq, scale ? scale + o : 0, hd, rot, norm, eps);
+	rope_head(x + (long long)r * width + o, dst, pos + r, freq, m, scale ? scale + o : 0, hd, rot, norm, eps);
 }

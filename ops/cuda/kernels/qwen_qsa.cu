@@ -24,8 +24,8 @@
 // Defined earlier in the program (elementwise.cu, norm.cu); the kernels are
 // one translation unit.
 __device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring);
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, const float* scale, int hd, int rot, int norm,
-                          float eps);
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
+                          int norm, float eps);
 
 // ---------------------------------------------------------------- qsa_block_keys
 
@@ -62,8 +62,8 @@ __device__ __forceinline__ bool qsa_bk_check(const int* call, int rows, int cr, 
 // rounded to f32, RMS-normed with 1 + w (f64, eps) and rotated at position
 // b·cr (rope_head). The slot is written afterwards by qsa_block_keys_slot.
 extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int wt, const float* slot, float* keys, const int* call,
-                                          int* err, const double* freq, int rows, int d, int rot, int cr, float eps, int slotCap,
-                                          int keyCap, int ring) {
+                                          int* err, const double* freq, double m, int rows, int d, int rot, int cr, float eps,
+                                          int slotCap, int keyCap, int ring) {
 	pdl_entry();
 	extern __shared__ float qsa_bk_sh[];
 	__shared__ double scratch[32];
@@ -90,7 +90,7 @@ extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int 
 	double inv = 1.0 / sqrt(ss / (double)d + (double)eps);
 	for (int c = threadIdx.x; c < d; c += blockDim.x) kb[c] = (float)((double)kb[c] * inv * (1.0 + (double)load_w(w, wt, c)));
 	__syncthreads();
-	rope_head(kb, keys + b * d, (int)(b * cr), freq, 0, d, rot, 0, 0.f);
+	rope_head(kb, keys + b * d, (int)(b * cr), freq, m, 0, d, rot, 0, 0.f);
 }
 
 // qsa_block_keys_slot: grid (rows), block a multiple of 32 threads. Block r
