@@ -1,0 +1,166 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// Config is a dense decoder's config.json: LlamaForCausalLM (model_type
+// llama) or Qwen3ForCausalLM (qwen3: Llama with an RMSNorm on each query
+// and key head before the rotation).
+type Config struct {
+	Vocab, Hidden, FFN, Layers int
+	Heads, KVHeads, HeadDim     int
+	Eps                         float32
+	// Rope is the rotation of queries and keys: theta, rotary dims, scaling.
+	Rope ops.RopeAttrs
+	// QKNorm: an RMSNorm over each query and key head (Qwen3).
+	QKNorm bool
+	// Tied: the head reads the embedding table (no lm_head.weight).
+	Tied bool
+	// AttnBias puts a bias on q, k, v (and, with OBias, o); MLPBias on the MLP's products.
+	AttnBias, OBias, MLPBias bool
+	// MaxPositions is max_position_embeddings.
+	MaxPositions int
+}
+
+// Limits on sizes, so that a hostile config.json is refused before
+// anything proportional to it is made.
+const (
+	maxLayers = 1 << 10
+	maxWidth  = 1 << 20
+	maxVocab  = 1 << 24
+)
+
+// ReadConfig reads a Llama or Qwen3 config.json, checking every field it
+// uses and refusing what it does not support, with errors naming the field.
+func ReadConfig(cfg *weights.Config) (Config, error) {
+	g := cfg.Get()
+	mt := g.String("model_type", "")
+	c := Config{
+		Vocab:        g.Int("vocab_size", 0),
+		Hidden:       g.Int("hidden_size", 0),
+		FFN:          g.Int("intermediate_size", 0),
+		Layers:       g.Int("num_hidden_layers", 0),
+		Heads:        g.Int("num_attention_heads", 0),
+		Eps:          float32(g.Float("rms_norm_eps", 1e-6)),
+		QKNorm:       mt == "qwen3",
+		Tied:         g.Bool("tie_word_embeddings", false),
+		AttnBias:     g.Bool("attention_bias", false),
+		MLPBias:      g.Bool("mlp_bias", false),
+		MaxPositions: g.Int("max_position_embeddings", 0),
+	}
+	c.OBias = c.AttnBias
+	c.KVHeads = g.Int("num_key_value_heads", c.Heads)
+	if c.Heads > 0 {
+		c.HeadDim = g.Int("head_dim", c.Hidden/c.Heads)
+	}
+	var errs []error
+	if act := g.String("hidden_act", "silu"); act != "silu" {
+		errs = append(errs, fmt.Errorf("hidden_act %q: only silu is supported", act))
+	}
+	if g.Bool("use_sliding_window", false) {
+		errs = append(errs, fmt.Errorf("use_sliding_window: sliding-window layers are not supported"))
+	}
+	if tp := g.Int("pretraining_tp", 1); tp != 1 {
+		errs = append(errs, fmt.Errorf("pretraining_tp %d: only 1 is supported", tp))
+	}
+	rope, err := ropeOf(cfg, g)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(append([]error{g.Err()}, errs...)...); err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	c.Rope = rope
+	c.Rope.HeadDim = c.HeadDim
+	c.Rope.Rotary = c.HeadDim
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	return c, nil
+}
+
+// ropeOf reads the rotation in either spelling: transformers 5's
+// rope_parameters (theta and type inside), or the top-level rope_theta
+// and rope_scaling of older checkpoints.
+func ropeOf(cfg *weights.Config, g *weights.Getter) (ops.RopeAttrs, error) {
+	p := "rope_scaling"
+	if cfg.Has("rope_parameters") && !cfg.IsNull("rope_parameters") {
+		p = "rope_parameters"
+	}
+	theta := g.Float("rope_theta", 10000)
+	if p == "rope_parameters" {
+		theta = g.Float(p+".rope_theta", theta)
+	}
+	r := ops.RopeAttrs{Theta: theta}
+	if !cfg.Has(p) || cfg.IsNull(p) {
+		return r, nil
+	}
+	typ := g.String(p+".rope_type", "")
+	if typ == "" {
+		typ = g.String(p+".type", ops.RopeDefault) // the older spelling
+	}
+	s := ops.RopeScaling{
+		Type:                 typ,
+		Factor:               g.Float(p+".factor", 0),
+		OriginalMaxPositions: g.Int(p+".original_max_position_embeddings", 0),
+		LowFreqFactor:        g.Float(p+".low_freq_factor", 0),
+		HighFreqFactor:       g.Float(p+".high_freq_factor", 0),
+		BetaFast:             g.Float(p+".beta_fast", 0),
+		BetaSlow:             g.Float(p+".beta_slow", 0),
+		MScale:               g.Float(p+".mscale", 0),
+		MScaleAllDim:         g.Float(p+".mscale_all_dim", 0),
+		AttentionFactor:      g.Float(p+".attention_factor", 0),
+		NoTruncate:           !g.Bool(p+".truncate", true),
+	}
+	switch typ {
+	case ops.RopeDefault:
+		return r, nil
+	case ops.RopeLinear, ops.RopeLlama3, ops.RopeYarn:
+	default:
+		return r, fmt.Errorf("%s.rope_type %q: want default, linear, llama3 or yarn", p, typ)
+	}
+	if s.OriginalMaxPositions == 0 && typ == ops.RopeYarn {
+		// transformers' fallback: the context the config states
+		s.OriginalMaxPositions = g.Int("max_position_embeddings", 0)
+	}
+	r.Scaling = s
+	return r, nil
+}
+
+// Validate checks the sizes against each other and against limits.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"vocab_size", c.Vocab, maxVocab}, {"hidden_size", c.Hidden, maxWidth},
+		{"intermediate_size", c.FFN, maxWidth}, {"num_hidden_layers", c.Layers, maxLayers},
+		{"num_attention_heads", c.Heads, maxWidth}, {"num_key_value_heads", c.KVHeads, maxWidth},
+		{"head_dim", c.HeadDim, maxWidth},
+	} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("%s %d: want 1 to %d", f.name, f.v, f.max)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if c.Heads*c.HeadDim > maxWidth {
+		return fmt.Errorf("num_attention_heads %d × head_dim %d: more than %d", c.Heads, c.HeadDim, maxWidth)
+	}
+	if !(c.Eps > 0) || c.Eps > 1 {
+		return fmt.Errorf("rms_norm_eps %v: want a small positive number", c.Eps)
+	}
+	if c.MaxPositions < 0 {
+		return fmt.Errorf("max_position_embeddings %d is negative", c.MaxPositions)
+	}
+	if err := c.Rope.Check(); err != nil {
+		return fmt.Errorf("rope: %w", err)
+	}
+	return nil
+}

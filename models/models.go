@@ -1,0 +1,209 @@
+// Package models is the registry of architectures: each package under
+// models/ registers itself by the config.json model_type values (and
+// architectures) it reads, and the reel command finds a checkpoint's
+// architecture here, with no code of its own for any model.
+//
+// A model package registers in its init function, the way image formats
+// and database drivers do; the registry is written only then:
+//
+//	func init() {
+//		models.Register(models.Arch{Name: "llama", ModelTypes: []string{"llama", "qwen3"}, Load: load})
+//	}
+//
+// and a program that wants every architecture imports models/all.
+package models
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+
+	"gorgonia.org/tensor"
+
+	"github.com/reel-runtime/reel/capture"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/planner"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// An Arch is an architecture the commands can run.
+type Arch struct {
+	// Name names the architecture in messages (its package's name).
+	Name string
+	// ModelTypes are the config.json model_type values it reads.
+	ModelTypes []string
+	// Architectures are config.json architectures it reads (a checkpoint
+	// whose model_type is unknown is looked up by these).
+	Architectures []string
+	// Load reads a checkpoint folder.
+	Load func(dir string) (Model, error)
+	// Synthetic makes models of known shapes with random weights (for
+	// benchmarks and dumps), by shape name; dt is the matrices' dtype.
+	Synthetic map[string]func(dt graph.DType, seed uint64) (Model, error)
+	// Shapes makes the same models with weights of no values (their
+	// graphs, for dumps, without making gigabytes), by shape name.
+	Shapes map[string]func() (Model, error)
+}
+
+// Model is a loaded model as the commands use it.
+type Model interface {
+	// Arch is the architecture's name.
+	Arch() string
+	// Vocab is the length of a row of logits.
+	Vocab() int
+	// Parameters counts the weights' elements.
+	Parameters() int
+	// NewSession starts a session with the options every model takes.
+	NewSession(o lm.SessionOptions) (Session, error)
+	// Stages names the graphs a dump can show ("forward" first: the
+	// graph of a plain forward chunk).
+	Stages() []string
+	// Graph builds the graph of a stage for a chunk of rows whose logits
+	// are want, for dumps.
+	Graph(stage string, rows int, want lm.Want) (*graph.Graph, error)
+	// Close releases the checkpoint's files.
+	Close() error
+}
+
+// Session is a session as the commands drive it; *lm.Session is one.
+type Session interface {
+	Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error)
+	Pos() int
+	Rollback(n int) error
+	Reset()
+	Stats() capture.Stats
+	Close() error
+}
+
+// Planner is a session that gives the plan it built for a plain forward
+// chunk, for dumps and benchmarks.
+type Planner interface {
+	ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool)
+}
+
+// registry holds the architectures by model_type and by architecture
+// name. It is written by Register in init functions only.
+var registry struct {
+	sync.RWMutex
+	byType, byArch map[string]*Arch
+	all            []*Arch
+}
+
+// Register adds an architecture. A model_type or architecture registered
+// twice is a programming error and panics, as a second image format or
+// database driver of one name does.
+func Register(a Arch) {
+	registry.Lock()
+	defer registry.Unlock()
+	if a.Name == "" || a.Load == nil || len(a.ModelTypes) == 0 {
+		panic("models: Register needs a name, a Load and a model_type")
+	}
+	if registry.byType == nil {
+		registry.byType, registry.byArch = map[string]*Arch{}, map[string]*Arch{}
+	}
+	p := &a
+	for _, t := range a.ModelTypes {
+		if registry.byType[t] != nil {
+			panic("models: model_type " + t + " registered twice")
+		}
+		registry.byType[t] = p
+	}
+	for _, n := range a.Architectures {
+		if registry.byArch[n] != nil {
+			panic("models: architecture " + n + " registered twice")
+		}
+		registry.byArch[n] = p
+	}
+	registry.all = append(registry.all, p)
+}
+
+// All lists the registered architectures by name.
+func All() []Arch {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]Arch, 0, len(registry.all))
+	for _, a := range registry.all {
+		out = append(out, *a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ModelTypes lists every registered model_type, sorted.
+func ModelTypes() []string {
+	var out []string
+	for _, a := range All() {
+		out = append(out, a.ModelTypes...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lookup finds the architecture of a config.json's model_type, or else of
+// one of its architectures.
+func Lookup(modelType string, architectures ...string) (Arch, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	if a := registry.byType[modelType]; a != nil {
+		return *a, true
+	}
+	for _, n := range architectures {
+		if a := registry.byArch[n]; a != nil {
+			return *a, true
+		}
+	}
+	return Arch{}, false
+}
+
+// For reads dir's config.json and finds its architecture; an unknown one is
+// an error naming the model_type and what is known.
+func For(dir string) (Arch, error) {
+	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return Arch{}, err
+	}
+	mt, err := cfg.String("model_type", "")
+	if err != nil {
+		return Arch{}, err
+	}
+	archs, _ := cfg.Strings("architectures")
+	a, ok := Lookup(mt, archs...)
+	if !ok {
+		return Arch{}, fmt.Errorf("%s: model_type %q (architectures %q) is not one Reel runs: it knows %q", cfg.Path(), mt, archs, ModelTypes())
+	}
+	return a, nil
+}
+
+// Load reads the checkpoint in dir with its architecture's loader.
+func Load(dir string) (Model, error) {
+	a, err := For(dir)
+	if err != nil {
+		return nil, err
+	}
+	return a.Load(dir)
+}
+
+// Synthetic finds a synthetic shape by name across the architectures.
+func Synthetic(name string) (Arch, bool) {
+	for _, a := range All() {
+		if _, ok := a.Synthetic[name]; ok {
+			return a, true
+		}
+	}
+	return Arch{}, false
+}
+
+// SyntheticNames lists every synthetic shape, sorted.
+func SyntheticNames() []string {
+	var out []string
+	for _, a := range All() {
+		for n := range a.Synthetic {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
