@@ -13,8 +13,8 @@ import (
 // and key head before the rotation).
 type Config struct {
 	Vocab, Hidden, FFN, Layers int
-	Heads, KVHeads, HeadDim     int
-	Eps                         float32
+	Heads, KVHeads, HeadDim    int
+	Eps                        float32
 	// Rope is the rotation of queries and keys: theta, rotary dims, scaling.
 	Rope ops.RopeAttrs
 	// QKNorm: an RMSNorm over each query and key head (Qwen3).

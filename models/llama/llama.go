@@ -255,10 +255,12 @@ func (m *Model) Close() error {
 // graphs are a model's graphs as a session runs them.
 type graphs struct{ m *Model }
 
-func (g graphs) Vocab() int                                { return g.m.Config.Vocab }
-func (g graphs) Key(rows int, want lm.Want) capture.Key    { return Key{Rows: rows, Want: want} }
-func (g graphs) State(string) (lm.StateSpec, error)        { return lm.StateSpec{Kind: lm.Slot}, nil }
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) { return Build(&g.m.Config, k.(Key), g.m.tensors.DType) }
+func (g graphs) Vocab() int                             { return g.m.Config.Vocab }
+func (g graphs) Key(rows int, want lm.Want) capture.Key { return Key{Rows: rows, Want: want} }
+func (g graphs) State(string) (lm.StateSpec, error)     { return lm.StateSpec{Kind: lm.Slot}, nil }
+func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
+	return Build(&g.m.Config, k.(Key), g.m.tensors.DType)
+}
 
 // NewSession starts a session on the model's weights.
 func (m *Model) NewSession(o lm.SessionOptions) (models.Session, error) { return m.Session(o) }

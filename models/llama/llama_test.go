@@ -211,7 +211,9 @@ func TestLoadErrors(t *testing.T) {
 		{"bias missing", func(c map[string]any) { c["attention_bias"] = true }, "layer 0 / attn: tensor model.layers.0.self_attn.q_proj.bias: missing"},
 		{"more layers", func(c map[string]any) { c["num_hidden_layers"] = 9 }, "layer 3 / attn: tensor model.layers.3.input_layernorm.weight: missing"},
 		{"act", func(c map[string]any) { c["hidden_act"] = "gelu" }, `hidden_act "gelu"`},
-		{"rope type", func(c map[string]any) { c["rope_parameters"] = map[string]any{"rope_type": "dynamic", "rope_theta": 1e4} }, `rope_type "dynamic"`},
+		{"rope type", func(c map[string]any) {
+			c["rope_parameters"] = map[string]any{"rope_type": "dynamic", "rope_theta": 1e4}
+		}, `rope_type "dynamic"`},
 		{"huge vocab", func(c map[string]any) { c["vocab_size"] = 1 << 40 }, "vocab_size"},
 		{"heads", func(c map[string]any) { c["num_attention_heads"] = 5 }, "not a multiple"},
 	} {
