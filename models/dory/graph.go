@@ -88,9 +88,6 @@ const (
 	StateLoop  = "carry.state" // the recurrent block's state, kept between stages
 )
 
-// Weight names of the folded vectors: the checkpoint name and a suffix.
-const folded = "#folded"
-
 func layerName(i int) string { return fmt.Sprintf("backbone.layers.%d", i) }
 
 // SlotName is the state name of sub-layer li's KV slot for loop slot s, k or v.
@@ -125,7 +122,7 @@ func (g *builder) matrix(name string, out, in int) *graph.Value {
 }
 
 func (g *builder) vector(name string, n int) *graph.Value {
-	return g.b.Weight(name+folded, graph.F32, n)
+	return g.b.Weight(name, graph.F32, n)
 }
 
 // slot declares a KV slot state: rows of nk·hd by position, capacity bound later.

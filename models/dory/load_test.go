@@ -42,7 +42,7 @@ func TestLoadRejects(t *testing.T) {
 				}
 			}
 			return out
-		}, want: "sub-layer 4: tensor backbone.layers.4.mixer.k_proj.weight: missing"},
+		}, want: "layer 4 attn: tensor backbone.layers.4.mixer.k_proj.weight: missing"},
 		{name: "wrong shape", tensors: func(ts []weights.NamedTensor) []weights.NamedTensor {
 			for i, x := range ts {
 				if x.Name == "backbone.layers.1.mixer.up_proj.weight" {
@@ -50,7 +50,7 @@ func TestLoadRejects(t *testing.T) {
 				}
 			}
 			return ts
-		}, want: "sub-layer 1: tensor backbone.layers.1.mixer.up_proj.weight: shape [64 96], want [96 64]"},
+		}, want: "layer 1 mlp: tensor backbone.layers.1.mixer.up_proj.weight: shape [64 96], want [96 64]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"slices"
-	"strings"
+		"strings"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
@@ -65,110 +65,71 @@ func Load(dir string) (*Model, error) {
 // Parameters counts the weights of a model of config c (what Synthetic
 // makes and a checkpoint holds), without making them.
 func (c *Config) Parameters() int {
+	decl, err := c.declarations(nil)
+	if err != nil {
+		return 0
+	}
 	n := 0
-	for _, s := range c.specs() {
-		k := 1
-		for _, d := range s.shape {
-			k *= d
-		}
-		n += k
+	for _, d := range decl {
+		n += lm.Tensor{Shape: d.Shape}.Len()
 	}
 	return n
 }
 
-// tensorSpec is one tensor the config implies.
-type tensorSpec struct {
-	name   string
-	shape  []int
-	vector bool
-	fold   func(x float32) float32
-	layer  int // -1 for the embeddings and head
-}
-
-// specs lists every tensor of a checkpoint with config c.
-func (c *Config) specs() []tensorSpec {
-	std := c.Std
-	sqkF := float32(math.Sqrt(float64(c.HeadDim)) / std)
-	gateF := float32(math.Sqrt(c.GateLogitScale) / std)
-	suvF := float32(math.Sqrt(float64(c.Hidden)))
-	alphaF := float32(c.AlphaInit / std)
-	square := func(f float32) func(float32) float32 {
-		return func(x float32) float32 { s := x * f; return s * s }
-	}
-	times := func(f float32) func(float32) float32 { return func(x float32) float32 { return x * f } }
-	alpha := func(x float32) float32 { return float32(math.Abs(float64(x * alphaF))) }
-	qs, kvs := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	out := []tensorSpec{
-		{name: "backbone.embeddings.weight", shape: []int{c.Vocab, c.Hidden}, layer: -1},
-		{name: "lm_head.weight", shape: []int{c.Vocab, c.Hidden}, layer: -1},
-		{name: "lm_head.logit_scale", shape: []int{c.Vocab}, vector: true, fold: times(float32(1 / std)), layer: -1},
-	}
-	for li := range c.Layers() {
-		p, m := layerName(li), layerName(li)+".mixer"
-		if c.IsAttention(li) {
-			out = append(out,
-				tensorSpec{name: m + ".q_proj.weight", shape: []int{qs, c.Hidden}, layer: li},
-				tensorSpec{name: m + ".k_proj.weight", shape: []int{kvs, c.Hidden}, layer: li},
-				tensorSpec{name: m + ".v_proj.weight", shape: []int{kvs, c.Hidden}, layer: li},
-				tensorSpec{name: m + ".g_proj.weight", shape: []int{qs, c.Hidden}, layer: li},
-				tensorSpec{name: m + ".o_proj.weight", shape: []int{c.Hidden, qs}, layer: li},
-				tensorSpec{name: m + ".sqk", shape: []int{qs}, vector: true, fold: square(sqkF), layer: li},
-				tensorSpec{name: m + ".s_gate", shape: []int{qs}, vector: true, fold: square(gateF), layer: li},
-				tensorSpec{name: p + ".attn_alpha", shape: []int{c.Hidden}, vector: true, fold: alpha, layer: li},
-			)
-		} else {
-			out = append(out,
-				tensorSpec{name: m + ".gate_proj.weight", shape: []int{c.FFN, c.Hidden}, layer: li},
-				tensorSpec{name: m + ".up_proj.weight", shape: []int{c.FFN, c.Hidden}, layer: li},
-				tensorSpec{name: m + ".down_proj.weight", shape: []int{c.Hidden, c.FFN}, layer: li},
-				tensorSpec{name: m + ".suv_gate", shape: []int{c.FFN}, vector: true, fold: times(suvF), layer: li},
-				tensorSpec{name: m + ".suv_up", shape: []int{c.FFN}, vector: true, fold: times(suvF), layer: li},
-				tensorSpec{name: p + ".mlp_alpha", shape: []int{c.Hidden}, vector: true, fold: alpha, layer: li},
-			)
-		}
-	}
-	return out
-}
-
-func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
-	m := &Model{Config: c, ckpt: ck, tensors: lm.Tensors{}}
-	for _, s := range c.specs() {
-		where := "tensor " + s.name
-		if s.layer >= 0 {
-			where = fmt.Sprintf("sub-layer %d: tensor %s", s.layer, s.name)
-		}
-		info, err := ck.Info(s.name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: missing from the checkpoint", where)
-		}
-		if !slices.Equal(info.Shape, s.shape) {
-			return nil, fmt.Errorf("%s: shape %v, want %v", where, info.Shape, s.shape)
-		}
-		if !info.DType.IsFloat() {
-			return nil, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", where, info.DType)
-		}
-		if s.vector {
-			v, err := ck.Float32(s.name)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-			for i := range v {
-				v[i] = s.fold(v[i])
-			}
-			m.tensors[s.name+folded] = lm.F32Tensor(v, s.shape...)
-			continue
-		}
-		data, err := ck.Bytes(s.name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		m.tensors[s.name] = lm.Tensor{DType: info.DType, Shape: s.shape, Data: data}
-	}
-	r, err := loadRouter(ck, c.Hidden)
+// declarations are the weights of a model of config c whose matrices are
+// stored as dt says (nil: bf16): those its graphs read (the one-loop
+// forward reads every one).
+func (c *Config) declarations(dt func(string) graph.DType) ([]lm.Declared, error) {
+	g, err := BuildStage(c, Key{Stage: All, Loops: 1, Want: WantLast, Rows: 1}, dt)
 	if err != nil {
 		return nil, err
 	}
-	m.Router = r
+	return lm.Declarations(g)
+}
+
+// fold gives the folding of a scale vector at load (see Model), by its
+// checkpoint name.
+func (c *Config) fold(name string) func(x []float32) {
+	std := c.Std
+	each := func(f func(float32) float32) func([]float32) {
+		return func(x []float32) {
+			for i := range x {
+				x[i] = f(x[i])
+			}
+		}
+	}
+	square := func(f float32) func([]float32) { return each(func(x float32) float32 { s := x * f; return s * s }) }
+	times := func(f float32) func([]float32) { return each(func(x float32) float32 { return x * f }) }
+	switch {
+	case strings.HasSuffix(name, ".sqk"):
+		return square(float32(math.Sqrt(float64(c.HeadDim)) / std))
+	case strings.HasSuffix(name, ".s_gate"):
+		return square(float32(math.Sqrt(c.GateLogitScale) / std))
+	case strings.HasSuffix(name, ".suv_gate"), strings.HasSuffix(name, ".suv_up"):
+		return times(float32(math.Sqrt(float64(c.Hidden))))
+	case strings.HasSuffix(name, "_alpha"):
+		a := float32(c.AlphaInit / std)
+		return each(func(x float32) float32 { return float32(math.Abs(float64(x * a))) })
+	case name == "lm_head.logit_scale":
+		return times(float32(1 / std))
+	}
+	return nil
+}
+
+func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
+	decl, err := c.declarations(lm.StoredDType(ck))
+	if err != nil {
+		return nil, err
+	}
+	isRouter := func(name string) bool { return strings.HasPrefix(name, "dory.router.") }
+	ts, err := lm.LoadWeights(ck, decl, lm.LoadOptions{Fold: c.fold, Unused: isRouter})
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: c, ckpt: ck, tensors: ts}
+	if m.Router, err = loadRouter(ck, c.Hidden); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -184,30 +145,23 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if dt != graph.F32 && dt != graph.BF16 {
 		return nil, fmt.Errorf("dory: synthetic weights in %s: want f32 or bf16", dt)
 	}
-	m := &Model{Config: c, tensors: lm.Tensors{}}
-	for i, s := range c.specs() {
-		stream := seed*0x9e3779b97f4a7c15 + uint64(i)
-		if s.vector {
-			n := 1
-			for _, d := range s.shape {
-				n *= d
-			}
-			v := make([]float32, n)
-			for j := range v {
-				u := lm.UnitUniform(stream, uint64(j)) // [0, 1)
-				v[j] = s.fold(float32(c.Std * (0.5 + u)))
-			}
-			m.tensors[s.name+folded] = lm.F32Tensor(v, s.shape...)
-			continue
-		}
-		// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
-		t, err := lm.RandomUniform(dt, float32(math.Sqrt(3/float64(s.shape[len(s.shape)-1]))), stream, s.shape...)
-		if err != nil {
-			return nil, fmt.Errorf("dory: %w", err)
-		}
-		m.tensors[s.name] = t
+	decl, err := c.declarations(func(string) graph.DType { return dt })
+	if err != nil {
+		return nil, err
 	}
-	return m, nil
+	ts, err := lm.Synthesize(decl, seed, func(_ lm.Declared, _ int, u float64) float32 { return float32(c.Std * (0.5 + u)) })
+	if err != nil {
+		return nil, fmt.Errorf("dory: %w", err)
+	}
+	for _, d := range decl {
+		if f := c.fold(d.Name); f != nil {
+			v := make([]float32, ts[d.Name].Len())
+			half.DecodeF32(v, ts[d.Name].Data)
+			f(v)
+			ts[d.Name] = lm.F32Tensor(v, d.Shape...)
+		}
+	}
+	return &Model{Config: c, tensors: ts}, nil
 }
 
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
