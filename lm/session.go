@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -77,6 +78,7 @@ type Session struct {
 
 	specs    map[string]StateSpec
 	fixed    map[fixedKey]ops.Buffer // Scratch states by name and size
+	bound    map[string]ops.Buffer   // every state as the last run bound it
 	rec      map[string]ops.Buffer   // Recurrent states by name
 	slots    map[string]*slotState   // Slot and Ring states by name
 	capacity int                     // rows of every Slot state (positions)
@@ -155,7 +157,7 @@ func checkSessionOptions(g Graphs, o *SessionOptions) error {
 
 func newSession(core *Core, g Graphs, opts SessionOptions) *Session {
 	return &Session{core: core, g: g, vocab: g.Vocab(), opts: opts, specs: map[string]StateSpec{},
-		fixed: map[fixedKey]ops.Buffer{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
+		fixed: map[fixedKey]ops.Buffer{}, bound: map[string]ops.Buffer{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
 }
 
 // Core is the core the session runs on.
@@ -270,8 +272,56 @@ func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Bindin
 			return fmt.Errorf("state %s: %w", v, err)
 		}
 		bind[v.Name] = b
+		s.bound[v.Name] = b
 	}
 	return nil
+}
+
+// StateBuffer gives the buffer of the state of name as the last run bound
+// it (a carry between stages a model reads on the host, say).
+func (s *Session) StateBuffer(name string) (ops.Buffer, bool) {
+	if s.Closed() {
+		return nil, false
+	}
+	if sl := s.slots[name]; sl != nil {
+		return sl.buf, true // a grown slot's new buffer
+	}
+	b, ok := s.bound[name]
+	return b, ok
+}
+
+// StateInfo describes a state a session keeps.
+type StateInfo struct {
+	Name  string
+	Kind  StateKind
+	DType graph.DType
+	// Len is its elements (a slot's at its present capacity).
+	Len int
+}
+
+// States lists the states the session has made, by name (a Scratch state
+// made in several sizes once per size).
+func (s *Session) States() []StateInfo {
+	if s.Closed() {
+		return nil
+	}
+	var out []StateInfo
+	for k, b := range s.fixed {
+		out = append(out, StateInfo{k.name, Scratch, b.DType(), b.Len()})
+	}
+	for n, b := range s.rec {
+		out = append(out, StateInfo{n, Recurrent, b.DType(), b.Len()})
+	}
+	for n, sl := range s.slots {
+		out = append(out, StateInfo{n, sl.spec.Kind, sl.buf.DType(), sl.buf.Len()})
+	}
+	slices.SortFunc(out, func(a, b StateInfo) int {
+		if a.Name != b.Name {
+			return strings.Compare(a.Name, b.Name)
+		}
+		return a.Len - b.Len
+	})
+	return out
 }
 
 // state gives the buffer of the state v declares, made on first use.
@@ -673,7 +723,7 @@ func (s *Session) Close() error {
 			bufs = append(bufs, b)
 		}
 	}
-	s.specs, s.fixed, s.rec, s.slots, s.snap = nil, nil, nil, nil, nil
+	s.specs, s.fixed, s.rec, s.slots, s.snap, s.bound = nil, nil, nil, nil, nil, nil
 	if s.own {
 		return s.core.Close(bufs...)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-		"strings"
+	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"

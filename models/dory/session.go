@@ -88,35 +88,53 @@ type Options struct {
 	ReuseLogits bool
 }
 
-// slot is one KV slot's two buffers.
-type slot struct {
-	k, v ops.Buffer
-	rows int // capacity in rows
-	ring bool
-}
-
 // Session runs forwards of one sequence, keeping its KV cache between calls.
 // It is not safe for concurrent use.
 type Session struct {
+	*lm.Session
 	m    *Model
 	c    Config
 	opts Options
-	core *lm.Core
-	be   ops.Backend  // core's backend
-	log  *slog.Logger // core's logger
-
-	slots map[string]*slot
-	carry [2]ops.Buffer
-	// reuse says the running Forward may read its logits into the core's
-	// reused memory (ReuseLogits).
-	reuse bool
 	// filled is, per per_loop recurrent slot index, the position up to which
 	// it holds rows: a call may only use slots that reach its first row.
 	filled []int
-	pos    int
 	exits  exitRate
 	// GateTokens counts tokens the gate decided on; GateOne those that took one pass.
 	GateTokens, GateOne int
+}
+
+// graphs are a session's graphs: its config (with the session's KV mode)
+// and how it keeps their states.
+type graphs struct {
+	m     *Model
+	c     *Config
+	chunk int
+	loops int
+}
+
+func (g graphs) Vocab() int { return g.c.Vocab }
+func (g graphs) Key(rows int, want Want) capture.Key {
+	return Key{Stage: All, Loops: g.loops, Want: want, Rows: rows}
+}
+func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
+	return BuildStage(g.c, k.(Key), g.m.MatrixDType)
+}
+
+// State keeps the loop's carry between stages, a sliding layer's slots as
+// rings of window + chunk + Rewind rows, and a full layer's as slots.
+func (g graphs) State(name string) (lm.StateSpec, error) {
+	if name == StateInput || name == StateLoop {
+		return lm.StateSpec{Kind: lm.Scratch}, nil
+	}
+	var li, si int
+	var kv string
+	if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "kv %d %d %s", &li, &si, &kv); err != nil || li < 0 || li >= g.c.Layers() {
+		return lm.StateSpec{}, fmt.Errorf("dory: no state %q", name)
+	}
+	if g.c.IsSliding(li) {
+		return lm.StateSpec{Kind: lm.Ring, Rows: g.c.Window + g.chunk - 1 + Rewind, Rewind: Rewind}, nil
+	}
+	return lm.StateSpec{Kind: lm.Slot}, nil
 }
 
 // NewSession prepares a session on the model's weights.
@@ -128,72 +146,44 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.KV != nil {
 		c.KV = *opts.KV
 	}
-	var err error
-	if opts.Chunk, err = lm.ChunkRows(opts.Chunk); err != nil {
-		return nil, fmt.Errorf("dory: %w", err)
-	}
-	if opts.Capacity == 0 {
-		opts.Capacity = 256
-	}
 	if opts.Gate.Kind != NoGate && c.KV != LastLoop {
 		return nil, fmt.Errorf("dory: the early-exit gate needs the last_loop KV cache (a per_loop cache would miss the second loop's rows of tokens that exit)")
 	}
 	if opts.Gate.Kind == GateRecon && m.Router == nil {
 		return nil, fmt.Errorf("dory: gate recon: the checkpoint carries no router (dory.router.* tensors)")
 	}
-	core, err := lm.Open(m, lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner})
+	chunk, err := lm.ChunkRows(opts.Chunk)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dory: %w", err)
 	}
-	s := &Session{m: m, c: c, opts: opts, core: core, be: core.Backend(), log: core.Logger(), slots: map[string]*slot{}, exits: newExitRate()}
-	for i := range s.carry {
-		if s.carry[i], err = s.be.Alloc(graph.F32, c.Hidden); err != nil {
-			s.Close()
-			return nil, err
-		}
+	opts.Chunk = chunk
+	s := &Session{m: m, c: c, opts: opts, exits: newExitRate()}
+	s.Session, err = lm.NewSession(m, graphs{m: m, c: &s.c, chunk: chunk, loops: c.Loops}, lm.SessionOptions{
+		Options:     lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner},
+		Chunk:       chunk,
+		Capacity:    opts.Capacity,
+		ReuseLogits: opts.ReuseLogits,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dory: %w", err)
 	}
 	return s, nil
 }
 
-// Stats are the plan cache's counters: plans built, recordings made,
-// updated and replayed.
-func (s *Session) Stats() capture.Stats { return s.core.Stats() }
-
-// CaptureKey is the capture cache's key of a stage key.
-func CaptureKey(k Key) capture.Key { return k }
-
 // Profile times the launches of key's plan op by op (see capture.Engine.Profile).
-func (s *Session) Profile(k Key) ([]capture.OpTime, error) {
-	return s.core.Profile(CaptureKey(k))
-}
+func (s *Session) Profile(k Key) ([]capture.OpTime, error) { return s.Session.Profile(k) }
 
 // Planned gives the plan the session built for a key, for dumps.
 func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
-	return s.core.Planned(CaptureKey(k))
+	return s.Session.Planned(k)
 }
 
 // Config is the config the session runs (with its KV mode).
 func (s *Session) Config() Config { return s.c }
 
-// Pos is the number of positions in the cache: the next call's pos0.
-func (s *Session) Pos() int { return s.pos }
-
-// Backend is the backend the session runs on.
-func (s *Session) Backend() ops.Backend { return s.be }
-
-// Close frees the session's buffers.
-func (s *Session) Close() error {
-	extra := []ops.Buffer{s.carry[0], s.carry[1]}
-	for _, sl := range s.slots {
-		extra = append(extra, sl.k, sl.v)
-	}
-	s.slots, s.carry = nil, [2]ops.Buffer{}
-	return s.core.Close(extra...)
-}
-
 // Reset empties the cache.
 func (s *Session) Reset() {
-	s.pos = 0
+	s.Session.Reset()
 	s.filled = nil
 }
 
@@ -201,13 +191,9 @@ func (s *Session) Reset() {
 // A sliding layer's ring keeps Rewind rows behind its window; going back
 // further is an error and changes nothing.
 func (s *Session) Rollback(n int) error {
-	if n < 0 || n > s.pos {
-		return fmt.Errorf("dory: rollback to %d: the cache holds positions 0 to %d", n, s.pos)
+	if err := s.Session.Rollback(n); err != nil {
+		return fmt.Errorf("dory: %w", err)
 	}
-	if s.pos-n > Rewind && strings.ContainsRune(s.c.Pattern, 'S') {
-		return fmt.Errorf("dory: rollback of %d rows: sliding layers keep only %d rows behind their window", s.pos-n, Rewind)
-	}
-	s.pos = n
 	for i := range s.filled {
 		s.filled[i] = min(s.filled[i], n)
 	}
@@ -219,13 +205,10 @@ func (s *Session) Rollback(n int) error {
 // (nil for WantNone). pos0 must equal Pos(). On an error the cache is as
 // before the call.
 func (s *Session) Forward(ids []int, pos0, loops int, want Want) (*tensor.Dense, error) {
-	if err := s.check(ids, pos0, loops, want); err != nil {
+	if err := s.check(pos0, loops); err != nil {
 		return nil, err
 	}
-	// One chunk's logits are the Forward's; with more, RunChunks appends
-	// them, so each must be memory of its own.
-	s.reuse = s.opts.ReuseLogits && len(ids) <= s.opts.Chunk
-	d, err := lm.RunChunks(ids, pos0, s.opts.Chunk, s.c.Vocab, want, func(ids []int, pos int, w Want) ([]float32, error) {
+	d, err := s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w Want) ([]float32, error) {
 		lc := loops
 		if w == WantNone && s.opts.PromptLoops > 0 && s.c.KV == LastLoop {
 			lc = min(loops, s.opts.PromptLoops)
@@ -235,24 +218,15 @@ func (s *Session) Forward(ids []int, pos0, loops int, want Want) (*tensor.Dense,
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
-	s.pos = pos0 + len(ids)
 	return d, nil
 }
 
-func (s *Session) check(ids []int, pos0, loops int, want Want) error {
-	if s.core.Closed() {
-		return fmt.Errorf("dory: the session is closed")
-	}
-	if err := lm.CheckTokens(ids, pos0, s.pos, s.c.Vocab); err != nil {
-		return fmt.Errorf("dory: %w", err)
-	}
+// check checks what is Dory's own in a forward (lm.Session checks the rest).
+func (s *Session) check(pos0, loops int) error {
 	if loops < 1 || loops > MaxLoops {
 		return fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
 	}
-	if err := want.Check(); err != nil {
-		return fmt.Errorf("dory: %w", err)
-	}
-	if s.c.KV == PerLoop {
+	if s.c.KV == PerLoop && pos0 == s.Pos() {
 		for i := 0; i < loops; i++ {
 			if f := s.filledAt(i); f != pos0 {
 				return fmt.Errorf("dory: loop %d's per_loop cache holds positions up to %d, not %d: a per_loop cache needs the same loops for every call (use last_loop to vary them)", i, f, pos0)
@@ -266,7 +240,7 @@ func (s *Session) filledAt(i int) int {
 	if i < len(s.filled) {
 		return s.filled[i]
 	}
-	if s.pos == 0 {
+	if s.Pos() == 0 {
 		return 0
 	}
 	return -1
@@ -275,21 +249,12 @@ func (s *Session) filledAt(i int) int {
 // chunk runs up to Chunk rows: one plan, or the gate's stages for one row.
 func (s *Session) chunk(ids []int, pos, loops int, want Want) ([]float32, error) {
 	rows := len(ids)
-	if err := s.ensureSlots(pos+rows, loops); err != nil {
-		return nil, err
-	}
-	if _, err := s.core.WriteIDs(InputIDs, ids); err != nil {
-		return nil, err
-	}
-	if err := s.core.WriteCall(pos, rows); err != nil {
-		return nil, err
-	}
 	var out []float32
 	var err error
 	if s.opts.Gate.Kind != NoGate && rows == 1 && want != WantNone && loops == 2 {
-		out, err = s.gated(want)
+		out, err = s.gated(ids, pos, want)
 	} else {
-		out, err = s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: rows})
+		out, err = s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: rows}, ids, pos)
 	}
 	if err != nil {
 		return nil, err
@@ -306,18 +271,19 @@ func (s *Session) chunk(ids []int, pos, loops int, want Want) ([]float32, error)
 }
 
 // gated runs one token under the early-exit gate.
-func (s *Session) gated(want Want) ([]float32, error) {
+func (s *Session) gated(ids []int, pos int, want Want) ([]float32, error) {
 	key := func(st Stage, w Want) Key { return Key{Stage: st, Loops: 2, Want: w, Rows: 1} }
+	stage := func(st Stage, w Want) ([]float32, error) { return s.stage(key(st, w), ids, pos) }
 	s.GateTokens++
 	switch s.opts.Gate.Kind {
 	case GateConf:
 		if !s.exits.probe() {
-			if _, err := s.stage(key(First, WantNone)); err != nil {
+			if _, err := stage(First, WantNone); err != nil {
 				return nil, err
 			}
-			return s.stage(key(SecondFresh, want))
+			return stage(SecondFresh, want)
 		}
-		first, err := s.stage(key(FirstRead, want))
+		first, err := stage(FirstRead, want)
 		if err != nil {
 			return nil, err
 		}
@@ -327,116 +293,36 @@ func (s *Session) gated(want Want) ([]float32, error) {
 			s.GateOne++
 			return first, nil
 		}
-		return s.stage(key(SecondRead, want))
+		return stage(SecondRead, want)
 	default:
-		if _, err := s.stage(key(First, WantNone)); err != nil {
+		if _, err := stage(First, WantNone); err != nil {
 			return nil, err
 		}
-		state, err := s.core.ReadF32(s.carry[1])
+		carry, _ := s.StateBuffer(StateLoop)
+		state, err := s.Core().ReadF32(carry)
 		if err != nil {
 			return nil, err
 		}
 		one := s.m.Router.Score(state) >= s.m.Router.Bias
-		s.log.Debug("dory gate", "recon", one)
+		s.Core().Logger().Debug("dory gate", "recon", one)
 		if one {
 			s.GateOne++
-			return s.stage(key(Read, want))
+			return stage(Read, want)
 		}
-		return s.stage(key(SecondFresh, want))
+		return stage(SecondFresh, want)
 	}
 }
 
 // stage runs one stage plan and reads its logits.
-func (s *Session) stage(k Key) ([]float32, error) {
-	idb, err := s.core.Input(InputIDs, graph.I32, k.Rows)
+func (s *Session) stage(k Key, ids []int, pos int) ([]float32, error) {
+	outs, err := s.Run(k, pos, k.Rows, lm.Inputs{IDs: ids})
 	if err != nil {
 		return nil, err
-	}
-	bind := s.core.Bind(2*len(s.slots) + 3)
-	for n, sl := range s.slots {
-		bind[n+".k"], bind[n+".v"] = sl.k, sl.v
-	}
-	bind[InputIDs] = idb
-	bind[StateInput], bind[StateLoop] = s.carry[0], s.carry[1]
-	outs, err := s.core.Run(CaptureKey(k), func() (*graph.Graph, error) {
-		return BuildStage(&s.c, k, s.m.MatrixDType)
-	}, bind)
-	if err != nil {
-		return nil, fmt.Errorf("stage %s: %w", k, err)
 	}
 	if len(outs) == 0 {
 		return nil, nil
 	}
-	return s.core.ReadLogits(outs[0], s.reuse)
-}
-
-// slotKey names a slot without its k/v suffix.
-func slotKey(li, si int) string { return strings.TrimSuffix(SlotName(li, si, "k"), ".k") }
-
-// ensureSlots makes every slot a call of `loops` loops writes, and grows the
-// full-attention slots to hold position end-1: capacity doubles from
-// Capacity, so the plans' signatures change a handful of times.
-func (s *Session) ensureSlots(end, loops int) error {
-	c := &s.c
-	ring := c.Window + s.opts.Chunk - 1 + Rewind
-	for li := range c.Layers() {
-		if !c.IsAttention(li) {
-			continue
-		}
-		n := 1
-		if c.KV == PerLoop && c.Block(li) == 1 {
-			n = loops
-		}
-		for si := 0; si < n; si++ {
-			name := slotKey(li, si)
-			sl := s.slots[name]
-			want := ring
-			if !c.IsSliding(li) {
-				want = s.opts.Capacity
-				if sl != nil {
-					want = sl.rows
-				}
-				for want < end {
-					want *= 2
-				}
-			}
-			if sl != nil && sl.rows >= want {
-				continue
-			}
-			grown, err := s.newSlot(want, c.IsSliding(li))
-			if err != nil {
-				return fmt.Errorf("layer %d slot %d: %w", li, si, err)
-			}
-			if sl != nil {
-				w := c.KVHeads * c.HeadDim
-				if err := s.be.Copy(grown.k, sl.k, sl.rows*w); err != nil {
-					return err
-				}
-				if err := s.be.Copy(grown.v, sl.v, sl.rows*w); err != nil {
-					return err
-				}
-				s.be.Free(sl.k)
-				s.be.Free(sl.v)
-				s.log.Debug("dory: slot grown", "layer", li, "slot", si, "rows", want)
-			}
-			s.slots[name] = grown
-		}
-	}
-	return nil
-}
-
-func (s *Session) newSlot(rows int, ring bool) (*slot, error) {
-	w := s.c.KVHeads * s.c.HeadDim
-	k, err := s.be.Alloc(graph.F32, rows*w)
-	if err != nil {
-		return nil, err
-	}
-	v, err := s.be.Alloc(graph.F32, rows*w)
-	if err != nil {
-		s.be.Free(k)
-		return nil, err
-	}
-	return &slot{k: k, v: v, rows: rows, ring: ring}, nil
+	return s.Logits(outs[0], pos, k.Rows, k.Want)
 }
 
 // exitRate keeps the read-out after a first pass worth its cost: below a
