@@ -183,6 +183,17 @@ func (s *Session) Planned(k capture.Key) (*planner.Planned, planner.Report, bool
 	return s.core.Planned(k)
 }
 
+// ForwardPlan gives the plan of a forward chunk of rows (Graphs.Key), once
+// it has run.
+func (s *Session) ForwardPlan(rows int, want Want) (*planner.Planned, planner.Report, bool) {
+	return s.core.Planned(s.g.Key(rows, want))
+}
+
+// ForwardProfile times the launches of a forward chunk's plan op by op.
+func (s *Session) ForwardProfile(rows int, want Want) ([]capture.OpTime, error) {
+	return s.core.Profile(s.g.Key(rows, want))
+}
+
 // Profile times the launches of key's plan op by op.
 func (s *Session) Profile(k capture.Key) ([]capture.OpTime, error) { return s.core.Profile(k) }
 

@@ -15,9 +15,11 @@ package models
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"gorgonia.org/tensor"
@@ -46,6 +48,46 @@ type Arch struct {
 	// Shapes makes the same models with weights of no values (their
 	// graphs, for dumps, without making gigabytes), by shape name.
 	Shapes map[string]func() (Model, error)
+	// Params are the options of its sessions that are its own (Dory's
+	// loops, say), which the commands offer as flags.
+	Params []Param
+}
+
+// A Param is a session option of one architecture, offered as a flag.
+type Param struct {
+	Name, Usage string
+}
+
+// Options are a session's options: those every model takes, and the
+// architecture's own by Param name (the flags a user set).
+type Options struct {
+	lm.SessionOptions
+	Params map[string]string
+}
+
+// CheckParams says whether o sets only params of known, naming the first
+// one that is not (as the flag a user gave).
+func (o Options) CheckParams(arch string, known ...string) error {
+	for _, n := range slices.Sorted(maps.Keys(o.Params)) {
+		if !slices.Contains(known, n) {
+			return fmt.Errorf("--%s: a %s model has no such option", n, arch)
+		}
+	}
+	return nil
+}
+
+// Int reads the param of name as an integer, def when unset; an error
+// names the flag.
+func (o Options) Int(name string, def int) (int, error) {
+	v, ok := o.Params[name]
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: not an integer", name, v)
+	}
+	return n, nil
 }
 
 // Model is a loaded model as the commands use it.
@@ -56,14 +98,14 @@ type Model interface {
 	Vocab() int
 	// Parameters counts the weights' elements.
 	Parameters() int
-	// NewSession starts a session with the options every model takes.
-	NewSession(o lm.SessionOptions) (Session, error)
+	// NewSession starts a session.
+	NewSession(o Options) (Session, error)
 	// Stages names the graphs a dump can show ("forward" first: the
 	// graph of a plain forward chunk).
 	Stages() []string
 	// Graph builds the graph of a stage for a chunk of rows whose logits
-	// are want, for dumps.
-	Graph(stage string, rows int, want lm.Want) (*graph.Graph, error)
+	// are want, for dumps (o's params may change it: Dory's loops).
+	Graph(stage string, rows int, want lm.Want, o Options) (*graph.Graph, error)
 	// Close releases the checkpoint's files.
 	Close() error
 }
@@ -79,9 +121,35 @@ type Session interface {
 }
 
 // Planner is a session that gives the plan it built for a plain forward
-// chunk, for dumps and benchmarks.
+// chunk and times its launches, for benchmarks; *lm.Session is one.
 type Planner interface {
 	ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool)
+	ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error)
+}
+
+// ByteLevel is a model whose token ids are byte values (text in and out
+// without a tokenizer).
+type ByteLevel interface {
+	ByteTokens() bool
+}
+
+// Drafter is a session that drafts tokens and verifies them in one
+// speculation window (a multi-token prediction head).
+type Drafter interface {
+	// CanDraft says whether the session has a head to draft with.
+	CanDraft() bool
+	// Draft drafts n tokens greedily after next (the token at Pos()).
+	Draft(next, n int) ([]int, error)
+	// VerifyFunc runs next and drafts in one window, accepting drafts in
+	// order while accept says so; it returns how many it accepted and the
+	// logits of the last accepted row.
+	VerifyFunc(next int, drafts []int, accept func(logits []float32, draft int) bool) (int, []float32, error)
+}
+
+// Reporter is a session with lines of its own to add to a run's or a
+// benchmark's report (an early-exit gate's decisions, its loops).
+type Reporter interface {
+	Report() []string
 }
 
 // registry holds the architectures by model_type and by architecture

@@ -10,37 +10,26 @@ import (
 	"time"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/models/dory"
-	"github.com/reel-runtime/reel/models/qwen4"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/planner"
 )
 
-// qwen4Synthetic names qwen4.BenchShape for --synthetic: the released
-// Qwen4-Exp layer in 12 layers and 64 experts.
-const qwen4Synthetic = "qwen4-12l"
-
-// syntheticShapes are the Dory models reel bench can make without a file.
-func syntheticShapes() map[string]func() dory.Config {
-	return map[string]func() dory.Config{
-		"dory-4b":   dory.Released,
-		"dory-h512": dory.SmallBench,
-	}
-}
-
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mf := modelFlags{reuseLogits: true}
-	fs := newFlags("bench", "[--model DIR | --synthetic dory-4b|dory-h512|qwen4-12l] [--prompt N] [--tokens N] [--device cpu|cuda]", `
+	fs := newFlags("bench", "[--model DIR | --synthetic "+strings.Join(models.SyntheticNames(), "|")+"] [--prompt N] [--tokens N] [--device cpu|cuda]", `
 Bench measures prefill and decode speed: a prompt of --prompt tokens in
 chunks, then --tokens one-token forwards. With --synthetic it makes a model of
 a known shape with random weights (--dtype bf16 or f32), needing no file.
-It prints tokens/s, the plan steps per decode token and the plan cache's
-counters (plans, records, updates, replays).`, stderr)
+It prints tokens/s, the plan's launches per decode token, the bytes of
+weights a token reads, the plan cache's counters (plans, records, updates,
+replays) and, on CUDA, the card's copy bandwidth measured in the same run
+and the decode speed as a share of the bound it sets.`, stderr)
 	mf.register(fs, true)
-	synthetic := fs.String("synthetic", "", "random-weight model: dory-4b (the released shape), dory-h512, or "+qwen4Synthetic+" (Qwen4-Exp's released layer, 12 layers, 64 experts)")
+	synthetic := fs.String("synthetic", "", "random-weight model of a known shape: "+strings.Join(models.SyntheticNames(), ", "))
 	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
 	promptN := fs.Int("prompt", 128, "prompt tokens")
 	tokens := fs.Int("tokens", 64, "decode tokens")
-	loops := fs.Int("loops", 0, "recurrent loops (0: the model's)")
 	profile := fs.Bool("profile", false, "also time the decode plan's launches op by op (each followed by a sync)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the decode loop to this file (for go tool pprof)")
 	if err := parseFlags(ctx, fs, args); err != nil {
@@ -49,79 +38,40 @@ counters (plans, records, updates, replays).`, stderr)
 	if *promptN < 1 || *tokens < 1 {
 		return usagef("--prompt and --tokens must be positive")
 	}
-	if *synthetic == "" && mf.dir != "" && isQwen4(mf.dir) {
-		m, err := qwen4.Load(mf.dir)
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		return benchQwen4(&mf, mf.dir, m, *promptN, *tokens, stdout)
-	}
-	if *synthetic == qwen4Synthetic {
-		dt, err := graph.ParseDType(*dtype)
-		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
-			return usagef("--dtype %q: want bf16 or f32", *dtype)
-		}
-		shape, err := qwen4.Shapes(qwen4.BenchShape(), dt)
-		if err != nil {
-			return err
-		}
-		if err := checkMemory("synthetic "+qwen4Synthetic, syntheticMemory(shape.Parameters(), dt, mf.device)); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "making %s with random %s weights...\n", *synthetic, dt)
-		m, err := qwen4.Synthetic(qwen4.BenchShape(), dt, 1)
-		if err != nil {
-			return err
-		}
-		return benchQwen4(&mf, "synthetic "+qwen4Synthetic, m, *promptN, *tokens, stdout)
+	if err := mf.check(); err != nil {
+		return err
 	}
 	var l *loaded
 	var err error
 	if *synthetic != "" {
-		shape, ok := syntheticShapes()[*synthetic]
-		if !ok {
-			return usagef("unknown --synthetic %q (want dory-4b, dory-h512 or %s)", *synthetic, qwen4Synthetic)
+		if mf.dir != "" {
+			return usagef("give --model or --synthetic, not both")
 		}
-		dt, err := graph.ParseDType(*dtype)
-		if err != nil || (dt != graph.BF16 && dt != graph.F32) {
-			return usagef("--dtype %q: want bf16 or f32", *dtype)
-		}
-		c := shape()
-		if err := checkMemory("synthetic "+*synthetic, syntheticMemory(c.Parameters(), dt, mf.device)); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "making %s with random %s weights...\n", *synthetic, dt)
-		m, err := dory.Synthetic(c, dt, 1)
+		m, err := mf.synthetic(*synthetic, *dtype, stderr)
 		if err != nil {
 			return err
 		}
-		if l, err = mf.session(ctx, m); err != nil {
+		if l, err = mf.start(ctx, "synthetic "+*synthetic, m); err != nil {
 			return err
 		}
 	} else if l, err = mf.open(ctx, true); err != nil {
 		return err
 	}
 	defer l.Close()
-	m, s := l.model, l.session
-	nl := *loops
-	if nl == 0 {
-		nl = m.Config.Loops
-	}
+	s, vocab := l.session, l.model.Vocab()
 	ids := make([]int, *promptN)
 	for i := range ids {
-		ids[i] = (i*31 + 7) % m.Config.Vocab
+		ids[i] = (i*31 + 7) % vocab
 	}
 	t0 := time.Now()
-	if _, err := s.Forward(ids, 0, nl, dory.WantLast); err != nil {
+	if _, err := prefill(ctx, s, ids, mf.chunk); err != nil {
 		return err
 	}
 	if err := l.be.Sync(); err != nil {
 		return err
 	}
-	prefill := time.Since(t0)
-	// The first decode token plans and records; time the rest.
-	if _, err := s.Forward([]int{1}, s.Pos(), nl, dory.WantLast); err != nil {
+	prefillTime := time.Since(t0)
+	if _, err := s.Forward([]int{1}, s.Pos(), lm.WantLast); err != nil {
 		return err
 	}
 	if *cpuProfile != "" {
@@ -135,8 +85,8 @@ counters (plans, records, updates, replays).`, stderr)
 		}
 	}
 	t1 := time.Now()
-	for i := 0; i < *tokens; i++ {
-		if _, err := s.Forward([]int{(i * 13) % m.Config.Vocab}, s.Pos(), nl, dory.WantLast); err != nil {
+	for i := 0; i < *tokens && ctx.Err() == nil; i++ {
+		if _, err := s.Forward([]int{(i * 13) % vocab}, s.Pos(), lm.WantLast); err != nil {
 			return err
 		}
 	}
@@ -144,19 +94,30 @@ counters (plans, records, updates, replays).`, stderr)
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tps := float64(*tokens) / decode.Seconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "model        %s (%d parameters, %.2f GB of matrices) on %s\n", modelName(mf.dir, *synthetic), m.Parameters(), float64(m.MatrixBytes())/1e9, l.be.Name())
-	fmt.Fprintf(&b, "loops        %d, kv %s\n", nl, s.Config().KV)
-	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", *promptN, prefill.Seconds(), float64(*promptN)/prefill.Seconds())
-	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), float64(*tokens)/decode.Seconds(), decode.Seconds()*1e3/float64(*tokens))
-	if p, rep, ok := s.Planned(dory.Key{Stage: dory.All, Loops: nl, Want: dory.WantLast, Rows: 1}); ok {
-		if err := writeDecodePlan(&b, p, rep, l.be, float64(*tokens)/decode.Seconds(), ""); err != nil {
-			return err
+	fmt.Fprintf(&b, "model        %s (%s, %d parameters) on %s\n", l.name, l.model.Arch(), l.model.Parameters(), l.be.Name())
+	if r, ok := s.(models.Reporter); ok {
+		for _, line := range r.Report() {
+			fmt.Fprintln(&b, line)
+		}
+	}
+	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", *promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds())
+	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), tps, decode.Seconds()*1e3/float64(*tokens))
+	pl, _ := s.(models.Planner)
+	if pl != nil {
+		if p, rep, ok := pl.ForwardPlan(1, lm.WantLast); ok {
+			if err := writeDecodePlan(&b, p, rep, l.be, tps); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
-	if *profile {
-		prof, err := s.Profile(dory.Key{Stage: dory.All, Loops: nl, Want: dory.WantLast, Rows: 1})
+	if *profile && pl != nil {
+		prof, err := pl.ForwardProfile(1, lm.WantLast)
 		if err != nil {
 			return err
 		}
@@ -173,24 +134,14 @@ counters (plans, records, updates, replays).`, stderr)
 	return err
 }
 
-func modelName(dir, synthetic string) string {
-	switch {
-	case synthetic != "":
-		return "synthetic " + synthetic
-	case dir != "":
-		return dir
-	}
-	return "embedded dory-gotiny"
-}
-
 // writeDecodePlan writes the decode plan's lines of a bench report: its
-// launches and arena, the weight bytes a token reads (qualified by bytesNote,
-// e.g. " at most") and, on a backend that measures its copy bandwidth, the
+// launches and arena, the weight bytes a token reads (at most: an expert
+// product counts every pick) and, on a backend that measures its copy bandwidth, the
 // bound that gives and the share of it tps reaches.
-func writeDecodePlan(b *strings.Builder, p *planner.Planned, rep planner.Report, be any, tps float64, bytesNote string) error {
+func writeDecodePlan(b *strings.Builder, p *planner.Planned, rep planner.Report, be any, tps float64) error {
 	fmt.Fprintf(b, "decode plan  %d launches per token, arena %d bytes (temporaries %d)\n", len(p.Schedule), rep.ArenaBytes, rep.TempBytes)
 	perToken := weightBytesRead(p)
-	fmt.Fprintf(b, "bytes read   %.3f GB of weights per decode token%s (%.1f GB/s at this speed)\n", float64(perToken)/1e9, bytesNote, float64(perToken)*tps/1e9)
+	fmt.Fprintf(b, "bytes read   %.3f GB of weights per decode token (%.1f GB/s at this speed)\n", float64(perToken)/1e9, float64(perToken)*tps/1e9)
 	bm, ok := be.(bandwidthMeter)
 	if !ok {
 		return nil

@@ -2,41 +2,30 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
 	"path/filepath"
 
-	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/models"
 )
 
-// doryGolden is one case of a Dory golden.json.
-type doryGolden struct {
-	Model      string    `json:"model"`
-	IDs        []int     `json:"ids"`
-	Chunk      int       `json:"chunk"`
-	Loops      int       `json:"loops"`
-	LogitsLast []float64 `json:"logits_last"`
-}
-
-// errCheckFailed is returned when a case is past the tolerance.
+// errCheckFailed is the error of a check with cases past the tolerance.
 var errCheckFailed = errors.New("check: cases past the tolerance")
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var mf modelFlags
 	fs := newFlags("check", "--golden DIR [--tol T] [--device cpu|cuda]", `
-Check runs every case of DIR/golden.json on the checkpoints beside it and
-prints, per case, the largest absolute and relative error of the logits
-against the golden ones; it fails (exit 1) when a case is past the tolerance.
-For Dory, golden.json lists cases naming checkpoint folders beside it; for
-Qwen4-Exp, DIR is the checkpoint and each case is checked as one forward over
-the whole sequence and as a prefill of its first half then one token at a
-time.`, stderr)
+Check runs every case of DIR/golden.json and prints, per case, the largest
+absolute and relative error of the logits against the golden ones; it fails
+(exit 1) when a case is past the tolerance. golden.json is either an object
+of cases beside the checkpoint in DIR, each checked as one forward over the
+whole sequence and as a prefill of its first half then one token at a time
+(the Qwen3, Llama and Qwen4-Exp goldens), or a list of cases each naming a
+checkpoint folder beside it, with its chunk and loops, checked at the last
+position (Dory's).`, stderr)
 	mf.register(fs, false)
-	dir := fs.String("golden", "", "folder holding golden.json and the checkpoints it names (required)")
+	dir := fs.String("golden", "", "folder holding golden.json (and the checkpoint, or the checkpoints it names) (required)")
 	tol := fs.Float64("tol", 1e-4, "largest absolute error allowed")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
@@ -44,82 +33,70 @@ time.`, stderr)
 	if *dir == "" {
 		return usagef("--golden is required")
 	}
-	raw, err := os.ReadFile(filepath.Join(*dir, "golden.json"))
+	if mf.dir != "" {
+		return usagef("--model: check takes its checkpoints from --golden")
+	}
+	if err := mf.check(); err != nil {
+		return err
+	}
+	g, err := models.ReadGolden(*dir)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	if isQwen4(*dir) {
-		return checkQwen4(ctx, &mf, *dir, raw, *tol, stdout)
-	}
-	var cases []doryGolden
-	if err := json.Unmarshal(raw, &cases); err != nil {
-		return fmt.Errorf("check: %s: %w (Dory's golden format is a list of cases; a Qwen4-Exp golden.json sits beside its checkpoint)", filepath.Join(*dir, "golden.json"), err)
-	}
-	models := map[string]*dory.Model{}
+	loadedModels := map[string]models.Model{}
 	defer func() {
-		for _, m := range models {
+		for _, m := range loadedModels {
 			m.Close()
 		}
 	}()
 	failed := 0
-	for i, c := range cases {
-		m := models[c.Model]
+	for i, c := range g.Cases {
+		m := loadedModels[c.Model]
 		if m == nil {
-			if m, err = dory.Load(filepath.Join(*dir, c.Model)); err != nil {
+			if m, err = models.Load(filepath.Join(*dir, c.Model)); err != nil {
 				return fmt.Errorf("check: case %d: %w", i, err)
 			}
-			models[c.Model] = m
+			loadedModels[c.Model] = m
 		}
 		f := mf
-		f.chunk = max(c.Chunk, 1)
-		l, err := f.session(ctx, m)
+		if c.Chunk > 0 {
+			f.chunk = c.Chunk
+		}
+		f.params = map[string]*string{}
+		for k, v := range mf.params {
+			f.params[k] = v
+		}
+		for k, v := range c.Params() {
+			f.params[k] = &v
+		}
+		be, err := f.openBackend()
 		if err != nil {
 			return err
 		}
-		last, err := lastLogits(l.session, c)
-		l.session.Close()
-		l.be.Close()
+		s, err := m.NewSession(f.options(ctx, be))
+		if err != nil {
+			be.Close()
+			return fmt.Errorf("check: case %d: %w", i, err)
+		}
+		r, err := c.Check(s)
+		s.Close()
+		be.Close()
 		if err != nil {
 			return fmt.Errorf("check: case %d (%s): %w", i, c.Model, err)
 		}
-		if len(last) != len(c.LogitsLast) {
-			return fmt.Errorf("check: case %d: %d logits, golden has %d", i, len(last), len(c.LogitsLast))
-		}
-		abs, rel := 0.0, 0.0
-		for j, g := range c.LogitsLast {
-			d := math.Abs(float64(last[j]) - g)
-			abs = math.Max(abs, d)
-			rel = math.Max(rel, d/math.Max(math.Abs(g), 1e-6))
-		}
 		verdict := "ok"
-		if !(abs <= *tol) {
+		if !(r.Max() <= *tol) {
 			verdict = "FAIL"
 			failed++
 		}
-		fmt.Fprintf(stdout, "case %d  %-22s chunk %-3d loops %d  max abs %.3g  max rel %.3g  %s\n", i, c.Model, c.Chunk, c.Loops, abs, rel, verdict)
+		what := fmt.Sprintf("whole %.3g, incremental %.3g", r.Full, r.Incremental)
+		if c.Last != nil {
+			what = fmt.Sprintf("chunk %d, loops %d: last %.3g", c.Chunk, c.Loops, r.Last)
+		}
+		fmt.Fprintf(stdout, "case %d  %-22s %2d ids  max abs %s  max rel %.3g  %s\n", i, m.Arch()+" "+c.Model, len(c.IDs), what, r.Rel, verdict)
 	}
 	if failed > 0 {
-		return fmt.Errorf("%w: %d of %d past %g", errCheckFailed, failed, len(cases), *tol)
+		return fmt.Errorf("%w: %d of %d past %g", errCheckFailed, failed, len(g.Cases), *tol)
 	}
 	return nil
-}
-
-func lastLogits(s *dory.Session, c doryGolden) ([]float32, error) {
-	chunk := max(c.Chunk, 1)
-	var last []float32
-	for a := 0; a < len(c.IDs); a += chunk {
-		b := min(a+chunk, len(c.IDs))
-		want := dory.WantLast
-		if b < len(c.IDs) {
-			want = dory.WantNone
-		}
-		out, err := s.Forward(c.IDs[a:b], a, c.Loops, want)
-		if err != nil {
-			return nil, err
-		}
-		if out != nil {
-			last = out.Data().([]float32)
-		}
-	}
-	return last, nil
 }

@@ -11,9 +11,15 @@ type cudaFlags struct {
 	f32AsBF16 bool
 }
 
-// openCUDA opens the CUDA backend on device 0.
+// openCUDA opens the CUDA backend on device 0. On an error the backend is
+// a nil interface, never a nil *cuda.Backend inside one (whose Close would
+// panic).
 func openCUDA(f cudaFlags) (ops.Backend, error) {
-	return cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16})
+	be, err := cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16})
+	if err != nil {
+		return nil, err
+	}
+	return be, nil
 }
 
 // bandwidthMeter is a backend that can measure its memory's copy bandwidth.

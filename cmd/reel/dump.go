@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/planner"
 )
@@ -17,7 +19,7 @@ import (
 // dumpOptions are the flags of reel dump.
 //
 // Where to plug in:
-//   - a model source (--model DIR --stage --loops --want --rows): add the
+//   - a model source (--model DIR --stage --want --rows): add the
 //     fields here, register them in register, and resolve them in dumpGraph,
 //     before the example fallback;
 //   - planner passes (--pass graph|fused|plan, --stats): add the fields here,
@@ -27,12 +29,12 @@ type dumpOptions struct {
 	format  string // text, dot or json
 	example string // a built-in example graph (see examples)
 
-	model     string // a Dory checkpoint folder
-	synthetic string // a known Dory shape, built as graphs only
+	model     string // a checkpoint folder
+	synthetic string // a known shape, built as graphs only
 	stage     string
-	loops     int
 	want      string
 	rows      int
+	params    map[string]*string // the architectures' own options
 
 	pass  string // graph, fused or plan
 	stats bool
@@ -42,28 +44,53 @@ type dumpOptions struct {
 func (o *dumpOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.format, "format", "text", "output format: "+strings.Join(dumpFormatNames(), ", "))
 	fs.StringVar(&o.example, "example", "attention", "built-in example graph: "+strings.Join(exampleNames(), ", "))
-	fs.StringVar(&o.model, "model", "", "dump a stage of the Dory checkpoint in this folder")
-	fs.StringVar(&o.synthetic, "synthetic", "", "dump a stage of a known shape without weights: dory-4b, dory-h512 or "+qwen4Synthetic)
-	fs.StringVar(&o.stage, "stage", "all", "stage: all, first, firstread, read, secondread, secondfresh")
-	fs.IntVar(&o.loops, "loops", 0, "recurrent loops (0: the model's)")
+	fs.StringVar(&o.model, "model", "", "dump a stage of the checkpoint in this folder")
+	fs.StringVar(&o.synthetic, "synthetic", "", "dump a stage of a known shape without weights: "+strings.Join(models.SyntheticNames(), ", "))
+	fs.StringVar(&o.stage, "stage", "", "the model's stage (default: its forward): "+allStages())
 	fs.StringVar(&o.want, "want", "last", "logits the stage computes: none, last or all")
 	fs.IntVar(&o.rows, "rows", 1, "rows the stage runs (1: decode; more: a prompt chunk)")
 	fs.StringVar(&o.pass, "pass", planner.PassGraph, "what to print: "+strings.Join(planner.DumpPasses(), ", ")+" (the graph as built, after fusion, or the plan with launches and arena offsets)")
 	fs.BoolVar(&o.stats, "stats", false, "print nodes, launches, arena bytes, temporaries' bytes and fusions by rule instead")
+	registerParams(fs, &o.params)
+}
+
+// allStages lists each architecture's stages for the help.
+func allStages() string {
+	var out []string
+	for _, a := range models.All() {
+		if mk := firstShape(a); mk != nil {
+			if m, err := mk(); err == nil {
+				out = append(out, a.Name+": "+stageNames(m))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// firstShape is an architecture's first synthetic shape (by name), to ask
+// a model of it its stages.
+func firstShape(a models.Arch) func() (models.Model, error) {
+	names := slices.Sorted(maps.Keys(a.Shapes))
+	if len(names) == 0 {
+		return nil
+	}
+	return a.Shapes[names[0]]
 }
 
 func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o dumpOptions
-	fs := newFlags("dump", "[--model DIR | --synthetic dory-4b|qwen4-12l] [--stage S --loops L --want W --rows N] [--pass graph|fused|plan] [--stats] [--format text|dot|json]", `
+	fs := newFlags("dump", "[--model DIR | --synthetic NAME] [--stage S --want W --rows N] [--pass graph|fused|plan] [--stats] [--format text|dot|json]", `
 Dump prints a graph: its inputs, weights and states, then one node per line
 with its op, outputs, inputs, state writes, attributes and scope (text); a
 Graphviz graph (dot: pipe it into 'dot -Tsvg'); or JSON for scripts.
 
-With --model (a Dory or Qwen4-Exp checkpoint) or --synthetic (a known shape,
-no weights needed) it prints one stage graph, keyed by --stage, --loops,
---want and --rows. A Qwen4-Exp has the stages forward, draft (the MTP
-head) and settle (a speculation window's recurrences over --rows rows of
-its tape). --pass fused prints it after the planner's fusion; --pass plan
+With --model (a checkpoint of any registered architecture) or --synthetic
+(a known shape, no weights needed) it prints one graph of the model, keyed
+by --stage, --want and --rows (and an architecture's own flags, such as
+Dory's --loops). Every model has a forward stage (Dory's is all); Dory's
+gate adds first, firstread, read, secondread and secondfresh; Qwen4-Exp
+has draft (the MTP head) and settle (a speculation window's recurrences
+over --rows rows of its tape). --pass fused prints it after the planner's fusion; --pass plan
 prints the plan: each launch, its fused members, its buffers and arena
 offsets. --stats prints the planner's report instead. REEL_FUSE=0 turns
 fusion off.
@@ -93,11 +120,11 @@ Without a model it prints a built-in example of a tiny nGPT-style model
 // dumpGraph resolves the graph the flags ask for. Model sources go here,
 // ahead of the examples.
 func dumpGraph(ctx context.Context, o *dumpOptions) (*graph.Graph, error) {
-	if (o.model != "" && o.synthetic == "" && isQwen4(o.model)) || (o.model == "" && o.synthetic == qwen4Synthetic) {
-		return qwen4Stage(o)
-	}
 	if o.model != "" || o.synthetic != "" {
-		return doryStage(o)
+		return modelGraph(o)
+	}
+	if o.stage != "" {
+		return nil, usagef("--stage %q needs --model or --synthetic", o.stage)
 	}
 	ex, ok := findExample(o.example)
 	if !ok {
@@ -107,8 +134,49 @@ func dumpGraph(ctx context.Context, o *dumpOptions) (*graph.Graph, error) {
 	return ex.build()
 }
 
-// writeDump writes g as the flags ask. Planner passes and statistics go here:
-// transform g (or write a plan dump instead) before the writer runs.
+// modelGraph builds the graph of a model the dump flags ask for.
+func modelGraph(o *dumpOptions) (*graph.Graph, error) {
+	var m models.Model
+	var err error
+	switch {
+	case o.model != "" && o.synthetic != "":
+		return nil, usagef("give --model or --synthetic, not both")
+	case o.synthetic != "":
+		a, ok := models.Synthetic(o.synthetic)
+		if !ok || a.Shapes[o.synthetic] == nil {
+			return nil, usagef("unknown --synthetic %q (want %s)", o.synthetic, strings.Join(models.SyntheticNames(), ", "))
+		}
+		m, err = a.Shapes[o.synthetic]()
+	default:
+		m, err = models.Load(o.model)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	want, err := lm.ParseWant(o.want)
+	if err != nil {
+		return nil, usagef("--want: %v", err)
+	}
+	if o.rows < 1 {
+		return nil, usagef("--rows %d: want at least 1", o.rows)
+	}
+	stage := o.stage
+	if stage == "" {
+		stage = m.Stages()[0]
+	}
+	if !slices.Contains(m.Stages(), stage) {
+		return nil, usagef("--stage %q: a %s model has the stages %s", stage, m.Arch(), stageNames(m))
+	}
+	opts := models.Options{Params: map[string]string{}}
+	for n, v := range o.params {
+		if *v != "" {
+			opts.Params[n] = *v
+		}
+	}
+	return m.Graph(stage, o.rows, want, opts)
+}
+
 func writeDump(w io.Writer, g *graph.Graph, o *dumpOptions, write func(io.Writer, *graph.Graph) error) error {
 	opts := planner.DefaultOptions()
 	if o.stats {
@@ -127,43 +195,7 @@ func writeDump(w io.Writer, g *graph.Graph, o *dumpOptions, write func(io.Writer
 	return planner.Dump(w, g, o.pass, o.format, opts)
 }
 
-// doryStage builds the stage graph the model flags ask for.
-func doryStage(o *dumpOptions) (*graph.Graph, error) {
-	var cfg dory.Config
-	var dtypes func(string) graph.DType
-	switch {
-	case o.model != "" && o.synthetic != "":
-		return nil, usagef("give --model or --synthetic, not both")
-	case o.synthetic != "":
-		shape, ok := syntheticShapes()[o.synthetic]
-		if !ok {
-			return nil, usagef("unknown --synthetic %q (want dory-4b or dory-h512)", o.synthetic)
-		}
-		cfg = shape()
-	default:
-		m, err := dory.Load(o.model)
-		if err != nil {
-			return nil, err
-		}
-		defer m.Close()
-		cfg, dtypes = m.Config, m.MatrixDType
-	}
-	stage, err := dory.ParseStage(o.stage)
-	if err != nil {
-		return nil, usagef("--stage: %v", err)
-	}
-	want, err := dory.ParseWant(o.want)
-	if err != nil {
-		return nil, usagef("--want: %v", err)
-	}
-	loops := o.loops
-	if loops == 0 {
-		loops = cfg.Loops
-	}
-	return dory.BuildStage(&cfg, dory.Key{Stage: stage, Loops: loops, Want: want, Rows: o.rows}, dtypes)
-}
-
-// dumpFormats are the output formats of reel dump, by flag value.
+// dumpFormats are the writers of --format, by name.
 func dumpFormats() []struct {
 	name  string
 	write func(io.Writer, *graph.Graph) error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,23 +10,28 @@ import (
 	"strings"
 
 	reelroot "github.com/reel-runtime/reel"
-	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
+	_ "github.com/reel-runtime/reel/models/all" // every architecture
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cpu"
 )
 
-// modelFlags are the flags every command that runs a model shares.
+// modelFlags are the flags every command that runs a model shares: the
+// model (a checkpoint folder, or a synthetic shape where the command takes
+// one), the backend, the session's options, and each architecture's own
+// options (models.Arch.Params), which a model of another architecture
+// refuses.
 type modelFlags struct {
-	dir         string
-	device      string
-	threads     int
-	kv          string
-	gate        string
-	chunk       int
-	promptLoops int
-	cuda        cudaFlags
+	dir     string
+	device  string
+	threads int
+	chunk   int
+	cuda    cudaFlags
+	params  map[string]*string
 	// reuseLogits: the command samples each token's logits and drops them
-	// (dory.Options.ReuseLogits).
+	// (lm.SessionOptions.ReuseLogits).
 	reuseLogits bool
 }
 
@@ -37,12 +43,58 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	fs.StringVar(&f.dir, "model", "", help)
 	fs.StringVar(&f.device, "device", "cpu", "backend: cpu or cuda")
 	fs.IntVar(&f.threads, "threads", 0, "CPU goroutines per kernel (0: every core)")
-	fs.StringVar(&f.kv, "kv", "", "override the KV cache mode: per_loop or last_loop")
-	fs.StringVar(&f.gate, "gate", "none", "early-exit gate: none, conf:THRESHOLD or recon (needs last_loop)")
-	fs.IntVar(&f.chunk, "chunk", dory.DefaultChunk, "rows of a prompt chunk")
-	fs.IntVar(&f.promptLoops, "prompt-loops", 0, "loops of chunks whose logits nobody reads, on last_loop (0: all)")
+	fs.IntVar(&f.chunk, "chunk", lm.DefaultChunk, "rows of a prompt chunk")
 	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
 	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")
+	registerParams(fs, &f.params)
+}
+
+// registerParams adds a string flag for every architecture's params (one
+// flag for a name two architectures share).
+func registerParams(fs *flag.FlagSet, params *map[string]*string) {
+	*params = map[string]*string{}
+	usage := map[string][]string{}
+	var names []string
+	for _, a := range models.All() {
+		for _, p := range a.Params {
+			if _, ok := usage[p.Name]; !ok {
+				names = append(names, p.Name)
+			}
+			usage[p.Name] = append(usage[p.Name], p.Usage)
+		}
+	}
+	for _, n := range names {
+		(*params)[n] = fs.String(n, "", strings.Join(usage[n], "; "))
+	}
+}
+
+// options are the session options the flags give.
+func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options {
+	o := models.Options{SessionOptions: lm.SessionOptions{
+		Options:     lm.Options{Backend: be, Logger: logger(ctx)},
+		Chunk:       f.chunk,
+		ReuseLogits: f.reuseLogits,
+	}, Params: map[string]string{}}
+	for n, v := range f.params {
+		if *v != "" {
+			o.Params[n] = *v
+		}
+	}
+	return o
+}
+
+// check checks the flags that need no model.
+func (f *modelFlags) check() error {
+	if f.chunk < 1 {
+		return usagef("--chunk %d: want at least one row", f.chunk)
+	}
+	if f.threads < 0 {
+		return usagef("--threads %d is negative", f.threads)
+	}
+	if f.device != "cpu" && f.device != "cuda" {
+		return usagef("unknown --device %q (want cpu or cuda)", f.device)
+	}
+	return nil
 }
 
 // openBackend opens the backend a --device names.
@@ -58,11 +110,13 @@ func (f *modelFlags) openBackend() (ops.Backend, error) {
 
 // loaded is a model and a session on it.
 type loaded struct {
-	model   *dory.Model
-	session *dory.Session
+	name    string
+	model   models.Model
+	session models.Session
 	be      ops.Backend
 }
 
+// Close closes the session, the backend and the model.
 func (l *loaded) Close() {
 	if l.session != nil {
 		l.session.Close()
@@ -75,66 +129,95 @@ func (l *loaded) Close() {
 	}
 }
 
-// open loads the model the flags name (the embedded default when allowed and
-// none is given) and starts a session on the chosen backend.
-func (f *modelFlags) open(ctx context.Context, defaultModel bool) (*loaded, error) {
-	log := logger(ctx)
-	dir := f.dir
-	if dir == "" {
-		if !defaultModel {
-			return nil, usagef("--model is required")
-		}
-		d, err := reelroot.DefaultModelDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
+// modelDir is the folder the flags name: --model, else (when allowed) the
+// embedded default model.
+func (f *modelFlags) modelDir(defaultModel bool) (string, error) {
+	if f.dir != "" {
+		return f.dir, nil
 	}
-	m, err := dory.Load(dir)
+	if !defaultModel {
+		return "", usagef("--model is required")
+	}
+	return reelroot.DefaultModelDir()
+}
+
+// open loads the model the flags name (the embedded default when allowed and
+// none is given), by its config's model_type, and starts a session on the
+// chosen backend.
+func (f *modelFlags) open(ctx context.Context, defaultModel bool) (*loaded, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	dir, err := f.modelDir(defaultModel)
 	if err != nil {
 		return nil, err
 	}
-	log.Debug("model loaded", "dir", dir, "parameters", m.Parameters())
-	return f.session(ctx, m)
+	m, err := models.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	name := f.dir
+	if name == "" {
+		name = "embedded " + reelroot.DefaultModelName
+	}
+	logger(ctx).Debug("model loaded", "dir", dir, "arch", m.Arch(), "parameters", m.Parameters())
+	return f.start(ctx, name, m)
 }
 
-// session starts a session on m with the flags' options.
-func (f *modelFlags) session(ctx context.Context, m *dory.Model) (*loaded, error) {
-	l := &loaded{model: m}
-	opts := dory.Options{Chunk: f.chunk, PromptLoops: f.promptLoops, Logger: logger(ctx), ReuseLogits: f.reuseLogits}
-	if f.kv != "" {
-		mode, err := dory.ParseKVMode(f.kv)
-		if err != nil {
-			l.Close()
-			return nil, usagef("--kv: %v", err)
-		}
-		opts.KV = &mode
-	}
-	g, err := dory.ParseGate(f.gate)
-	if err != nil {
-		l.Close()
-		return nil, usagef("--gate: %v", err)
-	}
-	opts.Gate = g
+// start starts a session on m with the flags' options; on an error m is
+// closed.
+func (f *modelFlags) start(ctx context.Context, name string, m models.Model) (*loaded, error) {
+	l := &loaded{name: name, model: m}
+	var err error
 	if l.be, err = f.openBackend(); err != nil {
 		l.Close()
 		return nil, err
 	}
-	opts.Backend = l.be
-	if l.session, err = dory.NewSession(m, opts); err != nil {
+	if l.session, err = m.NewSession(f.options(ctx, l.be)); err != nil {
 		l.Close()
+		var ue *usageError
+		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "--") {
+			return nil, usagef("%v", err)
+		}
 		return nil, err
 	}
 	return l, nil
 }
 
-// parseIDs reads "1,2,3".
+// synthetic makes the synthetic model of a known shape, refusing one the
+// host cannot hold.
+func (f *modelFlags) synthetic(name, dtype string, stderr interface{ Write([]byte) (int, error) }) (models.Model, error) {
+	a, ok := models.Synthetic(name)
+	if !ok {
+		return nil, usagef("unknown --synthetic %q (want %s)", name, strings.Join(models.SyntheticNames(), ", "))
+	}
+	dt, err := graph.ParseDType(dtype)
+	if err != nil || (dt != graph.BF16 && dt != graph.F32) {
+		return nil, usagef("--dtype %q: want bf16 or f32", dtype)
+	}
+	if mk := a.Shapes[name]; mk != nil {
+		shape, err := mk()
+		if err != nil {
+			return nil, err
+		}
+		if err := checkMemory("synthetic "+name, syntheticMemory(shape.Parameters(), dt, f.device)); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(stderr, "making %s with random %s weights...\n", name, dt)
+	return a.Synthetic[name](dt, 1)
+}
+
+// parseIDs reads "1,2,3": every entry an integer, none empty.
 func parseIDs(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	var ids []int
 	for i, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
-			continue
+			return nil, fmt.Errorf("token %d is empty", i)
 		}
 		v, err := strconv.Atoi(f)
 		if err != nil {
@@ -145,8 +228,28 @@ func parseIDs(s string) ([]int, error) {
 	return ids, nil
 }
 
-// debugStats logs an engine's counters.
-func debugStats(log *slog.Logger, s *dory.Session) {
+// checkIDs checks ids against a vocabulary before anything is printed or
+// run, naming the first bad one and its position.
+func checkIDs(ids []int, vocab int) error {
+	for i, id := range ids {
+		if id < 0 || id >= vocab {
+			return fmt.Errorf("token %d: id %d is outside the vocabulary of %d", i, id, vocab)
+		}
+	}
+	return nil
+}
+
+// debugStats logs a session's plan cache counters.
+func debugStats(log *slog.Logger, s models.Session) {
 	st := s.Stats()
 	log.Debug("plans", "keys", st.Plans, "records", st.Records, "updates", st.Updates, "replays", st.Hits)
+}
+
+// stageNames lists a model's stages for messages: "a, b and c".
+func stageNames(m models.Model) string {
+	st := m.Stages()
+	if len(st) < 2 {
+		return strings.Join(st, "")
+	}
+	return strings.Join(st[:len(st)-1], ", ") + " and " + st[len(st)-1]
 }

@@ -1,13 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
 
-	"github.com/reel-runtime/reel/models/dory"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/sample"
 )
 
@@ -18,10 +20,12 @@ Run generates text: it feeds the prompt in chunks, then decodes one token at
 a time, printing each as it comes (as text when the model's tokens are bytes,
 as ids otherwise), and ends with the prefill and decode speeds on stderr.
 Without --model it runs the embedded dory-gotiny, a tiny Dory that writes Go.
-A Qwen4-Exp checkpoint takes --prompt-ids; with an MTP head, --draft N drafts
-N tokens a step and verifies them in one window, each accepted with the
-probability the sampler gives it (greedy: while it is the argmax), which
-keeps the sampler's distribution (greedy: the very tokens).`, stderr)
+Any registered architecture runs (its config's model_type picks it); flags
+of one architecture's own are refused by the others. A model with a draft
+head (Qwen4-Exp's MTP) takes --draft N: N tokens drafted a step and
+verified in one window, each accepted with the probability the sampler
+gives it (greedy: while it is the argmax), which keeps the sampler's
+distribution (greedy: the very tokens).`, stderr)
 	mf.register(fs, true)
 	prompt := fs.String("prompt", "package main\n", "prompt text (models with byte tokens)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids (overrides --prompt)")
@@ -29,8 +33,7 @@ keeps the sampler's distribution (greedy: the very tokens).`, stderr)
 	temperature := fs.Float64("temperature", 0.8, "sampling temperature; 0 is greedy")
 	topK := fs.Int("top-k", 40, "sample among the k most likely tokens; 0: all")
 	seed := fs.Uint64("seed", 1, "seed of the sampler")
-	loops := fs.Int("loops", 0, "recurrent loops per token (0: the checkpoint's)")
-	draft := fs.Int("draft", 0, "Qwen4-Exp with an MTP head: tokens to draft a step, verified in one window")
+	draft := fs.Int("draft", 0, "models with a draft head: tokens to draft a step, verified in one window")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
@@ -44,32 +47,23 @@ keeps the sampler's distribution (greedy: the very tokens).`, stderr)
 	if *draft < 0 {
 		return usagef("--draft %d is negative", *draft)
 	}
-	if mf.dir != "" && isQwen4(mf.dir) {
-		if *promptIDs == "" {
-			return usagef("a Qwen4-Exp checkpoint takes its prompt as --prompt-ids")
-		}
-		ids, err := parseIDs(*promptIDs)
-		if err != nil {
-			return usagef("--prompt-ids: %v", err)
-		}
-		return runQwen4(ctx, &mf, ids, *tokens, *draft, smp, stdout, stderr)
+	if *draft > 0 && *draft >= mf.chunk {
+		return usagef("--draft %d: a window of %d rows is more than a chunk of %d (--chunk)", *draft, *draft+1, mf.chunk)
 	}
-	if *draft > 0 {
-		return usagef("--draft needs a Qwen4-Exp checkpoint with an MTP head")
+	ids, err := parseIDs(*promptIDs)
+	if err != nil {
+		return usagef("--prompt-ids: %v", err)
 	}
 	l, err := mf.open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	m, s := l.model, l.session
-	var ids []int
+	bl, _ := l.model.(models.ByteLevel)
+	bytes := bl != nil && bl.ByteTokens()
 	switch {
 	case *promptIDs != "":
-		if ids, err = parseIDs(*promptIDs); err != nil {
-			return usagef("--prompt-ids: %v", err)
-		}
-	case m.ByteTokens:
+	case bytes:
 		for _, b := range []byte(*prompt) {
 			ids = append(ids, int(b))
 		}
@@ -79,53 +73,111 @@ keeps the sampler's distribution (greedy: the very tokens).`, stderr)
 	if len(ids) == 0 {
 		return usagef("the prompt is empty")
 	}
-	nl := *loops
-	if nl == 0 {
-		nl = m.Config.Loops
+	if err := checkIDs(ids, l.model.Vocab()); err != nil {
+		return usagef("--prompt-ids: %v", err)
 	}
+	dr, _ := l.session.(models.Drafter)
+	if *draft > 0 && (dr == nil || !dr.CanDraft()) {
+		return usagef("--draft %d: the model has no draft head", *draft)
+	}
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
 	show := func(id int) {
-		if m.ByteTokens {
-			stdout.Write([]byte{byte(id)})
+		if bytes {
+			out.WriteByte(byte(id))
 		} else {
-			io.WriteString(stdout, strconv.Itoa(id)+" ")
+			out.WriteString(strconv.Itoa(id) + " ")
 		}
 	}
 	for _, id := range ids {
 		show(id)
 	}
+	out.Flush()
 	t0 := time.Now()
-	out, err := s.Forward(ids, 0, nl, dory.WantLast)
+	logits, err := prefill(ctx, l.session, ids, mf.chunk)
 	if err != nil {
 		return err
 	}
-	prefill := time.Since(t0)
-	next := smp.Next(out.Data().([]float32))
+	prefillTime := time.Since(t0)
+	next := smp.Next(logits)
 	t1 := time.Now()
-	n := 0
-	for ; n < *tokens; n++ {
-		if ctx.Err() != nil {
-			break
-		}
+	produced, windows, drafted, accepted := 0, 0, 0, 0
+	for produced < *tokens && ctx.Err() == nil {
 		show(next)
-		if n+1 == *tokens {
-			n++
+		out.Flush()
+		produced++
+		if produced == *tokens {
 			break
 		}
-		out, err = s.Forward([]int{next}, s.Pos(), nl, dory.WantLast)
+		if *draft == 0 {
+			d, err := l.session.Forward([]int{next}, l.session.Pos(), lm.WantLast)
+			if err != nil {
+				return err
+			}
+			next = smp.Next(d.Data().([]float32))
+			continue
+		}
+		drafts, err := dr.Draft(next, min(*draft, *tokens-produced))
 		if err != nil {
 			return err
 		}
-		next = smp.Next(out.Data().([]float32))
+		a, lg, err := dr.VerifyFunc(next, drafts, smp.Accept)
+		if err != nil {
+			return err
+		}
+		for _, d := range drafts[:a] {
+			show(d)
+		}
+		produced += a
+		windows, drafted, accepted = windows+1, drafted+len(drafts), accepted+a
+		if a < len(drafts) {
+			next = smp.NextExcept(lg, drafts[a])
+		} else {
+			next = smp.Next(lg)
+		}
 	}
 	decode := time.Since(t1)
-	fmt.Fprintln(stdout)
-	fmt.Fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", len(ids), prefill.Seconds(), float64(len(ids))/prefill.Seconds())
-	if n > 1 {
-		fmt.Fprintf(stderr, "decode:  %d tokens in %.3f s (%.1f tok/s) on %s\n", n-1, decode.Seconds(), float64(n-1)/decode.Seconds(), l.be.Name())
+	out.WriteByte('\n')
+	out.Flush()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	if s.GateTokens > 0 {
-		fmt.Fprintf(stderr, "gate:    %d of %d tokens took one pass\n", s.GateOne, s.GateTokens)
+	fmt.Fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", len(ids), prefillTime.Seconds(), float64(len(ids))/prefillTime.Seconds())
+	if produced > 1 {
+		fmt.Fprintf(stderr, "decode:  %d tokens in %.3f s (%.1f tok/s) on %s\n", produced-1, decode.Seconds(), float64(produced-1)/decode.Seconds(), l.be.Name())
 	}
-	logger(ctx).Debug("capture", "stats", s.Stats().String())
+	if windows > 0 {
+		fmt.Fprintf(stderr, "drafts:  %d of %d accepted in %d windows\n", accepted, drafted, windows)
+	}
+	if r, ok := l.session.(models.Reporter); ok {
+		for _, line := range r.Report() {
+			fmt.Fprintln(stderr, line)
+		}
+	}
+	logger(ctx).Debug("capture", "stats", l.session.Stats().String())
 	return nil
+}
+
+// prefill feeds ids from position 0 a chunk per call, stopping between
+// chunks when ctx is done, and returns the last position's logits.
+func prefill(ctx context.Context, s models.Session, ids []int, chunk int) ([]float32, error) {
+	var last []float32
+	for a := 0; a < len(ids); a += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b := min(a+chunk, len(ids))
+		want := lm.WantNone
+		if b == len(ids) {
+			want = lm.WantLast
+		}
+		d, err := s.Forward(ids[a:b], a, want)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			last = d.Data().([]float32)
+		}
+	}
+	return last, nil
 }

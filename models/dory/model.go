@@ -29,8 +29,8 @@ type Model struct {
 	tensors lm.Tensors
 	// Router is the recon early-exit router a checkpoint may carry, or nil.
 	Router *Router
-	// ByteTokens says token ids are byte values (config "tokenizer": "bytes...").
-	ByteTokens bool
+	// ByteLevel says token ids are byte values (config "tokenizer": "bytes...").
+	ByteLevel bool
 }
 
 // Load reads a Dory checkpoint folder (config.json and safetensors, sharded
@@ -58,7 +58,7 @@ func Load(dir string) (*Model, error) {
 		return nil, fmt.Errorf("dory %s: %w", dir, err)
 	}
 	tok, _ := cfg.String("tokenizer", "")
-	m.ByteTokens = strings.HasPrefix(tok, "bytes")
+	m.ByteLevel = byteTokenizer(tok)
 	return m, nil
 }
 

@@ -235,7 +235,7 @@ func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m
 func (m *Model) Stages() []string { return []string{"forward"} }
 
 // Graph builds the forward graph of rows rows.
-func (m *Model) Graph(stage string, rows int, want lm.Want) (*graph.Graph, error) {
+func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*graph.Graph, error) {
 	if stage != "forward" {
 		return nil, fmt.Errorf("llama: unknown stage %q: want forward", stage)
 	}
@@ -263,7 +263,12 @@ func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
 }
 
 // NewSession starts a session on the model's weights.
-func (m *Model) NewSession(o lm.SessionOptions) (models.Session, error) { return m.Session(o) }
+func (m *Model) NewSession(o models.Options) (models.Session, error) {
+	if err := o.CheckParams("llama"); err != nil {
+		return nil, err
+	}
+	return m.Session(o.SessionOptions)
+}
 
 // Session starts a session on the model's weights (NewSession's concrete
 // result).

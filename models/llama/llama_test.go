@@ -65,7 +65,7 @@ func TestGolden(t *testing.T) {
 			m, err := models.Load(dir)
 			require.NoError(t, err)
 			defer m.Close()
-			s, err := m.NewSession(lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2)}})
+			s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2)}}})
 			require.NoError(t, err)
 			defer s.Close()
 			checkGolden(t, s, dir, 1e-4)
@@ -160,7 +160,7 @@ func TestSixteenBitShards(t *testing.T) {
 	require.NoError(t, err)
 	for _, dt := range []graph.DType{graph.F32, graph.BF16, graph.F16} {
 		m := load(t, rewrite(t, src, dt))
-		g, err := m.Graph("forward", 1, lm.WantLast)
+		g, err := m.Graph("forward", 1, lm.WantLast, models.Options{})
 		require.NoError(t, err)
 		for _, v := range g.Values {
 			if v.Kind == graph.Weight && len(v.Shape) == 2 {
@@ -253,7 +253,7 @@ func TestSynthetic(t *testing.T) {
 // gate/up each one grouped launch.
 func TestPlan(t *testing.T) {
 	m := load(t, filepath.Join(testdata, "qwen3-tied-11"))
-	g, err := m.Graph("forward", 1, lm.WantLast)
+	g, err := m.Graph("forward", 1, lm.WantLast, models.Options{})
 	require.NoError(t, err)
 	_, rep, err := planner.Plan(g, planner.DefaultOptions())
 	require.NoError(t, err)

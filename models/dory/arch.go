@@ -1,0 +1,166 @@
+package dory
+
+import (
+	"fmt"
+	"strings"
+
+	"gorgonia.org/tensor"
+
+	"github.com/reel-runtime/reel/capture"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/planner"
+)
+
+func init() {
+	synthetic := func(c func() Config) func(graph.DType, uint64) (models.Model, error) {
+		return func(dt graph.DType, seed uint64) (models.Model, error) { return Synthetic(c(), dt, seed) }
+	}
+	shapes := func(c func() Config) func() (models.Model, error) {
+		return func() (models.Model, error) {
+			cfg := c()
+			if err := cfg.Validate(); err != nil {
+				return nil, err
+			}
+			return &Model{Config: cfg}, nil
+		}
+	}
+	models.Register(models.Arch{
+		Name:          "dory",
+		ModelTypes:    []string{"dory"},
+		Architectures: []string{"DoryForCausalLM"},
+		Load:          func(dir string) (models.Model, error) { return Load(dir) },
+		Synthetic:     map[string]func(graph.DType, uint64) (models.Model, error){"dory-4b": synthetic(Released), "dory-h512": synthetic(SmallBench)},
+		Shapes:        map[string]func() (models.Model, error){"dory-4b": shapes(Released), "dory-h512": shapes(SmallBench)},
+		Params: []models.Param{
+			{Name: "loops", Usage: "dory: recurrent loops per token (0: the checkpoint's)"},
+			{Name: "kv", Usage: "dory: override the KV cache mode: per_loop or last_loop"},
+			{Name: "gate", Usage: "dory: early-exit gate: none, conf:THRESHOLD or recon (needs last_loop)"},
+			{Name: "prompt-loops", Usage: "dory: loops of chunks whose logits nobody reads, on last_loop (0: all)"},
+		},
+	})
+}
+
+// params reads Dory's own options from o: the loops (0: the config's) and
+// the session options they set.
+func (m *Model) params(o models.Options) (loops int, opts Options, err error) {
+	if err := o.CheckParams("dory", "loops", "kv", "gate", "prompt-loops"); err != nil {
+		return 0, opts, err
+	}
+	if loops, err = o.Int("loops", 0); err != nil {
+		return 0, opts, err
+	}
+	if loops == 0 {
+		loops = m.Config.Loops
+	}
+	if loops < 1 || loops > MaxLoops {
+		return 0, opts, fmt.Errorf("--loops %d: want 1 to %d", loops, MaxLoops)
+	}
+	so := o.SessionOptions
+	opts = Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Chunk: so.Chunk, Capacity: so.Capacity, ReuseLogits: so.ReuseLogits}
+	if opts.PromptLoops, err = o.Int("prompt-loops", 0); err != nil {
+		return 0, opts, err
+	}
+	if opts.PromptLoops < 0 {
+		return 0, opts, fmt.Errorf("--prompt-loops %d is negative", opts.PromptLoops)
+	}
+	if v := o.Params["kv"]; v != "" {
+		mode, err := ParseKVMode(v)
+		if err != nil {
+			return 0, opts, fmt.Errorf("--kv: %w", err)
+		}
+		opts.KV = &mode
+	}
+	if opts.Gate, err = ParseGate(o.Params["gate"]); err != nil {
+		return 0, opts, fmt.Errorf("--gate: %w", err)
+	}
+	return loops, opts, nil
+}
+
+// Arch names the architecture.
+func (m *Model) Arch() string { return "dory" }
+
+// Vocab is the length of a row of logits.
+func (m *Model) Vocab() int { return m.Config.Vocab }
+
+// ByteTokens says whether token ids are byte values.
+func (m *Model) ByteTokens() bool { return m.ByteLevel }
+
+// Stages names the stages a dump shows, the plain forward first.
+func (m *Model) Stages() []string { return stageNames[:] }
+
+// Graph builds a stage's graph with the loops of o (0: the config's).
+func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*graph.Graph, error) {
+	loops, opts, err := m.params(o)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseStage(stage)
+	if err != nil {
+		return nil, err
+	}
+	c := m.Config
+	if opts.KV != nil {
+		c.KV = *opts.KV
+	}
+	var dt func(string) graph.DType
+	if m.tensors != nil {
+		dt = m.MatrixDType
+	}
+	return BuildStage(&c, Key{Stage: st, Loops: loops, Want: want, Rows: rows}, dt)
+}
+
+// NewSession starts a session whose forwards run the loops of o's params.
+func (m *Model) NewSession(o models.Options) (models.Session, error) {
+	if m.tensors == nil {
+		return nil, fmt.Errorf("dory: a model of shapes only has no weights to run")
+	}
+	loops, opts, err := m.params(o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewSession(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &looped{Session: s, loops: loops}, nil
+}
+
+// looped is a Session whose forwards run a fixed number of loops: the
+// session as the commands drive it.
+type looped struct {
+	*Session
+	loops int
+}
+
+// Forward runs ids through the session's loops.
+func (l *looped) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error) {
+	return l.Session.Forward(ids, pos0, l.loops, want)
+}
+
+func (l *looped) key(rows int, want lm.Want) Key {
+	return Key{Stage: All, Loops: l.loops, Want: want, Rows: rows}
+}
+
+// ForwardPlan gives the plan of a forward chunk of rows.
+func (l *looped) ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool) {
+	return l.Planned(l.key(rows, want))
+}
+
+// ForwardProfile times the launches of a forward chunk's plan.
+func (l *looped) ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error) {
+	return l.Profile(l.key(rows, want))
+}
+
+// Report gives the loops and KV mode, and the gate's decisions.
+func (l *looped) Report() []string {
+	out := []string{fmt.Sprintf("loops        %d, kv %s", l.loops, l.c.KV)}
+	if l.GateTokens > 0 {
+		out = append(out, fmt.Sprintf("gate         %d of %d tokens took one pass", l.GateOne, l.GateTokens))
+	}
+	return out
+}
+
+// byteTokenizer says whether a config's tokenizer field names byte tokens.
+func byteTokenizer(name string) bool { return strings.HasPrefix(name, "bytes") }

@@ -1,0 +1,105 @@
+package qwen4
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/capture"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/planner"
+)
+
+// BenchShapeName names BenchShape among the synthetic shapes.
+const BenchShapeName = "qwen4-12l"
+
+func init() {
+	models.Register(models.Arch{
+		Name:          "qwen4",
+		ModelTypes:    []string{"qwen4_exp", "qwen4_exp_text"},
+		Architectures: []string{"Qwen4ExpForCausalLM"},
+		Load:          func(dir string) (models.Model, error) { return Load(dir) },
+		Synthetic: map[string]func(graph.DType, uint64) (models.Model, error){
+			BenchShapeName: func(dt graph.DType, seed uint64) (models.Model, error) { return Synthetic(BenchShape(), dt, seed) },
+		},
+		Shapes: map[string]func() (models.Model, error){
+			BenchShapeName: func() (models.Model, error) { return Shapes(BenchShape(), graph.BF16) },
+		},
+		Params: []models.Param{{Name: "mtp", Usage: "qwen4: run the MTP draft head when the checkpoint has one: on or off"}},
+	})
+}
+
+// Arch names the architecture.
+func (m *Model) Arch() string { return "qwen4" }
+
+// Vocab is the length of a row of logits.
+func (m *Model) Vocab() int { return m.Config.Vocab }
+
+// Stages names the graphs a dump shows: the forward, the MTP head's draft
+// and a speculation window's settle.
+func (m *Model) Stages() []string { return []string{"forward", "draft", "settle"} }
+
+// Graph builds a stage's graph: settle over rows rows of a window of as
+// many rows.
+func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*graph.Graph, error) {
+	if err := o.CheckParams("qwen4", "mtp"); err != nil {
+		return nil, err
+	}
+	c := m.Config
+	switch stage {
+	case "forward", "all":
+		return Build(&c, Key{Stage: Forward, Want: want, Rows: rows}, m)
+	case "draft":
+		if !m.HasMTP {
+			return nil, fmt.Errorf("qwen4: the checkpoint has no MTP head (no mtp.* tensors)")
+		}
+		return Build(&c, Key{Stage: Draft, Want: want, Rows: rows}, m)
+	case "settle":
+		return Build(&c, Key{Stage: Settle, Want: lm.WantNone, Rows: rows, TapeRows: rows}, m)
+	}
+	return nil, fmt.Errorf("qwen4: unknown stage %q: want forward, draft or settle", stage)
+}
+
+// NewSession starts a session; the MTP head runs unless o's mtp param is
+// off.
+func (m *Model) NewSession(o models.Options) (models.Session, error) {
+	if err := o.CheckParams("qwen4", "mtp"); err != nil {
+		return nil, err
+	}
+	noMTP := false
+	switch o.Params["mtp"] {
+	case "", "on":
+	case "off":
+		noMTP = true
+	default:
+		return nil, fmt.Errorf("--mtp %q: want on or off", o.Params["mtp"])
+	}
+	so := o.SessionOptions
+	s, err := NewSession(m, Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Chunk: so.Chunk,
+		Capacity: so.Capacity, ReuseLogits: so.ReuseLogits, NoMTP: noMTP})
+	if err != nil {
+		return nil, err
+	}
+	return &commanded{s}, nil
+}
+
+// commanded is a Session as the commands drive it: its forward's plan and
+// its drafts under the names the models package gives them.
+type commanded struct{ *Session }
+
+func (s *commanded) key(rows int, want lm.Want) Key {
+	return Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.MTP()}
+}
+
+// ForwardPlan gives the plan of a forward chunk of rows.
+func (s *commanded) ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool) {
+	return s.Planned(s.key(rows, want))
+}
+
+// ForwardProfile times the launches of a forward chunk's plan.
+func (s *commanded) ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error) {
+	return s.core.Profile(s.key(rows, want))
+}
+
+// CanDraft says whether the session runs the MTP head.
+func (s *commanded) CanDraft() bool { return s.MTP() }
