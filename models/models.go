@@ -48,6 +48,9 @@ type Arch struct {
 	// Shapes makes the same models with weights of no values (their
 	// graphs, for dumps, without making gigabytes), by shape name.
 	Shapes map[string]func() (Model, error)
+	// InfoFields are config.json fields of its own that reel info shows
+	// (beside the sizes every decoder has).
+	InfoFields []string
 	// Params are the options of its sessions that are its own (Dory's
 	// loops, say), which the commands offer as flags.
 	Params []Param

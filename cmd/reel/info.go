@@ -16,26 +16,20 @@ import (
 	"text/tabwriter"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/weights"
 )
 
 // infoConfigKeys are the config.json fields reel info shows, in order, when
-// present: the shape of the model first, then what the two architectures add.
-func infoConfigKeys() []string {
-	return []string{
+// present: the shape every decoder has, then the fields of the
+// checkpoint's architecture (models.Arch.InfoFields).
+func infoConfigKeys(a models.Arch) []string {
+	return append([]string{
 		"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-		"num_attention_heads", "num_key_value_heads", "head_dim", "attention_head_dim",
+		"num_attention_heads", "num_key_value_heads", "head_dim",
 		"max_position_embeddings", "tie_word_embeddings", "torch_dtype", "dtype",
-		"rope_theta", "rope_theta_2", "partial_rotary_factor",
-		"rope_parameters.rope_theta", "rope_parameters.partial_rotary_factor",
-		// Dory
-		"hybrid_layer_pattern", "n_input_layers", "n_recurrent_layers", "n_output_layers",
-		"n_recurrent_loops", "recurrent_kv_cache_mode", "swa_window_size",
-		// Qwen4-Exp
-		"layer_types", "hc_count", "num_experts", "num_experts_per_tok",
-		"moe_intermediate_size", "shared_expert_intermediate_size",
-		"linear_num_key_heads", "linear_num_value_heads", "ple_layer_ids",
-	}
+		"rope_theta", "rope_scaling", "rope_parameters",
+	}, a.InfoFields...)
 }
 
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -138,8 +132,14 @@ func writeConfigSummary(w io.Writer, cfg *weights.Config) error {
 	if len(archs) > 0 {
 		fmt.Fprintf(w, "architectures\t%s\n", strings.Join(archs, ", "))
 	}
+	a, ok := models.Lookup(typ, archs...)
+	if ok {
+		fmt.Fprintf(w, "runs as\t%s\n", a.Name)
+	} else {
+		fmt.Fprintf(w, "runs as\tnothing: Reel has no architecture for it (it knows %s)\n", strings.Join(models.ModelTypes(), ", "))
+	}
 	fmt.Fprintf(w, "config\t%s\n", cfg.Path())
-	for _, k := range infoConfigKeys() {
+	for _, k := range infoConfigKeys(a) {
 		if raw := cfg.Raw(k); raw != nil {
 			fmt.Fprintf(w, "  %s\t%s\n", k, describeJSON(raw))
 		}

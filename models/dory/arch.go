@@ -33,6 +33,8 @@ func init() {
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
 		Synthetic:     map[string]func(graph.DType, uint64) (models.Model, error){"dory-4b": synthetic(Released), "dory-h512": synthetic(SmallBench)},
 		Shapes:        map[string]func() (models.Model, error){"dory-4b": shapes(Released), "dory-h512": shapes(SmallBench)},
+		InfoFields: []string{"attention_head_dim", "rope_theta_2", "partial_rotary_factor", "hybrid_layer_pattern", "n_input_layers",
+			"n_recurrent_layers", "n_output_layers", "n_recurrent_loops", "recurrent_kv_cache_mode", "swa_window_size"},
 		Params: []models.Param{
 			{Name: "loops", Usage: "dory: recurrent loops per token (0: the checkpoint's)"},
 			{Name: "kv", Usage: "dory: override the KV cache mode: per_loop or last_loop"},

@@ -25,6 +25,8 @@ func init() {
 		Shapes: map[string]func() (models.Model, error){
 			BenchShapeName: func() (models.Model, error) { return Shapes(BenchShape(), graph.BF16) },
 		},
+		InfoFields: []string{"layer_types", "hc_count", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+			"shared_expert_intermediate_size", "linear_num_key_heads", "linear_num_value_heads", "ple_layer_ids"},
 		Params: []models.Param{{Name: "mtp", Usage: "qwen4: run the MTP draft head when the checkpoint has one: on or off"}},
 	})
 }
