@@ -131,6 +131,10 @@ __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x));
 
 #define NEG_INF __int_as_float(0xff800000u)
 
+// GRID_STRIDE loops i over [0, n) across the grid, in 64-bit indices.
+#define GRID_STRIDE(i, n) \
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
 // prefetch_l2 asks for the cache line of p in L2. It reads nothing into the
 // thread, so it is safe before pdl_entry: a kernel prefetches what it will
 // read first (its weights, above all) while the previous kernel finishes,

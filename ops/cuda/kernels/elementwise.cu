@@ -2,9 +2,6 @@
 // swiglu, embedding gather, argmax, KV row writes and the f32 -> 16-bit
 // conversion that feeds cuBLAS. Loops are grid-stride over 64-bit indices.
 
-#define GRID_STRIDE(i, n) \
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
-
 #define OP_ADD 0
 #define OP_SUB 1
 #define OP_MUL 2
