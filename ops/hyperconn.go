@@ -6,7 +6,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 )
 
-// Qwen4's gated residual (hyper-connection) streams: the hidden state is kept
+// Gated residual (hyper-connection) streams: the hidden state is kept
 // as C copies side by side, X[T, C·H] (stream c = columns [cH, (c+1)H)). A
 // gated residual before a block computes, from Xn = rmsnorm1p(X; hc_norm,
 // group H):
@@ -84,7 +84,7 @@ var OpHCExpand = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwRows("x", in[0], -1); err != nil {
+		if err := checkRows("x", in[0], -1); err != nil {
 			return graph.Signature{}, err
 		}
 		return one(graph.F32, graph.Shape{in[0].Shape[0], c * in[0].Shape[1]}), nil
@@ -98,7 +98,7 @@ func HCExpand(b *graph.Builder, x *graph.Value, streams int) *graph.Value {
 
 // hcStreams checks a hyper-state [T, C·H] and gives H.
 func hcStreams(what string, x *graph.Value, c int) (int, error) {
-	if err := qwRows(what, x, -1); err != nil {
+	if err := checkRows(what, x, -1); err != nil {
 		return 0, err
 	}
 	if x.Shape[1]%c != 0 || x.Shape[1] == 0 {
@@ -149,13 +149,13 @@ var OpHCInject = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwRows("y", in[1], h); err != nil {
+		if err := checkRows("y", in[1], h); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (x is %s)", err, in[0])
 		}
-		if err := qwRows("l", in[2], c); err != nil {
+		if err := checkRows("l", in[2], c); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwSameRows(in...); err != nil {
+		if err := sameRows(in...); err != nil {
 			return graph.Signature{}, err
 		}
 		return one(graph.F32, in[0].Shape), nil

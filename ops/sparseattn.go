@@ -59,7 +59,7 @@ var OpQSABlockKeys = &Def{
 			return graph.Signature{}, fmt.Errorf("qsa_block_keys: block %d must be positive", at.Block)
 		}
 		kraw := in[0]
-		if err := qwRows("kraw", kraw, -1); err != nil {
+		if err := checkRows("kraw", kraw, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		d := kraw.Shape[1]
@@ -69,13 +69,13 @@ var OpQSABlockKeys = &Def{
 		if _, err := OpRope.Rule(at.Rope, []*graph.Value{kraw, in[4]}); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwVector("w", in[1], d); err != nil {
+		if err := checkVector("w", in[1], d); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwState("slot", in[2], graph.F32, -1, d); err != nil {
+		if err := checkState("slot", in[2], graph.F32, -1, d); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwState("keys", in[3], graph.F32, -1, d); err != nil {
+		if err := checkState("keys", in[3], graph.F32, -1, d); err != nil {
 			return graph.Signature{}, err
 		}
 		return graph.Signature{Writes: []int{2, 3}}, nil
@@ -111,17 +111,17 @@ var OpQSASelect = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwPositive("qsa_select", "heads", at.Heads, "block", at.Block, "keep", at.Keep); err != nil {
+		if err := checkPositive("qsa_select", "heads", at.Heads, "block", at.Block, "keep", at.Keep); err != nil {
 			return graph.Signature{}, err
 		}
 		qi, keys := in[0], in[1]
-		if err := qwRows("qi", qi, -1); err != nil {
+		if err := checkRows("qi", qi, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		if qi.Shape[1]%at.Heads != 0 || qi.Shape[1] == 0 {
 			return graph.Signature{}, fmt.Errorf("qi %s does not hold %d heads", qi, at.Heads)
 		}
-		if err := qwState("keys", keys, graph.F32, -1, qi.Shape[1]/at.Heads); err != nil {
+		if err := checkState("keys", keys, graph.F32, -1, qi.Shape[1]/at.Heads); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (qi is %s)", err, qi)
 		}
 		if err := checkCall(in[2]); err != nil {
@@ -159,18 +159,18 @@ var OpQSAAttention = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwPositive("qsa_attention", "heads", at.Heads, "kv heads", at.KVHeads, "head dim", at.HeadDim, "block", at.Block); err != nil {
+		if err := checkPositive("qsa_attention", "heads", at.Heads, "kv heads", at.KVHeads, "head dim", at.HeadDim, "block", at.Block); err != nil {
 			return graph.Signature{}, err
 		}
 		if at.Heads%at.KVHeads != 0 {
 			return graph.Signature{}, fmt.Errorf("qsa_attention: %d heads are not a multiple of %d kv heads", at.Heads, at.KVHeads)
 		}
 		q, k, v, sel := in[0], in[1], in[2], in[3]
-		if err := qwRows("q", q, at.Heads*at.HeadDim); err != nil {
+		if err := checkRows("q", q, at.Heads*at.HeadDim); err != nil {
 			return graph.Signature{}, err
 		}
 		for i, s := range []*graph.Value{k, v} {
-			if err := qwState([]string{"k", "v"}[i], s, graph.F32, -1, at.KVHeads*at.HeadDim); err != nil {
+			if err := checkState([]string{"k", "v"}[i], s, graph.F32, -1, at.KVHeads*at.HeadDim); err != nil {
 				return graph.Signature{}, err
 			}
 		}

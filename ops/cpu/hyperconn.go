@@ -7,7 +7,7 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Kernels of Qwen4's gated residual streams: rmsnorm1p, hc_expand, hc_mix,
+// Kernels of the gated residual streams: rmsnorm1p, hc_expand, hc_mix,
 // hc_inject and reshape. Each reads a row's elements before writing them, so
 // running in place (output = input 0) is correct.
 
@@ -26,7 +26,7 @@ func rmsnorm1pKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 	if wn != g && wn != last {
 		return nil, fmt.Errorf("w has %d elements, want %d or %d", wn, g, last)
 	}
-	w, err := qwVecOf("w", in[1], wn)
+	w, err := weightVecOf("w", in[1], wn)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func rmsnorm1pKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 			xs, ys := x[r*last:(r+1)*last], y[r*last:(r+1)*last]
 			for o := 0; o < last; o += g {
 				wo := o % wn
-				qwRMS1p(ys[o:o+g], xs[o:o+g], ws[wo:wo+g], eps)
+				rmsNorm1p(ys[o:o+g], xs[o:o+g], ws[wo:wo+g], eps)
 			}
 		})
 		return nil
@@ -94,7 +94,7 @@ func hcMixKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error
 	if err != nil {
 		return nil, err
 	}
-	v, err := qwF32s([]string{"xn", "g", "output"}, []*Buffer{in[0], in[1], out[0]}, rows*c*h, rows*c*h, rows*h)
+	v, err := f32Bufs([]string{"xn", "g", "output"}, []*Buffer{in[0], in[1], out[0]}, rows*c*h, rows*c*h, rows*h)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func hcInjectKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, er
 	if err != nil {
 		return nil, err
 	}
-	v, err := qwF32s([]string{"x", "y", "l", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*c*h, rows*h, rows*c, rows*c*h)
+	v, err := f32Bufs([]string{"x", "y", "l", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*c*h, rows*h, rows*c, rows*c*h)
 	if err != nil {
 		return nil, err
 	}
@@ -156,5 +156,5 @@ func reshapeKernel(_ *Backend, _ *graph.Node, in, out []*Buffer) (ops.Step, erro
 	}), nil
 }
 
-// qwSigmoid32 is sigmoid in float64, rounded to f32.
-func qwSigmoid32(x float32) float32 { return float32(sigmoid64(float64(x))) }
+// sigmoid32 is sigmoid in float64, rounded to f32.
+func sigmoid32(x float32) float32 { return float32(sigmoid64(float64(x))) }

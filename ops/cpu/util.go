@@ -8,10 +8,11 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Helpers shared by the Qwen4 kernels (files qwen_*.go).
+// Helpers shared by the family kernels (deltanet, hyperconn, moe, ngram,
+// sparseattn).
 
-// qwAct gives the float64 function of an activation.
-func qwAct(a ops.Activation) (func(float64) float64, error) {
+// activationFunc gives the float64 function of an activation.
+func activationFunc(a ops.Activation) (func(float64) float64, error) {
 	switch a {
 	case ops.ActIdentity:
 		return func(x float64) float64 { return x }, nil
@@ -23,34 +24,34 @@ func qwAct(a ops.Activation) (func(float64) float64, error) {
 	return nil, fmt.Errorf("unknown activation %q", a)
 }
 
-// qwVec is a weight vector of n elements (f32, bf16 or f16). Its values are
+// weightVec is a weight vector of n elements (f32, bf16 or f16). Its values are
 // decoded when a step runs, never at bind time, so a weight written after
 // binding is read as it is then.
-type qwVec struct{ m matrix }
+type weightVec struct{ m matrix }
 
-func qwVecOf(what string, b *Buffer, n int) (qwVec, error) {
+func weightVecOf(what string, b *Buffer, n int) (weightVec, error) {
 	m, err := matrixOf(what, b, 1, n)
-	return qwVec{m}, err
+	return weightVec{m}, err
 }
 
 // values gives the vector as f32: the weight's own memory for f32 (not to be
 // written), else decoded into scratch of n elements.
-func (v qwVec) values(scratch []float32) []float32 { return v.m.block(0, 1, scratch) }
+func (v weightVec) values(scratch []float32) []float32 { return v.m.block(0, 1, scratch) }
 
-// qwMatrixValues decodes (or views) a whole matrix into scratch.
-func qwMatrixValues(m matrix, scratch []float32) []float32 { return m.block(0, m.rows, scratch) }
+// matrixValues decodes (or views) a whole matrix into scratch.
+func matrixValues(m matrix, scratch []float32) []float32 { return m.block(0, m.rows, scratch) }
 
-// qwI32s gives the i32 elements of a buffer, or an error naming it.
-func qwI32s(what string, b *Buffer) ([]int32, error) {
+// i32Buf gives the i32 elements of a buffer, or an error naming it.
+func i32Buf(what string, b *Buffer) ([]int32, error) {
 	if b.dt != graph.I32 || len(b.I32) != b.n {
 		return nil, fmt.Errorf("%s is a %s buffer of %d elements, want i32", what, b.dt, b.n)
 	}
 	return b.I32, nil
 }
 
-// qwF32s gives the f32 elements of several buffers with the lengths wanted
+// f32Bufs gives the f32 elements of several buffers with the lengths wanted
 // (a negative length: any).
-func qwF32s(names []string, bs []*Buffer, lens ...int) ([][]float32, error) {
+func f32Bufs(names []string, bs []*Buffer, lens ...int) ([][]float32, error) {
 	out := make([][]float32, len(bs))
 	for i, b := range bs {
 		x, err := f32s(names[i], b)
@@ -65,15 +66,15 @@ func qwF32s(names []string, bs []*Buffer, lens ...int) ([][]float32, error) {
 	return out, nil
 }
 
-// qwRMS1p writes y = x / sqrt(mean x² + eps) ⊙ (1 + w) for one run (y may be x).
-func qwRMS1p(y, x, w []float32, eps float64) {
+// rmsNorm1p writes y = x / sqrt(mean x² + eps) ⊙ (1 + w) for one run (y may be x).
+func rmsNorm1p(y, x, w []float32, eps float64) {
 	inv := 1 / math.Sqrt(sumSquares(x)/float64(len(x))+eps)
 	for i, v := range x {
 		y[i] = float32(float64(v) * inv * (1 + float64(w[i])))
 	}
 }
 
-// qwZeroRows clears rows [from, rows) of a row-major matrix of width w.
-func qwZeroRows(y []float32, from, w int) {
+// zeroRows clears rows [from, rows) of a row-major matrix of width w.
+func zeroRows(y []float32, from, w int) {
 	clear(y[from*w:])
 }

@@ -461,7 +461,7 @@ func kernelErr(w [errRecWords]int32) error {
 	case 6:
 		return errors.New("kv_write: the slot has no rows")
 	}
-	for _, f := range qwenKernelErrs {
+	for _, f := range familyKernelErrs {
 		if err := f(w); err != nil {
 			return err
 		}

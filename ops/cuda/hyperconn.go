@@ -8,9 +8,9 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Binders of Qwen4-Exp's gated residual streams (ops/qwen_hc.go) and their
+// Binders of the gated residual streams (ops/hyperconn.go) and their
 // norm: rmsnorm1p, hc_expand, hc_mix, hc_inject and reshape. The kernels are
-// in kernels/qwen_hc.cu; reshape is a device copy (nothing in place).
+// in kernels/hyperconn.cu; reshape is a device copy (nothing in place).
 
 // hcBinders are the binders of the gated residual (hyper-connection) ops, by op name.
 var hcBinders = map[string]binder{
@@ -21,7 +21,7 @@ var hcBinders = map[string]binder{
 	"reshape":   bindReshape,
 }
 
-// hcKernels are the kernels of kernels/qwen_hc.cu the binders launch.
+// hcKernels are the kernels of kernels/hyperconn.cu the binders launch.
 var hcKernels = []string{
 	"hc_rmsnorm1p", "hc_rmsnorm1p_wide", "hc_rmsnorm1p_long",
 	"hc_expand", "hc_mix", "hc_inject",

@@ -22,7 +22,7 @@ var kernelNames = append([]string{
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
 	"matmul_tiled",
-}, append(mvKernelNames(), qwenKernelNames()...)...)
+}, append(mvKernelNames(), familyKernelNames()...)...)
 
 // kernelSet is the loaded module's kernels, by name.
 type kernelSet struct {

@@ -16,7 +16,7 @@ import (
 type binder func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 
 // binders is every op this backend runs, by op name; built at start-up
-// (qwen.go adds the Qwen4-Exp groups), never changed after.
+// (families.go adds the op families'), never changed after.
 var binders = map[string]binder{
 	"embed":             bindEmbed,
 	"matmul":            bindMatMul,

@@ -1,6 +1,6 @@
 package optest
 
-// qwenCases are the cases of the ops Qwen4-Exp adds (ops/qwen*.go); their
-// author fills this list, with references beside them in this package
-// (qwen_cases.go).
-func qwenCases() []Case { return qwenOpCases() }
+// familyCases are the cases of the op families (ops/deltanet.go,
+// hyperconn.go, moe.go, ngram.go, sparseattn.go), with references beside
+// them in this package (families_cases.go).
+func familyCases() []Case { return familyOpCases() }

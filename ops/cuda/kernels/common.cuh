@@ -52,7 +52,7 @@ __device__ __forceinline__ float load_w(const void* w, int wt, long long i) {
 }
 
 // report5 records the first error of a run: code and up to five values
-// (the record has 8 words; the Go side, kernelErr and the Qwen groups'
+// (the record has 8 words; the Go side, kernelErr and the op families'
 // functions, words them by code).
 __device__ __forceinline__ void report5(int* err, int code, int a, int b, int c, int d, int e) {
 	if (atomicCAS(err, 0, code) == 0) {

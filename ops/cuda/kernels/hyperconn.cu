@@ -1,4 +1,4 @@
-// Qwen4-Exp's gated residual streams (ops/qwen_hc.go): rmsnorm1p (the RMS
+// Gated residual streams (ops/hyperconn.go): rmsnorm1p (the RMS
 // norm whose weights are offsets from one), hc_expand, hc_mix and hc_inject
 // over the hyper-state X[T, C·H] (stream c = columns [cH, (c+1)H)). reshape
 // is a device copy on the Go side and has no kernel. Sums of squares and the

@@ -1,4 +1,4 @@
-// QSA sparse attention of Qwen4-Exp (ops/qwen_qsa.go): qsa_block_keys (the
+// QSA sparse attention (ops/sparseattn.go): qsa_block_keys (the
 // indexer's block keys and its raw key slot), qsa_select (block scores and
 // their top-k: qsa_scores then qsa_topk), qsa_attention (GQA attention over
 // the selected key blocks and the trailing keys) and gate_merge.
@@ -8,7 +8,7 @@
 // every reduction runs in a fixed order, so a result is the same on every
 // run.
 
-// Error codes of this file (60..69); the Go side (qwen_qsa.go, qsaKernelErr)
+// Error codes of this file (60..69); the Go side (sparseattn.go, qsaKernelErr)
 // words them.
 #define QSA_ERR_SLOT_CAPACITY 60 // qsa_block_keys: a = last position, b = slot rows
 #define QSA_ERR_KEYS_CAPACITY 61 // qsa_block_keys: a = block, b = block key rows
