@@ -19,7 +19,7 @@ import (
 // for a bucket of rows serves a shorter call.
 var familyDefs = []*Def{
 	// gated residual (hyper-connection) streams
-	OpRMSNorm1p, OpHCExpand, OpHCMix, OpHCInject, OpReshape,
+	OpHCExpand, OpHCMix, OpHCInject, OpReshape,
 	// Gated DeltaNet
 	OpSplit, OpCausalConv, OpGDNPrep, OpGDNGates, OpGDNScan, OpGatedRMSNorm,
 	// QSA sparse attention

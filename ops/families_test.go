@@ -24,7 +24,6 @@ func TestFamilyDefs(t *testing.T) {
 
 // familyTypicalAttrs are attributes each family op accepts, for the fuzz test.
 var familyTypicalAttrs = map[string]any{
-	"rmsnorm1p":      NormAttrs{Group: 4, Eps: 1e-6},
 	"hc_expand":      StreamAttrs{Streams: 2},
 	"hc_mix":         StreamAttrs{Streams: 2},
 	"hc_inject":      StreamAttrs{Streams: 2},
@@ -102,9 +101,12 @@ func TestFamilyRuleErrors(t *testing.T) {
 		{"hc_mix streams", func(b *graph.Builder) {
 			HCMix(b, b.Input("xn", graph.F32, 2, 9), b.Input("g", graph.F32, 2, 9), 2)
 		}, []string{"xn:f32[2 9]", "2 streams"}},
-		{"rmsnorm1p weight", func(b *graph.Builder) {
-			RMSNorm1p(b, b.Input("x", graph.F32, 3, 8), b.Weight("w", graph.F32, 3), 4, 1e-6)
+		{"rmsnorm weight", func(b *graph.Builder) {
+			RMSNorm(b, b.Input("x", graph.F32, 3, 8), b.Weight("w", graph.F32, 3), 4, 1e-6)
 		}, []string{"x:f32[3 8]", "w:f32[3]", "[4]", "[8]"}},
+		{"rmsnorm weight type", func(b *graph.Builder) {
+			RMSNorm(b, b.Input("x", graph.F32, 3, 8), b.Weight("w", graph.I32, 8), 4, 1e-6)
+		}, []string{"w:i32[8]", "not a weight type"}},
 		{"causal_conv ring", func(b *graph.Builder) {
 			CausalConv(b, b.Input("x", graph.F32, 2, 5), b.Weight("w", graph.BF16, 5, 1, 4), b.State("ring", graph.F32, 2, 5), Call(b), ConvAttrs{Dilation: 1})
 		}, []string{"causal_conv", "ring:f32[2 5]", "w:bf16[5 1 4]", "[3 5]"}},

@@ -10,9 +10,9 @@ import (
 // PLE, the hashed n-gram side input of a layer (X the hyper-state [T, C·H]):
 //
 //	e  = ngram_embed(ple_hash(ids, hist, call), shards...)
-//	kn = rmsnorm1p(e·W_keyᵀ, norm_key; H); qn = rmsnorm1p(X, norm_query; H)
+//	kn = rmsnorm(e·W_keyᵀ, norm_key; H); qn = rmsnorm(X, norm_query; H)
 //	gv = ple_gate(kn, qn, e·W_valueᵀ)
-//	X  = X + gv + causal_conv(rmsnorm1p(gv, norm_conv; H), conv, ring, call; dilation ngram_size, silu)
+//	X  = X + gv + causal_conv(rmsnorm(gv, norm_conv; H), conv, ring, call; dilation ngram_size, silu)
 
 // PLEHashAttrs are the attributes of ple_hash: the layer's hash constants,
 // which the checkpoint stores as the i64 buffers layer_multipliers,

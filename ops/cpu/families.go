@@ -3,7 +3,6 @@ package cpu
 // familyKernels are the kernels of the op families: hyper-connection streams,
 // Gated DeltaNet, sparse attention, n-gram embeddings and mixture of experts.
 var familyKernels = map[string]kernelFunc{
-	"rmsnorm1p": rmsnorm1pKernel,
 	"hc_expand": hcExpandKernel,
 	"hc_mix":    hcMixKernel,
 	"hc_inject": hcInjectKernel,

@@ -7,47 +7,9 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Kernels of the gated residual streams: rmsnorm1p, hc_expand, hc_mix,
-// hc_inject and reshape. Each reads a row's elements before writing them, so
+// Kernels of the gated residual streams: hc_expand, hc_mix, hc_inject and
+// reshape. Each reads a row's elements before writing them, so
 // running in place (output = input 0) is correct.
-
-// rmsnorm1pKernel is x / sqrt(mean x² + eps) ⊙ (1 + w) per group.
-func rmsnorm1pKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	x, y, err := xAndOutput(in[0], out[0])
-	if err != nil {
-		return nil, err
-	}
-	at, g, err := normGroup(n, x)
-	if err != nil {
-		return nil, err
-	}
-	last := n.Inputs[0].Shape.Last()
-	wn := n.Inputs[1].Shape.Elems()
-	if wn != g && wn != last {
-		return nil, fmt.Errorf("w has %d elements, want %d or %d", wn, g, last)
-	}
-	w, err := weightVecOf("w", in[1], wn)
-	if err != nil {
-		return nil, err
-	}
-	if len(y) != len(x) {
-		return nil, fmt.Errorf("x of %d elements, output of %d", len(x), len(y))
-	}
-	eps := float64(at.Eps)
-	return ops.StepFunc(func() error {
-		sp := be.borrow(wn)
-		defer be.giveBack(sp)
-		ws := w.values(*sp)
-		be.rowwise(len(x)/last, last, func(r int) {
-			xs, ys := x[r*last:(r+1)*last], y[r*last:(r+1)*last]
-			for o := 0; o < last; o += g {
-				wo := o % wn
-				rmsNorm1p(ys[o:o+g], xs[o:o+g], ws[wo:wo+g], eps)
-			}
-		})
-		return nil
-	}), nil
-}
 
 // hcDims reads the streams of an hc op and the width H of one stream from
 // its input 0 ([T, C·H]).

@@ -86,7 +86,7 @@ func qsaBlockKeysKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 			for c := range kb {
 				kb[c] = float32(mean[c] / float64(cr))
 			}
-			rmsNorm1p(kb, kb, ws, eps)
+			rmsNormRun(kb, kb, ws, eps)
 			tab.angles(b*cr, cos, sin)
 			tab.rotate(kb, kb, cos, sin)
 		}

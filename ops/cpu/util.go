@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -64,14 +63,6 @@ func f32Bufs(names []string, bs []*Buffer, lens ...int) ([][]float32, error) {
 		out[i] = x
 	}
 	return out, nil
-}
-
-// rmsNorm1p writes y = x / sqrt(mean x² + eps) ⊙ (1 + w) for one run (y may be x).
-func rmsNorm1p(y, x, w []float32, eps float64) {
-	inv := 1 / math.Sqrt(sumSquares(x)/float64(len(x))+eps)
-	for i, v := range x {
-		y[i] = float32(float64(v) * inv * (1 + float64(w[i])))
-	}
 }
 
 // zeroRows clears rows [from, rows) of a row-major matrix of width w.

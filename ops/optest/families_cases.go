@@ -20,7 +20,7 @@ import (
 func familyOpCases() []Case {
 	var cs []Case
 	for _, gen := range []func() []Case{
-		norm1pCases, hyperconnCases, splitReshapeCases, convCases, deltanetCases, blockKeyCases, selectCases, sparseAttentionCases,
+		gatedNormCases, hyperconnCases, splitReshapeCases, convCases, deltanetCases, blockKeyCases, selectCases, sparseAttentionCases,
 		ngramCases, moeCases, familyBlockCases,
 	} {
 		cs = append(cs, gen()...)
@@ -54,23 +54,6 @@ func mapLeaf(t Tensor, f func(float64) float64) Tensor {
 func epsOf(eps float32) float64 { return float64(eps) }
 
 // ---------------------------------------------------------------- references
-
-// refRMSNorm1p is x / sqrt(mean x² + eps) ⊙ (1 + w) over runs of g; w is a
-// run's length or a row's (then element i of a row takes w[i]).
-func refRMSNorm1p(x, w []float64, g int, eps float64) []float64 {
-	y := make([]float64, len(x))
-	for o := 0; o < len(x); o += g {
-		var s float64
-		for _, v := range x[o : o+g] {
-			s += v * v
-		}
-		d := math.Sqrt(s/float64(g) + eps)
-		for i := o; i < o+g; i++ {
-			y[i] = x[i] / d * (1 + w[i%len(w)])
-		}
-	}
-	return y
-}
 
 // refHCMix is (1/C) Σ_c sigmoid(g_c) xn_c.
 func refHCMix(xn, g []float64, c, h int) []float64 {
@@ -277,7 +260,7 @@ func refBlockKeys(kraw, w, slot, keys []float64, a ops.BlockKeyAttrs, pos, used 
 				mean[c] += x / float64(cr)
 			}
 		}
-		kb := refRope(refRMSNorm1p(mean, w, d, epsOf(a.Eps)), d, a.Rope, b*cr)
+		kb := refRope(refRMSNorm(mean, w, d, epsOf(a.Eps)), d, a.Rope, b*cr)
 		copy(keys2[b*d:], kb)
 	}
 	return refKVWrite(slot, kraw, d, pos, used, a.Ring), keys2
@@ -567,33 +550,9 @@ func refCombine(y, w, s, sg []float64, k, h int) []float64 {
 
 // ---------------------------------------------------------------- op cases
 
-func norm1pCases() []Case {
+func gatedNormCases() []Case {
 	var cs []Case
 	const eps = 1e-6
-	type norm struct {
-		rows, width, group, wlen int
-		dt                       graph.DType
-	}
-	for _, s := range []norm{
-		{1, 1, 0, 1, graph.F32}, {3, 65, 0, 65, graph.BF16}, {4, 132, 33, 33, graph.F32},
-		{2, 132, 33, 132, graph.F16}, {1, 64, 16, 64, graph.BF16}, {40, 1000, 250, 1000, graph.F32},
-		// a row longer than a block's registers hold (CUDA reads it twice)
-		{2, 40000, 0, 40000, graph.BF16},
-	} {
-		name := fmt.Sprintf("rmsnorm1p/%s/%dx%d/group=%d/w=%d", s.dt, s.rows, s.width, s.group, s.wlen)
-		m := newMaker(name)
-		g := s.group
-		if g == 0 {
-			g = s.width
-		}
-		cs = append(cs, Case{
-			Name:   name,
-			Inputs: []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, s.width), m.tensor("w", graph.Weight, s.dt, 0.5, s.wlen)},
-			Build:  applyAll(ops.OpRMSNorm1p, ops.NormAttrs{Group: s.group, Eps: eps}, 1),
-			Ref:    func(in [][]float64) [][]float64 { return [][]float64{refRMSNorm1p(in[0], in[1], g, epsOf(eps))} },
-			Tol:    TolF32,
-		})
-	}
 	type gated struct {
 		rows, heads, group int
 		act                ops.Activation
@@ -1288,14 +1247,14 @@ func familyBlockCases() []Case {
 			Inputs: []Tensor{m.in("x", rows, c*h), m.tensor("hc_norm", graph.Weight, graph.F32, 0.3, c*h),
 				w16(m, "down", 0.3, r, c*h), w16(m, "up", 0.5, c*h, r), w16(m, "inject", 0.3, c, c*h), w16(m, "block", 0.3, h, h)},
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-				xn := ops.RMSNorm1p(b, in[0], in[1], h, eps)
+				xn := ops.RMSNorm(b, in[0], in[1], h, eps)
 				t := ops.SiLU(b, ops.Scale(b, ops.MatMul(b, xn, in[2]), 1/float32(c)))
 				u := ops.HCMix(b, xn, ops.MatMul(b, t, in[3]), c)
 				y := ops.MatMul(b, u, in[5])
 				return []*graph.Value{ops.HCInject(b, in[0], y, ops.MatMul(b, xn, in[4]), c), u}
 			},
 			Ref: func(in [][]float64) [][]float64 {
-				xn := refRMSNorm1p(in[0], in[1], h, feps)
+				xn := refRMSNorm(in[0], in[1], h, feps)
 				t := refMap(RefMatMul(xn, c*h, in[2]), func(v float64) float64 { return refSiLU(v / float64(c)) })
 				u := refHCMix(xn, RefMatMul(t, r, in[3]), c, h)
 				y := RefMatMul(u, h, in[5])
@@ -1402,12 +1361,12 @@ func familyBlockCases() []Case {
 			u := in[0]
 			p0, n := callRows(in[13], rows)
 			qg := refSplit(RefMatMul(u, h, in[1]), nq, []int{hd, hd})
-			q := refRope(refRMSNorm1p(qg[0], in[5], hd, feps), nq*hd, rope, p0)
-			kk := refRope(refRMSNorm1p(RefMatMul(u, h, in[2]), in[6], hd, feps), nkv*hd, rope, p0)
+			q := refRope(refRMSNorm(qg[0], in[5], hd, feps), nq*hd, rope, p0)
+			kk := refRope(refRMSNorm(RefMatMul(u, h, in[2]), in[6], hd, feps), nkv*hd, rope, p0)
 			ks := refKVWrite(in[9], kk, nkv*hd, p0, n, false)
 			vs := refKVWrite(in[10], RefMatMul(u, h, in[3]), nkv*hd, p0, n, false)
 			ik := refSplit(RefMatMul(u, h, in[7]), 1, []int{ih * idim, idim})
-			qi := refRope(refRMSNorm1p(ik[0], in[8], idim, feps), ih*idim, irope, p0)
+			qi := refRope(refRMSNorm(ik[0], in[8], idim, feps), ih*idim, irope, p0)
 			slot, keys := refBlockKeys(ik[1], in[14], in[11], in[12], bk, p0, n)
 			sel, gap := refSelect(qi, keys, idim, sa, p0, n)
 			y := refSparseAttention(q, ks, vs, sel, at, p0, n)
@@ -1441,12 +1400,12 @@ func familyBlockCases() []Case {
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
 				u, c := in[0], in[13]
 				qg := ops.Split(b, ops.MatMul(b, u, in[1]), nq, hd, hd)
-				q := ops.Rope(b, ops.RMSNorm1p(b, qg[0], in[5], hd, eps), c, rope)
-				kk := ops.Rope(b, ops.RMSNorm1p(b, ops.MatMul(b, u, in[2]), in[6], hd, eps), c, rope)
+				q := ops.Rope(b, ops.RMSNorm(b, qg[0], in[5], hd, eps), c, rope)
+				kk := ops.Rope(b, ops.RMSNorm(b, ops.MatMul(b, u, in[2]), in[6], hd, eps), c, rope)
 				ops.KVWrite(b, kk, in[9], c, ops.SlotAttrs{})
 				ops.KVWrite(b, ops.MatMul(b, u, in[3]), in[10], c, ops.SlotAttrs{})
 				ik := ops.Split(b, ops.MatMul(b, u, in[7]), 1, ih*idim, idim)
-				qi := ops.Rope(b, ops.RMSNorm1p(b, ik[0], in[8], idim, eps), c, irope)
+				qi := ops.Rope(b, ops.RMSNorm(b, ik[0], in[8], idim, eps), c, irope)
 				ops.QSABlockKeys(b, ik[1], in[14], in[11], in[12], c, bk)
 				sel := ops.QSASelect(b, qi, in[12], c, sa)
 				y := ops.QSAAttention(b, q, in[9], in[10], sel, c, at)
@@ -1483,10 +1442,10 @@ func familyBlockCases() []Case {
 				x, call := in[0], in[12]
 				r := ops.PLEHash(b, in[1], in[2], call, tiny)
 				e := ops.NGramEmbed(b, r, in[3], in[4])
-				kn := ops.RMSNorm1p(b, ops.MatMul(b, e, in[5]), in[7], h, eps)
-				qn := ops.RMSNorm1p(b, x, in[8], h, eps)
+				kn := ops.RMSNorm(b, ops.MatMul(b, e, in[5]), in[7], h, eps)
+				qn := ops.RMSNorm(b, x, in[8], h, eps)
 				gv := ops.PLEGate(b, kn, qn, ops.MatMul(b, e, in[6]), c)
-				cv := ops.CausalConv(b, ops.RMSNorm1p(b, gv, in[9], h, eps), in[10], in[11], call, ops.ConvAttrs{Dilation: dil, Act: ops.ActSiLU})
+				cv := ops.CausalConv(b, ops.RMSNorm(b, gv, in[9], h, eps), in[10], in[11], call, ops.ConvAttrs{Dilation: dil, Act: ops.ActSiLU})
 				return []*graph.Value{ops.Add(b, ops.Add(b, x, gv), cv), r}
 			},
 			Ref: func(in [][]float64) [][]float64 {
@@ -1494,10 +1453,10 @@ func familyBlockCases() []Case {
 				p0, n := callRows(in[12], rows)
 				r, hist := refPLEHash(in[1], in[2], tiny, p0, n)
 				e := refNGramEmbed(r, w, in[3], in[4])
-				kn := refRMSNorm1p(RefMatMul(e, nh*w, in[5]), in[7], h, feps)
-				qn := refRMSNorm1p(x, in[8], h, feps)
+				kn := refRMSNorm(RefMatMul(e, nh*w, in[5]), in[7], h, feps)
+				qn := refRMSNorm(x, in[8], h, feps)
 				gv := refPLEGate(kn, qn, RefMatMul(e, nh*w, in[6]), c, h)
-				cv, ring := refConv(refRMSNorm1p(gv, in[9], h, feps), in[10], in[11], c*h, ck, dil, p0, n, true)
+				cv, ring := refConv(refRMSNorm(gv, in[9], h, feps), in[10], in[11], c*h, ck, dil, p0, n, true)
 				out := make([]float64, len(x))
 				for i := range out {
 					out[i] = x[i] + gv[i] + cv[i]
@@ -1519,14 +1478,14 @@ func familyBlockCases() []Case {
 				m.tensor("enorm", graph.Weight, graph.F32, 0.3, h), m.tensor("hnorm", graph.Weight, graph.F32, 0.3, c*h),
 				w16(m, "fc_embedding", 0.3, h, h), w16(m, "fc_hidden", 0.3, h, h)},
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-				e := ops.MatMul(b, ops.RMSNorm1p(b, ops.Embed(b, in[2], in[1]), in[3], 0, eps), in[5])
-				hn := ops.RMSNorm1p(b, in[0], in[4], 0, eps)
+				e := ops.MatMul(b, ops.RMSNorm(b, ops.Embed(b, in[2], in[1]), in[3], 0, eps), in[5])
+				hn := ops.RMSNorm(b, in[0], in[4], 0, eps)
 				hs := ops.Reshape(b, ops.MatMul(b, ops.Reshape(b, hn, rows*c, h), in[6]), rows, c*h)
 				return []*graph.Value{ops.Add(b, hs, ops.HCExpand(b, e, c))}
 			},
 			Ref: func(in [][]float64) [][]float64 {
-				e := RefMatMul(refRMSNorm1p(refEmbed(in[2], h, in[1]), in[3], h, feps), h, in[5])
-				hs := RefMatMul(refRMSNorm1p(in[0], in[4], c*h, feps), h, in[6])
+				e := RefMatMul(refRMSNorm(refEmbed(in[2], h, in[1]), in[3], h, feps), h, in[5])
+				hs := RefMatMul(refRMSNorm(in[0], in[4], c*h, feps), h, in[6])
 				ex := refHCExpand(e, c, h)
 				for i := range hs {
 					hs[i] += ex[i]

@@ -141,6 +141,15 @@ __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x));
 // and its loads after the wait find L2 (the point of coherence) current.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// prefetch_w asks for the L2 lines of the n weight elements of type wt from
+// element wo of w, before the wait on the previous kernel (a weight does not
+// depend on it).
+__device__ __forceinline__ void prefetch_w(const void* w, int wt, long long wo, int n) {
+	long long esz = wt == WT_F32 ? 4 : 2;
+	const char* p = (const char*)w + wo * esz;
+	for (long long b = (long long)threadIdx.x * 128; b < (long long)n * esz; b += (long long)blockDim.x * 128) prefetch_l2(p + b);
+}
+
 // pdl_entry comes first in every kernel, after at most prefetch_l2 calls:
 // under programmatic dependent launch a kernel may be scheduled while the
 // previous one on the stream still runs, so it waits for that one's

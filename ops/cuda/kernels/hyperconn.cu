@@ -1,91 +1,9 @@
-// Gated residual streams (ops/hyperconn.go): rmsnorm1p (the RMS
-// norm whose weights are offsets from one), hc_expand, hc_mix and hc_inject
-// over the hyper-state X[T, C·H] (stream c = columns [cH, (c+1)H)). reshape
-// is a device copy on the Go side and has no kernel. Sums of squares and the
-// mix's sum over streams are in f64, as the CPU reference computes them.
+// Gated residual streams (ops/hyperconn.go): hc_expand, hc_mix and
+// hc_inject over the hyper-state X[T, C·H] (stream c = columns
+// [cH, (c+1)H)); their norm is rmsnorm (norm.cu). reshape is a device copy
+// on the Go side and has no kernel. The mix's sum over streams is in f64, as
+// the CPU reference computes it.
 // No kernel reports an error (the group has no error codes, 30..39 unused).
-
-// hc_prefetch_w asks for the L2 lines of the n weight elements of type wt
-// from element wo of w (the run's scale) before the wait on the previous
-// kernel: the weight does not depend on it.
-__device__ __forceinline__ void hc_prefetch_w(const void* w, int wt, long long wo, int n) {
-	long long esz = wt == WT_F32 ? 4 : 2;
-	const char* p = (const char*)w + wo * esz;
-	for (long long b = (long long)threadIdx.x * 128; b < (long long)n * esz; b += (long long)blockDim.x * 128) prefetch_l2(p + b);
-}
-
-// hc_rms1p_woff is the offset in w of the scale of run blockIdx.x (g
-// elements) of rows of last elements: w holds wn = g values (one scale for
-// every run) or wn = last (a scale per element of the row).
-__device__ __forceinline__ long long hc_rms1p_woff(int g, int last, int wn) {
-	long long o = (long long)blockIdx.x * g;
-	return (o % last) % wn;
-}
-
-// hc_rms1p_body: one block per run of g elements (grid.x = runs, any
-// multiple of 32 threads up to 1024 with g <= R·blockDim.x). Each thread
-// keeps up to R of the run's elements in registers (index threadIdx.x +
-// k·blockDim.x), so x is read once and y may be x's buffer:
-// y = x / sqrt(Σx²/g + eps) ⊙ (1 + w[wo..wo+g)), in f64 as the CPU does.
-template <int R>
-__device__ void hc_rms1p_body(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps) {
-	__shared__ double scratch[32];
-	long long o = (long long)blockIdx.x * g;
-	long long wo = hc_rms1p_woff(g, last, wn);
-	float r[R];
-	double ss = 0;
-#pragma unroll
-	for (int k = 0; k < R; k++) {
-		int i = threadIdx.x + k * blockDim.x;
-		r[k] = i < g ? x[o + i] : 0.f;
-		ss += (double)r[k] * (double)r[k];
-	}
-	ss = block_sum_d(ss, scratch);
-	double inv = 1.0 / sqrt(ss / (double)g + (double)eps);
-#pragma unroll
-	for (int k = 0; k < R; k++) {
-		int i = threadIdx.x + k * blockDim.x;
-		if (i < g) y[o + i] = (float)((double)r[k] * inv * (1.0 + (double)load_w(w, wt, wo + i)));
-	}
-}
-
-// hc_rmsnorm1p: rmsnorm1p over runs of g <= 8·blockDim.x elements; one block
-// per run (grid.x = x's elements / g). w is of type wt with wn = g or last
-// elements.
-extern "C" __global__ void hc_rmsnorm1p(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps) {
-	hc_prefetch_w(w, wt, hc_rms1p_woff(g, last, wn), g);
-	pdl_entry();
-	hc_rms1p_body<8>(x, w, wt, y, g, last, wn, eps);
-}
-
-// hc_rmsnorm1p_wide: hc_rmsnorm1p for runs of g <= 32·blockDim.x elements.
-extern "C" __global__ void hc_rmsnorm1p_wide(const float* x, const void* w, int wt, float* y, int g, int last, int wn,
-                                             float eps) {
-	hc_prefetch_w(w, wt, hc_rms1p_woff(g, last, wn), g);
-	pdl_entry();
-	hc_rms1p_body<32>(x, w, wt, y, g, last, wn, eps);
-}
-
-// hc_rmsnorm1p_long: hc_rmsnorm1p for runs of any length (one block per run,
-// blockDim.x a multiple of 32): x is read twice, once for the sum of squares
-// and once to scale; each thread writes only the elements it read, so y may
-// be x's buffer.
-extern "C" __global__ void hc_rmsnorm1p_long(const float* x, const void* w, int wt, float* y, int g, int last, int wn,
-                                             float eps) {
-	pdl_entry();
-	__shared__ double scratch[32];
-	long long o = (long long)blockIdx.x * g;
-	long long wo = hc_rms1p_woff(g, last, wn);
-	double ss = 0;
-	for (int i = threadIdx.x; i < g; i += blockDim.x) {
-		double v = x[o + i];
-		ss += v * v;
-	}
-	ss = block_sum_d(ss, scratch);
-	double inv = 1.0 / sqrt(ss / (double)g + (double)eps);
-	for (int i = threadIdx.x; i < g; i += blockDim.x)
-		y[o + i] = (float)((double)x[o + i] * inv * (1.0 + (double)load_w(w, wt, wo + i)));
-}
 
 // hc_expand: y[T, C·H] = [x | x | ... | x] for x[T, H]. grid.x = T·chunks,
 // block b covering row b / chunks, columns (b % chunks)·blockDim.x + tid;

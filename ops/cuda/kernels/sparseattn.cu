@@ -59,7 +59,7 @@ __device__ __forceinline__ bool qsa_bk_check(const int* call, int rows, int cr, 
 // floats. Block i writes block key b = ⌊pos/cr⌋ + i when the call completes
 // it (b < ⌊(pos + used)/cr⌋): the f64 mean of its cr raw keys (from kraw
 // for positions of the call, else from the slot, ring row j mod slotCap),
-// rounded to f32, RMS-normed with 1 + w (f64, eps) and rotated at position
+// rounded to f32, RMS-normed with w (f64, eps) and rotated at position
 // b·cr (rope_head). The slot is written afterwards by qsa_block_keys_slot.
 extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int wt, const float* slot, float* keys, const int* call,
                                           int* err, const double* freq, double m, int rows, int d, int rot, int cr, float eps,
@@ -88,7 +88,7 @@ extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int 
 	}
 	ss = block_sum_d(ss, scratch);
 	double inv = 1.0 / sqrt(ss / (double)d + (double)eps);
-	for (int c = threadIdx.x; c < d; c += blockDim.x) kb[c] = (float)((double)kb[c] * inv * (1.0 + (double)load_w(w, wt, c)));
+	for (int c = threadIdx.x; c < d; c += blockDim.x) kb[c] = (float)((double)kb[c] * inv * (double)load_w(w, wt, c));
 	__syncthreads();
 	rope_head(kb, keys + b * d, (int)(b * cr), freq, m, 0, d, rot, 0, 0.f);
 }
