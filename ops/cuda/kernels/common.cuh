@@ -161,3 +161,68 @@ __device__ __forceinline__ void pdl_entry() {
 	asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+
+// ---------------------------------------------------------------- shared by several files
+
+// kv_check checks a write of the call's rows into a slot; false when the
+// write must not happen (reported, or nothing to do).
+__device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used) {
+	if (!read_call(call, rows, err, pos, used)) return false;
+	if (cap <= 0) {
+		report(err, ERR_SLOT_EMPTY, 0, 0, 0);
+		return false;
+	}
+	if (!ring && *pos + *used - 1 >= cap) {
+		report(err, ERR_KV_CAPACITY, *pos + *used - 1, cap, 0);
+		return false;
+	}
+	return true;
+}
+
+// kv_row gives the slot row that row r writes, or -1 when it writes none: a
+// padding row, or a ring row that a later row of the chunk overwrites.
+__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring) {
+	if (r >= used || (ring && r < used - cap)) return -1;
+	long long p = (long long)pos + r;
+	return ring ? p % cap : p;
+}
+
+// sumsq_d is the sum of squares of x[0..n) over the block (f64).
+__device__ double sumsq_d(const float* x, int n, double* scratch) {
+	double s = 0;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		double v = x[i];
+		s += v * v;
+	}
+	return block_sum_d(s, scratch);
+}
+
+// rope_head is one block's work on one head of hd elements: it rotates the
+// first rot dims of src by position p (NeoX half split, angles in f64 from
+// freq, cosines and sines times the attention factor m) into dst, copies
+// the rest; with norm, then l2-normalizes dst and
+// multiplies it by scale (the head's hd values, when not null). dst may be
+// src. Every thread of the block must call it (it synchronizes).
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
+                          int norm, float eps) {
+	__shared__ double scratch[32];
+	int h = rot / 2;
+	double pp = (double)p;
+	for (int j = threadIdx.x; j < h; j += blockDim.x) {
+		double s, c;
+		sincos(pp * freq[j], &s, &c);
+		float cf = (float)(m * c), sf = (float)(m * s);
+		float a = src[j], b = src[j + h];
+		dst[j] = a * cf - b * sf;
+		dst[j + h] = b * cf + a * sf;
+	}
+	for (int i = rot + threadIdx.x; i < hd; i += blockDim.x) dst[i] = src[i];
+	if (!norm) return;
+	__syncthreads();
+	double inv = 1.0 / sqrt(sumsq_d(dst, hd, scratch) + (double)eps);
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float v = (float)((double)dst[i] * inv);
+		if (scale) v *= scale[i];
+		dst[i] = v;
+	}
+}

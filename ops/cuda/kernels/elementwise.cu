@@ -110,29 +110,6 @@ extern "C" __global__ void argmax(const float* x, int* y, int n) {
 	}
 }
 
-// kv_check checks a write of the call's rows into a slot; false when the
-// write must not happen (reported, or nothing to do).
-__device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used) {
-	if (!read_call(call, rows, err, pos, used)) return false;
-	if (cap <= 0) {
-		report(err, ERR_SLOT_EMPTY, 0, 0, 0);
-		return false;
-	}
-	if (!ring && *pos + *used - 1 >= cap) {
-		report(err, ERR_KV_CAPACITY, *pos + *used - 1, cap, 0);
-		return false;
-	}
-	return true;
-}
-
-// kv_row gives the slot row that row r writes, or -1 when it writes none: a
-// padding row, or a ring row that a later row of the chunk overwrites.
-__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring) {
-	if (r >= used || (ring && r < used - cap)) return -1;
-	long long p = (long long)pos + r;
-	return ring ? p % cap : p;
-}
-
 // kv_write: one block per row of the chunk.
 extern "C" __global__ void kv_write(const float* rows, float* slot, const int* call, int* err, int t, int w, int cap, int ring) {
 	pdl_entry();

@@ -3,16 +3,6 @@
 // block per run or row (per head for rope); sums of squares in f64 as the
 // CPU reference does.
 
-// sumsq_d is the sum of squares of x[0..n) over the block (f64).
-__device__ double sumsq_d(const float* x, int n, double* scratch) {
-	double s = 0;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		double v = x[i];
-		s += v * v;
-	}
-	return block_sum_d(s, scratch);
-}
-
 // normalize_row scales y[0..n) to unit l2 norm (with eps), in place. The
 // caller's threads wrote y with the same index mapping.
 __device__ void normalize_row(float* y, int n, float eps, double* scratch) {
@@ -167,36 +157,6 @@ extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, con
 extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
 	pdl_entry();
 	rowfuse_body<32>(kind, a, b, v, y, n, eps);
-}
-
-// rope_head is one block's work on one head of hd elements: it rotates the
-// first rot dims of src by position p (NeoX half split, angles in f64 from
-// freq, cosines and sines times the attention factor m) into dst, copies
-// the rest; with norm, then l2-normalizes dst and
-// multiplies it by scale (the head's hd values, when not null). dst may be
-// src. Every thread of the block must call it (it synchronizes).
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
-                          int norm, float eps) {
-	__shared__ double scratch[32];
-	int h = rot / 2;
-	double pp = (double)p;
-	for (int j = threadIdx.x; j < h; j += blockDim.x) {
-		double s, c;
-		sincos(pp * freq[j], &s, &c);
-		float cf = (float)(m * c), sf = (float)(m * s);
-		float a = src[j], b = src[j + h];
-		dst[j] = a * cf - b * sf;
-		dst[j + h] = b * cf + a * sf;
-	}
-	for (int i = rot + threadIdx.x; i < hd; i += blockDim.x) dst[i] = src[i];
-	if (!norm) return;
-	__syncthreads();
-	double inv = 1.0 / sqrt(sumsq_d(dst, hd, scratch) + (double)eps);
-	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-		float v = (float)((double)dst[i] * inv);
-		if (scale) v *= scale[i];
-		dst[i] = v;
-	}
 }
 
 // rope: one block per (row, head): rope_head on the head at position

@@ -21,12 +21,6 @@
 // QSA_SC_PER_CTA is the blocks whose scores one qsa_scores block computes.
 #define QSA_SC_PER_CTA 64
 
-// Defined earlier in the program (elementwise.cu, norm.cu); the kernels are
-// one translation unit.
-__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring);
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
-                          int norm, float eps);
-
 // ---------------------------------------------------------------- qsa_block_keys
 
 // qsa_bk_check reads the call record and checks a qsa_block_keys run as the
