@@ -53,8 +53,11 @@ func L2Norm(b *graph.Builder, x *graph.Value, group int, eps float32) *graph.Val
 
 // OpRMSNorm is the root-mean-square norm with a learned scale.
 var OpRMSNorm = &Def{
-	Op:    "rmsnorm",
-	Doc:   "rmsnorm(x, w[Group]) = x / sqrt(mean x² + Eps) ⊙ w over each run of Group elements of the last dimension.",
+	Op: "rmsnorm",
+	Doc: "rmsnorm(x[..., N], w) = x / sqrt(mean x² + Eps) ⊙ w over each run of Group elements of the last dimension (Group 0: the " +
+		"whole row), the mean in f64. w (f32, bf16 or f16) is [Group] (one scale for every run: a per-head norm) or [N] (a scale per " +
+		"element of the row: a grouped norm that takes the RMS per run and applies a whole-row weight). A norm whose checkpoint stores " +
+		"offsets from one (1 + w) is given 1 + w, folded at load.",
 	Arity: 2, InPlace: []int{0},
 	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
 		at, err := attrsAs[NormAttrs]("rmsnorm", a)
@@ -69,17 +72,18 @@ var OpRMSNorm = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := wantF32("w", w); err != nil {
+		if err := wantWeightType("w", w); err != nil {
 			return graph.Signature{}, err
 		}
-		if len(w.Shape) != 1 || w.Shape[0] != g {
-			return graph.Signature{}, fmt.Errorf("x %s, w %s: w must be [%d]", x, w, g)
+		if len(w.Shape) != 1 || (w.Shape[0] != g && w.Shape[0] != x.Shape.Last()) {
+			return graph.Signature{}, fmt.Errorf("x %s, w %s: w must be [%d] (the group) or [%d] (the row)", x, w, g, x.Shape.Last())
 		}
 		return one(graph.F32, x.Shape), nil
 	},
 }
 
-// RMSNorm is x / sqrt(mean x² + eps) ⊙ w over runs of group elements.
+// RMSNorm is x / sqrt(mean x² + eps) ⊙ w over runs of group elements (0:
+// the whole row); w is [group] or the whole row.
 func RMSNorm(b *graph.Builder, x, w *graph.Value, group int, eps float32) *graph.Value {
 	return apply1(b, OpRMSNorm, NormAttrs{Group: group, Eps: eps}, x, w)
 }

@@ -20,7 +20,7 @@ var defs = func() map[string]*Def {
 	} {
 		m[d.Op] = d
 	}
-	for _, d := range qwenDefs {
+	for _, d := range familyDefs {
 		m[d.Op] = d
 	}
 	for _, d := range plannerDefs {

@@ -2,6 +2,7 @@ package dory
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,12 +15,16 @@ import (
 )
 
 // cudaBackend opens the CUDA backend or skips the test with the one-line
-// reason (no driver, no card).
+// reason where CUDA cannot be used (no driver, no card, no NVRTC); any
+// other error, such as kernels that do not compile, fails the test.
 func cudaBackend(t *testing.T, opts cuda.Options) *cuda.Backend {
 	t.Helper()
 	be, err := cuda.New(opts)
 	if err != nil {
-		t.Skip(err.Error())
+		if errors.Is(err, cuda.ErrUnavailable) {
+			t.Skip(err.Error())
+		}
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
 	return be

@@ -9,7 +9,7 @@
 // output back into each stream with its own gate (a gated residual, "GR"):
 //
 //	embed      X = [E[t] | ... | E[t]]
-//	GR in      Xn = rmsnorm1p(X; per H-chunk); t = silu(W_down·Xn / C)
+//	GR in      Xn = rmsnorm(X; per H-chunk); t = silu(W_down·Xn / C)
 //	           u = (1/C) Σ_c σ(W_up·t)_c ⊙ Xn_c;  s = 2σ(W_inject·Xn / C)
 //	GR out     X_c += s_c · y
 //	layer      [PLE: X += PLE(X, ids)]; y = Mixer(GR_attn in); X = GR_attn out(y)
@@ -22,8 +22,8 @@
 //	GDN   q,k,v = silu(conv_K(W_qkv·u)); q̂,k̂ = l2norm (q̂ /= √dk); g = −e^A·softplus(W_a·u + dt)
 //	      β = σ(W_b·u); per value head S ← e^g S; S ← S + k̂ (β(v − Sᵀk̂))ᵀ; o = Sᵀq̂
 //	      y = W_out · (w ⊙ rms(o) ⊙ act(W_z·u))
-//	QSA   q,gate = W_q·u; q = rope(rmsnorm1p(q)); k = rope(rmsnorm1p(W_k·u)); v = W_v·u
-//	      indexer: qI = rope(rmsnorm1p(qI)); block key = rope(rmsnorm1p(mean of raw keys))
+//	QSA   q,gate = W_q·u; q = rope(rmsnorm(q)); k = rope(rmsnorm(W_k·u)); v = W_v·u
+//	      indexer: qI = rope(rmsnorm(qI)); block key = rope(rmsnorm(mean of raw keys))
 //	      σ_b = Σ_h relu(qI_h·kb) / √d; keep the top budget/cr blocks + the trailing keys
 //	      y = W_o · (softmax(q·k/√hd over the kept keys)·v ⊙ σ(gate))
 //
@@ -35,13 +35,16 @@
 // PLE layers add hashed n-gram embeddings, gated per stream by the hidden
 // state and passed through a dilated causal conv:
 //
-//	e = concat_h Table[hash_h(t_0..t_{o−1})]; K = rmsnorm1p(W_key·e); v = W_val·e
-//	γ_c = ssqrt(K_c·rmsnorm1p(X)_c / √H); gv_c = σ(γ_c)·v
-//	X += gv + silu(conv_{K, dilation n}(rmsnorm1p(gv)))
+//	e = concat_h Table[hash_h(t_0..t_{o−1})]; K = rmsnorm(W_key·e); v = W_val·e
+//	γ_c = ssqrt(K_c·rmsnorm(X)_c / √H); gv_c = σ(γ_c)·v
+//	X += gv + silu(conv_{K, dilation n}(rmsnorm(gv)))
 //
 // The MTP head drafts the token after next from the final hyper-state H_t
-// and the next token: X_c = fc_h(rmsnorm1p(H)_c) + fc_e(rmsnorm1p(E[t+1])),
+// and the next token: X_c = fc_h(rmsnorm(H)_c) + fc_e(rmsnorm(E[t+1])),
 // one QSA layer with its MoE, then the shared lm_head on its own final mix.
+//
+// Every rmsnorm here but the GDN's gated norm has its checkpoint weight
+// stored as an offset from one; Load folds it into 1 + w (f32).
 package qwen4
 
 import (

@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -10,12 +11,16 @@ import (
 )
 
 // cudaBackend opens the CUDA backend or skips the test with the one-line
-// reason (no driver, no card).
+// reason where CUDA cannot be used (no driver, no card, no NVRTC); any
+// other error, such as kernels that do not compile, fails the test.
 func cudaBackend(t *testing.T) *cuda.Backend {
 	t.Helper()
 	be, err := cuda.New(cuda.Options{})
 	if err != nil {
-		t.Skip(err.Error())
+		if errors.Is(err, cuda.ErrUnavailable) {
+			t.Skip(err.Error())
+		}
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
 	return be

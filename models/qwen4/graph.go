@@ -216,7 +216,7 @@ func (g *builder) rope(headDim int) ops.RopeAttrs {
 func (g *builder) residualIn(pre string, x *graph.Value) (u, xn *graph.Value) {
 	c, b := g.c, g.b
 	ch := c.Streams * c.Hidden
-	xn = ops.RMSNorm1p(b, x, g.weight(pre+"hc_norm.weight", ch), c.Hidden, g.eps)
+	xn = ops.RMSNorm(b, x, g.weight(pre+"hc_norm.weight", ch), c.Hidden, g.eps)
 	t := ops.SiLU(b, ops.Scale(b, ops.MatMul(b, xn, g.weight(pre+"input_mix_weight_down.weight", c.Rank, ch)), 1/float32(c.Streams)))
 	u = ops.HCMix(b, xn, ops.MatMul(b, t, g.weight(pre+"input_mix_weight_up.weight", ch, c.Rank)), c.Streams)
 	return b.Label(u, "u"), xn
@@ -262,8 +262,8 @@ func (g *builder) qsa(li int, pre string, u *graph.Value) *graph.Value {
 	keys := g.state("qsa", li, "blocks", graph.Dyn, id)
 
 	qg := ops.Split(b, ops.MatMul(b, u, g.weight(pre+"q_proj.weight", 2*c.Heads*hd, h)), c.Heads, hd, hd)
-	q := ops.Rope(b, ops.RMSNorm1p(b, qg[0], g.weight(pre+"q_norm.weight", hd), hd, g.eps), g.call, g.rope(hd))
-	k := ops.RMSNorm1p(b, ops.MatMul(b, u, g.weight(pre+"k_proj.weight", kw, h)), g.weight(pre+"k_norm.weight", hd), hd, g.eps)
+	q := ops.Rope(b, ops.RMSNorm(b, qg[0], g.weight(pre+"q_norm.weight", hd), hd, g.eps), g.call, g.rope(hd))
+	k := ops.RMSNorm(b, ops.MatMul(b, u, g.weight(pre+"k_proj.weight", kw, h)), g.weight(pre+"k_norm.weight", hd), hd, g.eps)
 	k = ops.Rope(b, k, g.call, g.rope(hd))
 	v := ops.MatMul(b, u, g.weight(pre+"v_proj.weight", kw, h))
 	ops.KVWrite(b, k, K, g.call, ops.SlotAttrs{})
@@ -271,7 +271,7 @@ func (g *builder) qsa(li int, pre string, u *graph.Value) *graph.Value {
 
 	pop := b.Push("indexer")
 	ik := ops.Split(b, ops.MatMul(b, u, g.weight(pre+"indexer.index_qk_proj.weight", (c.IndexHeads+1)*id, h)), 1, c.IndexHeads*id, id)
-	qi := ops.Rope(b, ops.RMSNorm1p(b, ik[0], g.weight(pre+"indexer.q_layernorm.weight", id), id, g.eps), g.call, g.rope(id))
+	qi := ops.Rope(b, ops.RMSNorm(b, ik[0], g.weight(pre+"indexer.q_layernorm.weight", id), id, g.eps), g.call, g.rope(id))
 	ops.QSABlockKeys(b, ik[1], g.weight(pre+"indexer.k_layernorm.weight", id), kraw, keys, g.call,
 		ops.BlockKeyAttrs{Block: c.Block, Rope: g.rope(id), Eps: g.eps})
 	sel := b.Label(ops.QSASelect(b, qi, keys, g.call, ops.SelectAttrs{Heads: c.IndexHeads, Block: c.Block, Keep: c.Keep()}), "selected")
@@ -297,7 +297,7 @@ func (g *builder) moe(pre string, u *graph.Value) *graph.Value {
 	return b.Label(ops.MoECombine(b, y, w, shared, sg), "moe_out")
 }
 
-// ple builds layer li's PLE block: X + gv + silu(conv(rmsnorm1p(gv))).
+// ple builds layer li's PLE block: X + gv + silu(conv(rmsnorm(gv))).
 func (g *builder) ple(li int, x, ids *graph.Value) *graph.Value {
 	c, b := g.c, g.b
 	defer b.Push("ple")()
@@ -317,10 +317,10 @@ func (g *builder) ple(li int, x, ids *graph.Value) *graph.Value {
 		shards[i] = g.weight(n, rows[i], width)
 	}
 	e := b.Label(ops.NGramEmbed(b, ops.PLEHash(b, ids, hist, g.call, at), shards...), "ngram")
-	kn := ops.RMSNorm1p(b, ops.MatMul(b, e, g.weight(pre+"key_proj.weight", ch, c.PLEDim)), g.weight(pre+"norm_key.weight", ch), h, g.eps)
-	qn := ops.RMSNorm1p(b, x, g.weight(pre+"norm_query.weight", ch), h, g.eps)
+	kn := ops.RMSNorm(b, ops.MatMul(b, e, g.weight(pre+"key_proj.weight", ch, c.PLEDim)), g.weight(pre+"norm_key.weight", ch), h, g.eps)
+	qn := ops.RMSNorm(b, x, g.weight(pre+"norm_query.weight", ch), h, g.eps)
 	gv := ops.PLEGate(b, kn, qn, ops.MatMul(b, e, g.weight(pre+"value_proj.weight", h, c.PLEDim)), c.Streams)
-	gn := ops.RMSNorm1p(b, gv, g.weight(pre+"norm_conv.weight", ch), h, g.eps)
+	gn := ops.RMSNorm(b, gv, g.weight(pre+"norm_conv.weight", ch), h, g.eps)
 	g.taped(li, "ple", gn)
 	cv := ops.CausalConv(b, gn, g.weight(pre+"conv1d.weight", ch, 1, c.PLEConvKernel), ring, g.call, ops.ConvAttrs{Dilation: c.NGram, Act: ops.ActSiLU})
 	return ops.Add(b, ops.Add(b, x, gv), cv)
@@ -462,14 +462,14 @@ func (g *builder) settle(li int, ids *graph.Value) {
 
 // mtpInput is the MTP head's hyper-state from the main model's final
 // hyper-state hs and the next token's embedding e:
-// X_c = fc_hidden(rmsnorm1p(hs; whole row)_c) + fc_embedding(rmsnorm1p(e)).
+// X_c = fc_hidden(rmsnorm(hs; whole row)_c) + fc_embedding(rmsnorm(e)).
 func (g *builder) mtpInput(hs, e *graph.Value) *graph.Value {
 	c, b := g.c, g.b
 	defer b.Push("mtp input")()
 	h, ch := c.Hidden, c.Streams*c.Hidden
-	en := ops.RMSNorm1p(b, e, g.weight("mtp.pre_fc_norm_embedding.weight", h), 0, g.eps)
+	en := ops.RMSNorm(b, e, g.weight("mtp.pre_fc_norm_embedding.weight", h), 0, g.eps)
 	ef := ops.MatMul(b, en, g.weight("mtp.fc_embedding.weight", h, h))
-	hn := ops.RMSNorm1p(b, hs, g.weight("mtp.pre_fc_norm_hidden.weight", ch), 0, g.eps)
+	hn := ops.RMSNorm(b, hs, g.weight("mtp.pre_fc_norm_hidden.weight", ch), 0, g.eps)
 	hf := ops.MatMul(b, ops.Reshape(b, hn, g.rows*c.Streams, h), g.weight("mtp.fc_hidden.weight", h, h))
 	return ops.Add(b, ops.Reshape(b, hf, g.rows, ch), ops.HCExpand(b, ef, c.Streams))
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
@@ -253,6 +254,55 @@ func (r resolver) load(s spec) (lm.Tensor, error) {
 	return lm.Tensor{DType: info.DType, Shape: s.shape, Data: data}, nil
 }
 
+// offsetNorms are the endings of the names of the RMS norm weights a
+// checkpoint stores as offsets from one (the norm applies 1 + w); every
+// other norm weight (the GDN's gated norm) is used as stored.
+var offsetNorms = []string{
+	".hc_norm.weight", ".q_norm.weight", ".k_norm.weight", ".q_layernorm.weight", ".k_layernorm.weight",
+	".norm_key.weight", ".norm_query.weight", ".norm_conv.weight", ".pre_fc_norm_embedding.weight", ".pre_fc_norm_hidden.weight",
+}
+
+// isOffsetNorm reports whether weight name is an offset norm's.
+func isOffsetNorm(name string) bool {
+	for _, s := range offsetNorms {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// foldOnePlus gives 1 + w in f32, as transformers computes it, for an
+// offset norm's weight w (graphs apply it with rmsnorm); a tensor of
+// shapes only stays so, in f32.
+func foldOnePlus(t lm.Tensor) lm.Tensor {
+	if t.Data == nil {
+		return lm.Tensor{DType: graph.F32, Shape: t.Shape}
+	}
+	v := make([]float32, t.Len())
+	switch t.DType {
+	case graph.BF16:
+		half.DecodeBF16(v, t.Data)
+	case graph.F16:
+		half.DecodeF16(v, t.Data)
+	default:
+		half.DecodeF32(v, t.Data)
+	}
+	for i := range v {
+		v[i]++
+	}
+	return lm.F32Tensor(v, t.Shape...)
+}
+
+// keep stores a loaded tensor under its graph name, an offset norm's
+// folded into 1 + w.
+func (m *Model) keep(name string, t lm.Tensor) {
+	if isOffsetNorm(name) {
+		t = foldOnePlus(t)
+	}
+	m.tensors[name] = t
+}
+
 func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 	m := &Model{Config: c, ckpt: ck, tensors: lm.Tensors{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]string{}}
 	r := newResolver(ck)
@@ -261,7 +311,7 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.tensors[s.name] = t
+		m.keep(s.name, t)
 	}
 	for li := range c.Layers {
 		where := fmt.Sprintf("layer %d", li)
@@ -280,7 +330,7 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 			if err != nil {
 				return nil, err
 			}
-			m.tensors[s.name] = t
+			m.keep(s.name, t)
 		}
 		if err := m.loadExperts(r, MTPPrefix, "mtp"); err != nil {
 			return nil, err

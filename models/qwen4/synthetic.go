@@ -30,8 +30,8 @@ func BenchShape() Config {
 // and tests that need no file: matrices, experts and n-gram tables stored
 // as dt (f32 or bf16), uniform with the variance of 1/fan-in; the vectors
 // (norm weights, the GDN's A_log and dt_bias) and conv kernels in f32, the
-// vectors small, so every (1 + w) norm stays near 1 and the forward
-// well-conditioned; each PLE layer's hash constants from the config; the
+// vectors small, so every offset norm's 1 + w (folded as Load folds it)
+// stays near 1 and the forward well-conditioned; each PLE layer's hash constants from the config; the
 // MTP head when c.MTPLayers is 1. The same seed gives the same model.
 func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	return synthetic(c, dt, seed, false)
@@ -57,14 +57,14 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool) (*Model, 
 	add := func(name string, dt graph.DType, a float64, shape ...int) error {
 		next++
 		if shapesOnly {
-			m.tensors[name] = lm.Tensor{DType: dt, Shape: shape}
+			m.keep(name, lm.Tensor{DType: dt, Shape: shape})
 			return nil
 		}
 		t, err := lm.RandomUniform(dt, float32(a), seed*0x9e3779b97f4a7c15+next, shape...)
 		if err != nil {
 			return fmt.Errorf("qwen4: %s: %w", name, err)
 		}
-		m.tensors[name] = t
+		m.keep(name, t)
 		return nil
 	}
 	fanIn := func(shape []int) float64 { return math.Sqrt(3 / float64(shape[len(shape)-1])) }

@@ -6,7 +6,7 @@ var kernels = func() map[string]kernelFunc {
 	for name, k := range commonKernels {
 		m[name] = k
 	}
-	for name, k := range qwenKernels {
+	for name, k := range familyKernels {
 		m[name] = k
 	}
 	for name, k := range plannerKernels {

@@ -57,7 +57,16 @@ func normGroup(n *graph.Node, x []float32) (ops.NormAttrs, int, error) {
 	return at, g, nil
 }
 
-// normKernel is l2norm (rms false) or rmsnorm (rms true, with a weight).
+// rmsNormRun sets y = x / sqrt(mean x² + eps) ⊙ w over one run (y may be x).
+func rmsNormRun(y, x, w []float32, eps float64) {
+	inv := 1 / math.Sqrt(sumSquares(x)/float64(len(x))+eps)
+	for i, v := range x {
+		y[i] = float32(float64(v) * inv * float64(w[i]))
+	}
+}
+
+// normKernel is l2norm (rms false) or rmsnorm (rms true, with a weight of
+// the group or of the whole row, of any weight type).
 func normKernel(rms bool) kernelFunc {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
 		x, y, err := xAndOutput(in[0], out[0])
@@ -71,27 +80,30 @@ func normKernel(rms bool) kernelFunc {
 		if len(y) != len(x) {
 			return nil, fmt.Errorf("x of %d elements, output of %d", len(x), len(y))
 		}
-		var w []float32
-		if rms {
-			if w, err = f32s("w", in[1]); err != nil {
-				return nil, err
-			}
-			if len(w) != g {
-				return nil, fmt.Errorf("w has %d elements, want the group's %d", len(w), g)
-			}
+		if !rms {
+			return ops.StepFunc(func() error {
+				be.rowwise(len(x)/g, g, func(r int) { l2normalize(y[r*g:(r+1)*g], x[r*g:(r+1)*g], at.Eps) })
+				return nil
+			}), nil
+		}
+		last := n.Inputs[0].Shape.Last()
+		wn := n.Inputs[1].Shape.Elems()
+		if wn != g && wn != last {
+			return nil, fmt.Errorf("w has %d elements, want %d (the group) or %d (the row)", wn, g, last)
+		}
+		w, err := weightVecOf("w", in[1], wn)
+		if err != nil {
+			return nil, err
 		}
 		eps := float64(at.Eps)
 		return ops.StepFunc(func() error {
+			sp := be.borrow(wn)
+			defer be.giveBack(sp)
+			ws := w.values(*sp)
 			be.rowwise(len(x)/g, g, func(r int) {
-				xs, ys := x[r*g:(r+1)*g], y[r*g:(r+1)*g]
-				if !rms {
-					l2normalize(ys, xs, at.Eps)
-					return
-				}
-				inv := 1 / math.Sqrt(sumSquares(xs)/float64(g)+eps)
-				for i, v := range xs {
-					ys[i] = float32(float64(v) * inv * float64(w[i]))
-				}
+				o := r * g
+				wo := o % last % wn
+				rmsNormRun(y[o:o+g], x[o:o+g], ws[wo:wo+g], eps)
 			})
 			return nil
 		}), nil

@@ -119,10 +119,16 @@ type Backend struct {
 // errRecWords is the length of the error record in i32 words.
 const errRecWords = 8
 
+// ErrUnavailable is wrapped by the error New returns when this machine
+// cannot run the backend: no usable CUDA driver or device, or no NVRTC to
+// compile the kernels. Its message is one line. Tests skip on it
+// (errors.Is(err, cuda.ErrUnavailable)) and fail on any other error of New,
+// such as kernels that do not compile.
+var ErrUnavailable = cu.ErrUnavailable
+
 // New opens device opts.Device, compiles the kernels (or reads them from the
 // compile cache) and sets up cuBLAS when it is available. Without a usable
-// driver or NVRTC the error is one line (wrapping cu.ErrUnavailable or
-// cu.ErrNVRTCUnavailable).
+// driver or NVRTC the error wraps ErrUnavailable and is one line.
 func New(opts Options) (*Backend, error) {
 	if os.Getenv("REEL_GRAPHS") == "0" {
 		opts.Eager = true
@@ -146,6 +152,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	defines := append(append([]string(nil), opts.Defines...), strings.Fields(os.Getenv("REEL_CUDA_DEFINES"))...)
 	if be.kernels, err = loadKernels(ctx, opts.CacheDir, defines); err != nil {
+		if errors.Is(err, cu.ErrNVRTCUnavailable) && !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w (%w)", ErrUnavailable, err)
+		}
 		return fail(err)
 	}
 	if _, err := lib.CUBLAS(); err == nil {
@@ -452,7 +461,7 @@ func kernelErr(w [errRecWords]int32) error {
 	case 6:
 		return errors.New("kv_write: the slot has no rows")
 	}
-	for _, f := range qwenKernelErrs {
+	for _, f := range familyKernelErrs {
 		if err := f(w); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func newTestBackend(t testing.TB, opts Options) *Backend {
 	t.Helper()
 	be, err := New(opts)
 	if err != nil {
-		if errors.Is(err, cu.ErrUnavailable) || errors.Is(err, cu.ErrNVRTCUnavailable) {
+		if errors.Is(err, ErrUnavailable) {
 			t.Skip(err)
 		}
 		t.Fatal(err)

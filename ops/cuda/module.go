@@ -18,11 +18,11 @@ var sources embed.FS
 // kernelNames are the kernels the Go side launches.
 var kernelNames = append([]string{
 	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half",
-	"norm_rows", "norm_rows_wide", "rowfuse", "rowfuse_wide", "rope",
+	"norm_rows", "norm_rows_wide", "norm_rows_long", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
 	"matmul_tiled",
-}, append(mvKernelNames(), qwenKernelNames()...)...)
+}, append(mvKernelNames(), familyKernelNames()...)...)
 
 // kernelSet is the loaded module's kernels, by name.
 type kernelSet struct {

@@ -16,7 +16,7 @@ import (
 type binder func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 
 // binders is every op this backend runs, by op name; built at start-up
-// (qwen.go adds the Qwen4-Exp groups), never changed after.
+// (families.go adds the op families'), never changed after.
 var binders = map[string]binder{
 	"embed":             bindEmbed,
 	"matmul":            bindMatMul,
@@ -304,6 +304,10 @@ func (be *Backend) swiglu(g, u, sg, su, y *Buffer, s *steps) (*steps, error) {
 	return s, nil
 }
 
+// bindNorm binds l2norm (rms false) or rmsnorm (rms true): one block per
+// run of the group (norm_rows, its _wide variant, or _long for runs past the
+// register kernels' reach); rmsnorm's weight is [group] or [row], of any
+// weight type.
 func bindNorm(rms bool) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		at, err := ops.NodeAttrs[ops.NormAttrs](n)
@@ -319,32 +323,39 @@ func bindNorm(rms bool) binder {
 		if g == 0 {
 			g = last
 		}
-		if g <= 0 || last%g != 0 || x.n%g != 0 || y.n != x.n {
+		if g <= 0 || last%g != 0 || x.n%g != 0 || y.n != x.n || last > math.MaxInt32 {
 			return nil, fmt.Errorf("group %d does not divide rows of %d (x %d, output %d elements)", at.Group, last, x.n, y.n)
 		}
-		var w cu.DevicePtr
+		var (
+			w      cu.DevicePtr
+			wt, wn int32
+			r      int32
+		)
 		if rms {
-			if err := f32("w", in[1]); err != nil {
-				return nil, err
+			if wt, err = wtype(in[1]); err != nil {
+				return nil, fmt.Errorf("w: %w", err)
 			}
-			if in[1].n != g {
-				return nil, fmt.Errorf("w has %d elements, want the group's %d", in[1].n, g)
+			if in[1].n != g && in[1].n != last {
+				return nil, fmt.Errorf("w has %d elements, want %d (the group) or %d (the row)", in[1].n, g, last)
 			}
-			w = in[1].ptr
+			w, wn, r = in[1].ptr, int32(in[1].n), 1
 		}
 		s := be.newSteps()
 		if x.n == 0 {
 			return s, nil
 		}
-		r := int32(0)
-		if rms {
-			r = 1
+		runs := x.n / g
+		if runs > math.MaxInt32 {
+			return nil, fmt.Errorf("%d runs of %d elements: more than one launch takes", runs, g)
 		}
-		name, threads, err := rowKernel("norm_rows", g)
-		if err != nil {
-			return nil, err
+		name, threads := "norm_rows_long", uint32(1024)
+		if g <= 1024*32 {
+			if name, threads, err = rowKernel("norm_rows", g); err != nil {
+				return nil, err
+			}
 		}
-		s.add(name, [3]uint32{uint32(x.n / g), 1, 1}, [3]uint32{threads, 1, 1}, 0, x.ptr, w, y.ptr, int32(g), at.Eps, r)
+		s.add(name, [3]uint32{uint32(runs), 1, 1}, [3]uint32{threads, 1, 1}, 0,
+			x.ptr, w, wt, y.ptr, int32(g), int32(last), wn, at.Eps, r)
 		return s, nil
 	}
 }

@@ -19,7 +19,7 @@ func Cases() []Case {
 		binaryCases, unaryCases, normCases,
 		ropeCases, kvWriteCases, attentionCases,
 		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases,
-		qwenCases,
+		familyCases,
 	} {
 		cs = append(cs, gen()...)
 	}
@@ -250,7 +250,35 @@ func normCases() []Case {
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
 				return []*graph.Value{ops.RMSNorm(b, in[0], in[1], group, rmsEps)}
 			},
-			Ref: func(in [][]float64) [][]float64 { return [][]float64{refRMSNorm(in[0], in[1], float64(rmsEps))} },
+			Ref: func(in [][]float64) [][]float64 { return [][]float64{refRMSNorm(in[0], in[1], g, float64(rmsEps))} },
+			Tol: TolF32,
+		})
+	}
+	// weights of every type, one per run or one per element of the row
+	const eps = 1e-6
+	type wnorm struct {
+		rows, width, group, wlen int
+		dt                       graph.DType
+	}
+	for _, s := range []wnorm{
+		{1, 1, 0, 1, graph.F32}, {3, 65, 0, 65, graph.BF16}, {4, 132, 33, 33, graph.F32},
+		{2, 132, 33, 132, graph.F16}, {1, 64, 16, 64, graph.BF16}, {40, 1000, 250, 1000, graph.F32},
+		// a row longer than a block's registers hold (CUDA reads it twice)
+		{2, 40000, 0, 40000, graph.BF16},
+	} {
+		name := fmt.Sprintf("rmsnorm/%s/%dx%d/group=%d/w=%d", s.dt, s.rows, s.width, s.group, s.wlen)
+		m := newMaker(name)
+		g := s.group
+		if g == 0 {
+			g = s.width
+		}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, s.width), m.tensor("w", graph.Weight, s.dt, 0.5, s.wlen)},
+			Build:  applyAll(ops.OpRMSNorm, ops.NormAttrs{Group: s.group, Eps: eps}, 1),
+			Ref: func(in [][]float64) [][]float64 {
+				return [][]float64{refRMSNorm(in[0], in[1], g, float64(float32(eps)))}
+			},
 			Tol: TolF32,
 		})
 	}

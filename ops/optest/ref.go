@@ -84,9 +84,9 @@ func refL2Norm(x []float64, g int, eps float64) []float64 {
 	return y
 }
 
-// refRMSNorm is x / sqrt(mean x² + eps) ⊙ w over runs of g = len(w).
-func refRMSNorm(x, w []float64, eps float64) []float64 {
-	g := len(w)
+// refRMSNorm is x / sqrt(mean x² + eps) ⊙ w over runs of g; w is a run's
+// length or a row's (then element i of a row takes w[i]).
+func refRMSNorm(x, w []float64, g int, eps float64) []float64 {
 	y := make([]float64, len(x))
 	for o := 0; o < len(x); o += g {
 		var s float64
@@ -94,8 +94,8 @@ func refRMSNorm(x, w []float64, eps float64) []float64 {
 			s += v * v
 		}
 		d := math.Sqrt(s/float64(g) + eps)
-		for i := 0; i < g; i++ {
-			y[o+i] = x[o+i] / d * w[i]
+		for i := o; i < o+g; i++ {
+			y[i] = x[i] / d * w[i%len(w)]
 		}
 	}
 	return y

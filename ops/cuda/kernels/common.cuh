@@ -52,7 +52,7 @@ __device__ __forceinline__ float load_w(const void* w, int wt, long long i) {
 }
 
 // report5 records the first error of a run: code and up to five values
-// (the record has 8 words; the Go side, kernelErr and the Qwen groups'
+// (the record has 8 words; the Go side, kernelErr and the op families'
 // functions, words them by code).
 __device__ __forceinline__ void report5(int* err, int code, int a, int b, int c, int d, int e) {
 	if (atomicCAS(err, 0, code) == 0) {
@@ -131,11 +131,24 @@ __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x));
 
 #define NEG_INF __int_as_float(0xff800000u)
 
+// GRID_STRIDE loops i over [0, n) across the grid, in 64-bit indices.
+#define GRID_STRIDE(i, n) \
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
 // prefetch_l2 asks for the cache line of p in L2. It reads nothing into the
 // thread, so it is safe before pdl_entry: a kernel prefetches what it will
 // read first (its weights, above all) while the previous kernel finishes,
 // and its loads after the wait find L2 (the point of coherence) current.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// prefetch_w asks for the L2 lines of the n weight elements of type wt from
+// element wo of w, before the wait on the previous kernel (a weight does not
+// depend on it).
+__device__ __forceinline__ void prefetch_w(const void* w, int wt, long long wo, int n) {
+	long long esz = wt == WT_F32 ? 4 : 2;
+	const char* p = (const char*)w + wo * esz;
+	for (long long b = (long long)threadIdx.x * 128; b < (long long)n * esz; b += (long long)blockDim.x * 128) prefetch_l2(p + b);
+}
 
 // pdl_entry comes first in every kernel, after at most prefetch_l2 calls:
 // under programmatic dependent launch a kernel may be scheduled while the
@@ -147,4 +160,69 @@ __device__ __forceinline__ void pdl_entry() {
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
+}
+
+// ---------------------------------------------------------------- shared by several files
+
+// kv_check checks a write of the call's rows into a slot; false when the
+// write must not happen (reported, or nothing to do).
+__device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used) {
+	if (!read_call(call, rows, err, pos, used)) return false;
+	if (cap <= 0) {
+		report(err, ERR_SLOT_EMPTY, 0, 0, 0);
+		return false;
+	}
+	if (!ring && *pos + *used - 1 >= cap) {
+		report(err, ERR_KV_CAPACITY, *pos + *used - 1, cap, 0);
+		return false;
+	}
+	return true;
+}
+
+// kv_row gives the slot row that row r writes, or -1 when it writes none: a
+// padding row, or a ring row that a later row of the chunk overwrites.
+__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring) {
+	if (r >= used || (ring && r < used - cap)) return -1;
+	long long p = (long long)pos + r;
+	return ring ? p % cap : p;
+}
+
+// sumsq_d is the sum of squares of x[0..n) over the block (f64).
+__device__ double sumsq_d(const float* x, int n, double* scratch) {
+	double s = 0;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		double v = x[i];
+		s += v * v;
+	}
+	return block_sum_d(s, scratch);
+}
+
+// rope_head is one block's work on one head of hd elements: it rotates the
+// first rot dims of src by position p (NeoX half split, angles in f64 from
+// freq, cosines and sines times the attention factor m) into dst, copies
+// the rest; with norm, then l2-normalizes dst and
+// multiplies it by scale (the head's hd values, when not null). dst may be
+// src. Every thread of the block must call it (it synchronizes).
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
+                          int norm, float eps) {
+	__shared__ double scratch[32];
+	int h = rot / 2;
+	double pp = (double)p;
+	for (int j = threadIdx.x; j < h; j += blockDim.x) {
+		double s, c;
+		sincos(pp * freq[j], &s, &c);
+		float cf = (float)(m * c), sf = (float)(m * s);
+		float a = src[j], b = src[j + h];
+		dst[j] = a * cf - b * sf;
+		dst[j + h] = b * cf + a * sf;
+	}
+	for (int i = rot + threadIdx.x; i < hd; i += blockDim.x) dst[i] = src[i];
+	if (!norm) return;
+	__syncthreads();
+	double inv = 1.0 / sqrt(sumsq_d(dst, hd, scratch) + (double)eps);
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float v = (float)((double)dst[i] * inv);
+		if (scale) v *= scale[i];
+		dst[i] = v;
+	}
 }

@@ -2,13 +2,6 @@
 // attention.cu's attn_part and attn_finish with its gate, and norm_matmul
 // matvec.cu's mvn_* kernels; qkv_prep is here.
 
-// Defined further on in the program (elementwise.cu, norm.cu); the kernels
-// are one translation unit.
-__device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used);
-__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring);
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
-                          int norm, float eps);
-
 // qkv_prep: grid (rows, hq + 2·hk), one block per head of a row. Blocks
 // y < hq prepare query head y into yq (norm_rope with the optional scale);
 // the next hk blocks prepare key heads into their slot row (norm_rope_kv);

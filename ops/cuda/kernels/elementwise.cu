@@ -2,9 +2,6 @@
 // swiglu, embedding gather, argmax, KV row writes and the f32 -> 16-bit
 // conversion that feeds cuBLAS. Loops are grid-stride over 64-bit indices.
 
-#define GRID_STRIDE(i, n) \
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
-
 #define OP_ADD 0
 #define OP_SUB 1
 #define OP_MUL 2
@@ -111,29 +108,6 @@ extern "C" __global__ void argmax(const float* x, int* y, int n) {
 		}
 		y[blockIdx.x] = at;
 	}
-}
-
-// kv_check checks a write of the call's rows into a slot; false when the
-// write must not happen (reported, or nothing to do).
-__device__ __forceinline__ bool kv_check(const int* call, int rows, int cap, int ring, int* err, int* pos, int* used) {
-	if (!read_call(call, rows, err, pos, used)) return false;
-	if (cap <= 0) {
-		report(err, ERR_SLOT_EMPTY, 0, 0, 0);
-		return false;
-	}
-	if (!ring && *pos + *used - 1 >= cap) {
-		report(err, ERR_KV_CAPACITY, *pos + *used - 1, cap, 0);
-		return false;
-	}
-	return true;
-}
-
-// kv_row gives the slot row that row r writes, or -1 when it writes none: a
-// padding row, or a ring row that a later row of the chunk overwrites.
-__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring) {
-	if (r >= used || (ring && r < used - cap)) return -1;
-	long long p = (long long)pos + r;
-	return ring ? p % cap : p;
 }
 
 // kv_write: one block per row of the chunk.

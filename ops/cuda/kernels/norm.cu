@@ -3,16 +3,6 @@
 // block per run or row (per head for rope); sums of squares in f64 as the
 // CPU reference does.
 
-// sumsq_d is the sum of squares of x[0..n) over the block (f64).
-__device__ double sumsq_d(const float* x, int n, double* scratch) {
-	double s = 0;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		double v = x[i];
-		s += v * v;
-	}
-	return block_sum_d(s, scratch);
-}
-
 // normalize_row scales y[0..n) to unit l2 norm (with eps), in place. The
 // caller's threads wrote y with the same index mapping.
 __device__ void normalize_row(float* y, int n, float eps, double* scratch) {
@@ -25,11 +15,21 @@ __device__ void normalize_row(float* y, int n, float eps, double* scratch) {
 // every norm is one block reduction. Rows up to 1024·R elements; the binding
 // picks R = 8 or 32 and the block size.
 
-// norm_body: one block per run of g elements; rms with w, else l2 (justnorm).
+// norm_woff is the offset in w of the scale of run blockIdx.x (g elements)
+// of rows of last elements: w holds wn = g values (one scale for every run)
+// or wn = last (a scale per element of the row).
+__device__ __forceinline__ long long norm_woff(int g, int last, int wn) {
+	long long o = (long long)blockIdx.x * g;
+	return (o % last) % wn;
+}
+
+// norm_body: one block per run of g elements; rms with w (of type wt, wn =
+// g or last elements), else l2 (justnorm).
 template <int R>
-__device__ void norm_body(const float* x, const float* w, float* y, int g, float eps, int rms) {
+__device__ void norm_body(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps, int rms) {
 	__shared__ double scratch[32];
 	long long o = (long long)blockIdx.x * g;
+	long long wo = rms ? norm_woff(g, last, wn) : 0;
 	float r[R];
 	double ss = 0;
 #pragma unroll
@@ -45,19 +45,46 @@ __device__ void norm_body(const float* x, const float* w, float* y, int g, float
 		int i = threadIdx.x + k * blockDim.x;
 		if (i < g) {
 			double v = (double)r[k] * inv;
-			if (rms) v *= (double)w[i];
+			if (rms) v *= (double)load_w(w, wt, wo + i);
 			y[o + i] = (float)v;
 		}
 	}
 }
 
-extern "C" __global__ void norm_rows(const float* x, const float* w, float* y, int g, float eps, int rms) {
+extern "C" __global__ void norm_rows(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps, int rms) {
+	if (rms) prefetch_w(w, wt, norm_woff(g, last, wn), g);
 	pdl_entry();
-	norm_body<8>(x, w, y, g, eps, rms);
+	norm_body<8>(x, w, wt, y, g, last, wn, eps, rms);
 }
-extern "C" __global__ void norm_rows_wide(const float* x, const float* w, float* y, int g, float eps, int rms) {
+extern "C" __global__ void norm_rows_wide(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps,
+                                          int rms) {
+	if (rms) prefetch_w(w, wt, norm_woff(g, last, wn), g);
 	pdl_entry();
-	norm_body<32>(x, w, y, g, eps, rms);
+	norm_body<32>(x, w, wt, y, g, last, wn, eps, rms);
+}
+
+// norm_rows_long: norm_rows for runs of any length (one block per run,
+// blockDim.x a multiple of 32): x is read twice, once for the sum of squares
+// and once to scale; each thread writes only the elements it read, so y may
+// be x's buffer.
+extern "C" __global__ void norm_rows_long(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps,
+                                          int rms) {
+	pdl_entry();
+	__shared__ double scratch[32];
+	long long o = (long long)blockIdx.x * g;
+	long long wo = rms ? norm_woff(g, last, wn) : 0;
+	double ss = 0;
+	for (int i = threadIdx.x; i < g; i += blockDim.x) {
+		double v = x[o + i];
+		ss += v * v;
+	}
+	ss = block_sum_d(ss, scratch);
+	double inv = rms ? 1.0 / sqrt(ss / (double)g + (double)eps) : 1.0 / sqrt(ss + (double)eps);
+	for (int i = threadIdx.x; i < g; i += blockDim.x) {
+		double v = (double)x[o + i] * inv;
+		if (rms) v *= (double)load_w(w, wt, wo + i);
+		y[o + i] = (float)v;
+	}
 }
 
 #define ROW_SLERP 0
@@ -130,36 +157,6 @@ extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, con
 extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
 	pdl_entry();
 	rowfuse_body<32>(kind, a, b, v, y, n, eps);
-}
-
-// rope_head is one block's work on one head of hd elements: it rotates the
-// first rot dims of src by position p (NeoX half split, angles in f64 from
-// freq, cosines and sines times the attention factor m) into dst, copies
-// the rest; with norm, then l2-normalizes dst and
-// multiplies it by scale (the head's hd values, when not null). dst may be
-// src. Every thread of the block must call it (it synchronizes).
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
-                          int norm, float eps) {
-	__shared__ double scratch[32];
-	int h = rot / 2;
-	double pp = (double)p;
-	for (int j = threadIdx.x; j < h; j += blockDim.x) {
-		double s, c;
-		sincos(pp * freq[j], &s, &c);
-		float cf = (float)(m * c), sf = (float)(m * s);
-		float a = src[j], b = src[j + h];
-		dst[j] = a * cf - b * sf;
-		dst[j + h] = b * cf + a * sf;
-	}
-	for (int i = rot + threadIdx.x; i < hd; i += blockDim.x) dst[i] = src[i];
-	if (!norm) return;
-	__syncthreads();
-	double inv = 1.0 / sqrt(sumsq_d(dst, hd, scratch) + (double)eps);
-	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-		float v = (float)((double)dst[i] * inv);
-		if (scale) v *= scale[i];
-		dst[i] = v;
-	}
 }
 
 // rope: one block per (row, head): rope_head on the head at position

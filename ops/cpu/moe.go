@@ -26,7 +26,7 @@ func moeRouteKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, er
 	if err != nil {
 		return nil, err
 	}
-	ids, err := qwI32s("ids", out[0])
+	ids, err := i32Buf("ids", out[0])
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +106,12 @@ func expertMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 	if perUnit {
 		xl *= k
 	}
-	v, err := qwF32s([]string{"x", "output"}, []*Buffer{in[0], out[0]}, xl, rows*k*nOut)
+	v, err := f32Bufs([]string{"x", "output"}, []*Buffer{in[0], out[0]}, xl, rows*k*nOut)
 	if err != nil {
 		return nil, err
 	}
 	x, y := v[0], v[1]
-	ids, err := qwI32s("ids", in[2])
+	ids, err := i32Buf("ids", in[2])
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func expertMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 func siluGLUKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
 	f := n.Outputs[0].Shape.Last()
 	total := n.Outputs[0].Shape.Elems()
-	v, err := qwF32s([]string{"x", "output"}, []*Buffer{in[0], out[0]}, 2*total, total)
+	v, err := f32Bufs([]string{"x", "output"}, []*Buffer{in[0], out[0]}, 2*total, total)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func moeCombineKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 		bufs = append(bufs, in[2], in[3])
 		lens = append(lens, rows*h, rows)
 	}
-	v, err := qwF32s(names, bufs, lens...)
+	v, err := f32Bufs(names, bufs, lens...)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func moeCombineKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 				axpy(w[t*k+j], y[(t*k+j)*h:(t*k+j+1)*h], or)
 			}
 			if shared {
-				axpy(qwSigmoid32(v[4][t]), v[3][t*h:(t+1)*h], or)
+				axpy(sigmoid32(v[4][t]), v[3][t*h:(t+1)*h], or)
 			}
 		})
 		return nil

@@ -26,15 +26,15 @@ func pleHashKernel(_ *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, erro
 			return nil, fmt.Errorf("ple_hash: head %d has table size %d", h, s)
 		}
 	}
-	ids, err := qwI32s("ids", in[0])
+	ids, err := i32Buf("ids", in[0])
 	if err != nil {
 		return nil, err
 	}
-	hist, err := qwI32s("hist", in[1])
+	hist, err := i32Buf("hist", in[1])
 	if err != nil {
 		return nil, err
 	}
-	rowsOut, err := qwI32s("output", out[0])
+	rowsOut, err := i32Buf("output", out[0])
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func pleHashKernel(_ *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, erro
 
 // ngramEmbedKernel gathers table rows from the shards.
 func ngramEmbedKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	ids, err := qwI32s("rows", in[0])
+	ids, err := i32Buf("rows", in[0])
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func pleGateKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 	if err != nil {
 		return nil, err
 	}
-	v, err := qwF32s([]string{"kn", "qn", "v", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*c*h, rows*c*h, rows*h, rows*c*h)
+	v, err := f32Bufs([]string{"kn", "qn", "v", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*c*h, rows*c*h, rows*h, rows*c*h)
 	if err != nil {
 		return nil, err
 	}

@@ -7,47 +7,9 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Kernels of Qwen4's gated residual streams: rmsnorm1p, hc_expand, hc_mix,
-// hc_inject and reshape. Each reads a row's elements before writing them, so
+// Kernels of the gated residual streams: hc_expand, hc_mix, hc_inject and
+// reshape. Each reads a row's elements before writing them, so
 // running in place (output = input 0) is correct.
-
-// rmsnorm1pKernel is x / sqrt(mean x² + eps) ⊙ (1 + w) per group.
-func rmsnorm1pKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	x, y, err := xAndOutput(in[0], out[0])
-	if err != nil {
-		return nil, err
-	}
-	at, g, err := normGroup(n, x)
-	if err != nil {
-		return nil, err
-	}
-	last := n.Inputs[0].Shape.Last()
-	wn := n.Inputs[1].Shape.Elems()
-	if wn != g && wn != last {
-		return nil, fmt.Errorf("w has %d elements, want %d or %d", wn, g, last)
-	}
-	w, err := qwVecOf("w", in[1], wn)
-	if err != nil {
-		return nil, err
-	}
-	if len(y) != len(x) {
-		return nil, fmt.Errorf("x of %d elements, output of %d", len(x), len(y))
-	}
-	eps := float64(at.Eps)
-	return ops.StepFunc(func() error {
-		sp := be.borrow(wn)
-		defer be.giveBack(sp)
-		ws := w.values(*sp)
-		be.rowwise(len(x)/last, last, func(r int) {
-			xs, ys := x[r*last:(r+1)*last], y[r*last:(r+1)*last]
-			for o := 0; o < last; o += g {
-				wo := o % wn
-				qwRMS1p(ys[o:o+g], xs[o:o+g], ws[wo:wo+g], eps)
-			}
-		})
-		return nil
-	}), nil
-}
 
 // hcDims reads the streams of an hc op and the width H of one stream from
 // its input 0 ([T, C·H]).
@@ -94,7 +56,7 @@ func hcMixKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error
 	if err != nil {
 		return nil, err
 	}
-	v, err := qwF32s([]string{"xn", "g", "output"}, []*Buffer{in[0], in[1], out[0]}, rows*c*h, rows*c*h, rows*h)
+	v, err := f32Bufs([]string{"xn", "g", "output"}, []*Buffer{in[0], in[1], out[0]}, rows*c*h, rows*c*h, rows*h)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +83,7 @@ func hcInjectKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, er
 	if err != nil {
 		return nil, err
 	}
-	v, err := qwF32s([]string{"x", "y", "l", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*c*h, rows*h, rows*c, rows*c*h)
+	v, err := f32Bufs([]string{"x", "y", "l", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*c*h, rows*h, rows*c, rows*c*h)
 	if err != nil {
 		return nil, err
 	}
@@ -156,5 +118,5 @@ func reshapeKernel(_ *Backend, _ *graph.Node, in, out []*Buffer) (ops.Step, erro
 	}), nil
 }
 
-// qwSigmoid32 is sigmoid in float64, rounded to f32.
-func qwSigmoid32(x float32) float32 { return float32(sigmoid64(float64(x))) }
+// sigmoid32 is sigmoid in float64, rounded to f32.
+func sigmoid32(x float32) float32 { return float32(sigmoid64(float64(x))) }

@@ -66,7 +66,7 @@ func causalConvKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 	if err != nil {
 		return nil, err
 	}
-	act, err := qwAct(at.Act)
+	act, err := activationFunc(at.Act)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func causalConvKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 	if dil <= 0 || r <= 0 {
 		return nil, fmt.Errorf("kernel %d with dilation %d", k, dil)
 	}
-	v, err := qwF32s([]string{"x", "ring", "output"}, []*Buffer{in[0], in[2], out[0]}, rows*c, r*c, rows*c)
+	v, err := f32Bufs([]string{"x", "ring", "output"}, []*Buffer{in[0], in[2], out[0]}, rows*c, r*c, rows*c)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func causalConvKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 		}
 		sp := be.borrow(c * k)
 		defer be.giveBack(sp)
-		w := qwMatrixValues(wm, *sp)
+		w := matrixValues(wm, *sp)
 		// source row of position j: this call's input, the ring, or zeros
 		src := func(j int) []float32 {
 			switch {
@@ -126,7 +126,7 @@ func causalConvKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, 
 				}
 			}
 		})
-		qwZeroRows(y, used, c)
+		zeroRows(y, used, c)
 		for j := max(p0, p0+used-r); j < p0+used; j++ {
 			s := j % r
 			copy(ring[s*c:(s+1)*c], x[(j-p0)*c:(j-p0+1)*c])
@@ -148,7 +148,7 @@ func gdnPrepKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 	}
 	w := 2*kd + vd
 	rows := n.Inputs[0].Shape[0]
-	v, err := qwF32s([]string{"mix", "q", "k", "v"}, []*Buffer{in[0], out[0], out[1], out[2]}, rows*w, rows*kd, rows*kd, rows*vd)
+	v, err := f32Bufs([]string{"mix", "q", "k", "v"}, []*Buffer{in[0], out[0], out[1], out[2]}, rows*w, rows*kd, rows*kd, rows*vd)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +171,8 @@ func gdnPrepKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 	}), nil
 }
 
-// qwSoftplus is log(1 + eˣ), x itself past 20 as torch computes it.
-func qwSoftplus(x float64) float64 {
+// softplus is log(1 + eˣ), x itself past 20 as torch computes it.
+func softplus(x float64) float64 {
 	if x > 20 {
 		return x
 	}
@@ -183,16 +183,16 @@ func qwSoftplus(x float64) float64 {
 func gdnGatesKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
 	s := n.Inputs[0].Shape
 	rows, nv := s[0], s[1]
-	v, err := qwF32s([]string{"a", "b", "g", "beta"}, []*Buffer{in[0], in[1], out[0], out[1]}, rows*nv, rows*nv, rows*nv, rows*nv)
+	v, err := f32Bufs([]string{"a", "b", "g", "beta"}, []*Buffer{in[0], in[1], out[0], out[1]}, rows*nv, rows*nv, rows*nv, rows*nv)
 	if err != nil {
 		return nil, err
 	}
 	a, b, g, beta := v[0], v[1], v[2], v[3]
-	aLog, err := qwVecOf("A_log", in[2], nv)
+	aLog, err := weightVecOf("A_log", in[2], nv)
 	if err != nil {
 		return nil, err
 	}
-	dtBias, err := qwVecOf("dt_bias", in[3], nv)
+	dtBias, err := weightVecOf("dt_bias", in[3], nv)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func gdnGatesKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, er
 		for t := 0; t < rows; t++ {
 			for j := 0; j < nv; j++ {
 				i := t*nv + j
-				g[i] = float32(-math.Exp(float64(al[j])) * qwSoftplus(float64(a[i])+float64(db[j])))
+				g[i] = float32(-math.Exp(float64(al[j])) * softplus(float64(a[i])+float64(db[j])))
 				beta[i] = float32(sigmoid64(float64(b[i])))
 			}
 		}
@@ -222,7 +222,7 @@ func gdnScanKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 	}
 	ratio := nv / (kd / dk)
 	names := []string{"q", "k", "v", "g", "beta", "S", "output"}
-	v, err := qwF32s(names, []*Buffer{in[0], in[1], in[2], in[3], in[4], in[5], out[0]},
+	v, err := f32Bufs(names, []*Buffer{in[0], in[1], in[2], in[3], in[4], in[5], out[0]},
 		rows*kd, rows*kd, rows*nv*dv, rows*nv, rows*nv, nv*dk*dv, rows*nv*dv)
 	if err != nil {
 		return nil, err
@@ -274,7 +274,7 @@ func gdnScanKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 				}
 			}
 		})
-		qwZeroRows(o, used, vd)
+		zeroRows(o, used, vd)
 		return nil
 	}), nil
 }
@@ -285,7 +285,7 @@ func gatedRMSNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 	if err != nil {
 		return nil, err
 	}
-	act, err := qwAct(at.Act)
+	act, err := activationFunc(at.Act)
 	if err != nil {
 		return nil, err
 	}
@@ -294,12 +294,12 @@ func gatedRMSNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 	if g <= 0 || total%g != 0 {
 		return nil, fmt.Errorf("group %d does not divide %d elements", g, total)
 	}
-	v, err := qwF32s([]string{"o", "z", "output"}, []*Buffer{in[0], in[1], out[0]}, total, total, total)
+	v, err := f32Bufs([]string{"o", "z", "output"}, []*Buffer{in[0], in[1], out[0]}, total, total, total)
 	if err != nil {
 		return nil, err
 	}
 	o, z, y := v[0], v[1], v[2]
-	w, err := qwVecOf("w", in[2], g)
+	w, err := weightVecOf("w", in[2], g)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,5 @@
-// Kernels of PLE, the hashed n-gram side input of Qwen4-Exp layers
-// (ops/qwen_ple.go): ple_hash maps each row's n-gram history to table rows
+// Kernels of PLE, the hashed n-gram side input of a layer
+// (ops/ngram.go): ple_hash maps each row's n-gram history to table rows
 // and keeps the token history, ple_ngram_embed gathers the rows from the
 // table's shards, ple_gate gates the value into every stream. The hash uses
 // the CPU's integer arithmetic bit for bit: i32 tokens sign-extended to 64

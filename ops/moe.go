@@ -37,7 +37,7 @@ var OpMoERoute = &Def{
 			return graph.Signature{}, err
 		}
 		x := in[0]
-		if err := qwRows("logits", x, -1); err != nil {
+		if err := checkRows("logits", x, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		if at.K <= 0 || at.K > x.Shape[1] {
@@ -128,14 +128,14 @@ var OpMoECombine = &Def{
 			return graph.Signature{}, fmt.Errorf("y %s must be f32 [rows, k, hidden]", y)
 		}
 		t, k, h := y.Shape[0], y.Shape[1], y.Shape[2]
-		if err := qwRows("w", w, k); err != nil || w.Shape[0] != t {
+		if err := checkRows("w", w, k); err != nil || w.Shape[0] != t {
 			return graph.Signature{}, fmt.Errorf("w %s must be f32 [%d, %d] for y %s", w, t, k, y)
 		}
 		if len(in) == 4 {
-			if err := qwRows("s", in[2], h); err != nil || in[2].Shape[0] != t {
+			if err := checkRows("s", in[2], h); err != nil || in[2].Shape[0] != t {
 				return graph.Signature{}, fmt.Errorf("s %s must be f32 [%d, %d] for y %s", in[2], t, h, y)
 			}
-			if err := qwRows("sg", in[3], 1); err != nil || in[3].Shape[0] != t {
+			if err := checkRows("sg", in[3], 1); err != nil || in[3].Shape[0] != t {
 				return graph.Signature{}, fmt.Errorf("sg %s must be f32 [%d, 1] for y %s", in[3], t, y)
 			}
 		}

@@ -1,10 +1,10 @@
-// Mixture-of-experts kernels (ops/qwen_moe.go), bound in qwen_moe.go:
+// Mixture-of-experts kernels (ops/moe.go), bound in moe.go:
 // moe_route (the router's softmax and top-k), expert_matmul (moe_expert_warp
 // for few units, moe_expert_group then moe_expert_tile for many), silu_glu
 // (moe_silu_glu) and moe_combine. Every sum has a fixed order (no float
 // atomics), so results are the same bit for bit on every run.
 
-// Error codes (qwen_moe.go's moeKernelErr words them).
+// Error codes (moe.go's moeKernelErr words them).
 #define ERR_MOE_NAN 40 // a = row, b = expert: a NaN router logit
 #define ERR_MOE_ID 41  // a = row, b = pick, c = id, err[4] = experts: an expert id outside [0, E)
 

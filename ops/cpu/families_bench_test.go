@@ -7,7 +7,7 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Benchmarks of the Qwen4 kernels at the released model's shapes for one
+// Benchmarks of the family kernels at Qwen4-Exp's released shapes for one
 // decode row (the expert tensor cut to 64 experts: a row reads 10 of them
 // whatever their number).
 
@@ -54,7 +54,7 @@ func benchOp(b *testing.B, pos int, ints map[string][]int32, build func(*graph.B
 	}
 }
 
-func BenchmarkQwenExpertMatMul(b *testing.B) {
+func BenchmarkExpertMatMul(b *testing.B) {
 	ids := []int32{0, 5, 9, 13, 20, 31, 40, 47, 55, 63}
 	benchOp(b, 0, map[string][]int32{"ids": ids}, func(gb *graph.Builder) []*graph.Value {
 		return []*graph.Value{ops.ExpertMatMul(gb, gb.Input("x", graph.F32, 1, 2560), gb.Weight("w", graph.BF16, 64, 1280, 2560),
@@ -62,7 +62,7 @@ func BenchmarkQwenExpertMatMul(b *testing.B) {
 	})
 }
 
-func BenchmarkQwenGDNScan(b *testing.B) {
+func BenchmarkGDNScan(b *testing.B) {
 	benchOp(b, 100, nil, func(gb *graph.Builder) []*graph.Value {
 		q := gb.Input("q", graph.F32, 1, 16*128)
 		return []*graph.Value{ops.GDNScan(gb, q, gb.Input("k", graph.F32, 1, 16*128), gb.Input("v", graph.F32, 1, 48*128),
@@ -70,7 +70,7 @@ func BenchmarkQwenGDNScan(b *testing.B) {
 	})
 }
 
-func BenchmarkQwenSelect(b *testing.B) {
+func BenchmarkSelect(b *testing.B) {
 	// position 16383: 4096 blocks of 4, 512 kept
 	benchOp(b, 16383, nil, func(gb *graph.Builder) []*graph.Value {
 		return []*graph.Value{ops.QSASelect(gb, gb.Input("qi", graph.F32, 1, 4*128), gb.State("keys", graph.F32, graph.Dyn, 128), ops.Call(gb),
@@ -78,7 +78,7 @@ func BenchmarkQwenSelect(b *testing.B) {
 	})
 }
 
-func BenchmarkQwenSparseAttention(b *testing.B) {
+func BenchmarkSparseAttention(b *testing.B) {
 	sel := make([]int32, 512)
 	for i := range sel {
 		sel[i] = int32(2 * i)
@@ -90,7 +90,7 @@ func BenchmarkQwenSparseAttention(b *testing.B) {
 	})
 }
 
-func BenchmarkQwenCausalConv(b *testing.B) {
+func BenchmarkCausalConv(b *testing.B) {
 	benchOp(b, 100, nil, func(gb *graph.Builder) []*graph.Value {
 		return []*graph.Value{ops.CausalConv(gb, gb.Input("x", graph.F32, 1, 10240), gb.Weight("w", graph.BF16, 10240, 1, 4),
 			gb.State("ring", graph.F32, 3, 10240), ops.Call(gb), ops.ConvAttrs{Dilation: 1, Act: ops.ActSiLU})}

@@ -8,10 +8,11 @@ import (
 	"github.com/reel-runtime/reel/graph"
 )
 
-// TestQwenDefs checks that every Qwen4 op is registered under its name with
+// TestFamilyDefs checks that every op of the families (deltanet, hyperconn,
+// moe, ngram, sparseattn) is registered under its name with
 // a statement of its math.
-func TestQwenDefs(t *testing.T) {
-	for _, d := range qwenDefs {
+func TestFamilyDefs(t *testing.T) {
+	for _, d := range familyDefs {
 		if got, ok := Lookup(d.Op); !ok || got != d {
 			t.Errorf("op %s is not registered", d.Op)
 		}
@@ -21,9 +22,8 @@ func TestQwenDefs(t *testing.T) {
 	}
 }
 
-// qwenTypicalAttrs are attributes each Qwen4 op accepts, for the fuzz test.
-var qwenTypicalAttrs = map[string]any{
-	"rmsnorm1p":      NormAttrs{Group: 4, Eps: 1e-6},
+// familyTypicalAttrs are attributes each family op accepts, for the fuzz test.
+var familyTypicalAttrs = map[string]any{
 	"hc_expand":      StreamAttrs{Streams: 2},
 	"hc_mix":         StreamAttrs{Streams: 2},
 	"hc_inject":      StreamAttrs{Streams: 2},
@@ -40,16 +40,16 @@ var qwenTypicalAttrs = map[string]any{
 	"moe_route":      RouteAttrs{K: 2, Norm: true},
 }
 
-// TestQwenRulesNeverPanic applies every Qwen4 op to random inputs (kinds,
+// TestFamilyRulesNeverPanic applies every family op to random inputs (kinds,
 // dtypes, ranks and extents, Dyn included) with no, zero-valued, typical and
 // pointer attributes: a rule may refuse them, but only with an error of its
 // own, never a panic caught by the builder.
-func TestQwenRulesNeverPanic(t *testing.T) {
+func TestFamilyRulesNeverPanic(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	kinds := []graph.Kind{graph.Input, graph.Weight, graph.State}
 	dts := []graph.DType{graph.F32, graph.F32, graph.BF16, graph.I32, graph.I64}
-	for _, d := range qwenDefs {
-		typical := qwenTypicalAttrs[d.Op]
+	for _, d := range familyDefs {
+		typical := familyTypicalAttrs[d.Op]
 		attrs := []any{nil, typical, &typical, struct{}{}}
 		for trial := 0; trial < 300; trial++ {
 			b := graph.NewBuilder("fuzz")
@@ -86,9 +86,9 @@ func TestQwenRulesNeverPanic(t *testing.T) {
 	}
 }
 
-// TestQwenRuleErrors checks that a shape mismatch is an error naming the
+// TestFamilyRuleErrors checks that a shape mismatch is an error naming the
 // node and the shapes involved.
-func TestQwenRuleErrors(t *testing.T) {
+func TestFamilyRuleErrors(t *testing.T) {
 	type bad struct {
 		name  string
 		build func(b *graph.Builder)
@@ -101,9 +101,12 @@ func TestQwenRuleErrors(t *testing.T) {
 		{"hc_mix streams", func(b *graph.Builder) {
 			HCMix(b, b.Input("xn", graph.F32, 2, 9), b.Input("g", graph.F32, 2, 9), 2)
 		}, []string{"xn:f32[2 9]", "2 streams"}},
-		{"rmsnorm1p weight", func(b *graph.Builder) {
-			RMSNorm1p(b, b.Input("x", graph.F32, 3, 8), b.Weight("w", graph.F32, 3), 4, 1e-6)
+		{"rmsnorm weight", func(b *graph.Builder) {
+			RMSNorm(b, b.Input("x", graph.F32, 3, 8), b.Weight("w", graph.F32, 3), 4, 1e-6)
 		}, []string{"x:f32[3 8]", "w:f32[3]", "[4]", "[8]"}},
+		{"rmsnorm weight type", func(b *graph.Builder) {
+			RMSNorm(b, b.Input("x", graph.F32, 3, 8), b.Weight("w", graph.I32, 8), 4, 1e-6)
+		}, []string{"w:i32[8]", "not a weight type"}},
 		{"causal_conv ring", func(b *graph.Builder) {
 			CausalConv(b, b.Input("x", graph.F32, 2, 5), b.Weight("w", graph.BF16, 5, 1, 4), b.State("ring", graph.F32, 2, 5), Call(b), ConvAttrs{Dilation: 1})
 		}, []string{"causal_conv", "ring:f32[2 5]", "w:bf16[5 1 4]", "[3 5]"}},
@@ -162,9 +165,9 @@ func TestQwenRuleErrors(t *testing.T) {
 	}
 }
 
-// TestQwenFusedDecompose checks that each fused Qwen4 op's decomposition
+// TestFamilyFusedDecompose checks that each fused family op's decomposition
 // makes outputs of the specs its rule gives.
-func TestQwenFusedDecompose(t *testing.T) {
+func TestFamilyFusedDecompose(t *testing.T) {
 	type fused struct {
 		d     *Def
 		attrs any

@@ -13,9 +13,9 @@ import (
 	"github.com/reel-runtime/reel/ops/optest"
 )
 
-// TestQwenKernelsCovered checks that every Qwen4 kernel is for a registered
+// TestFamilyKernelsCovered checks that every family kernel is for a registered
 // op and that the golden table has a case of each.
-func TestQwenKernelsCovered(t *testing.T) {
+func TestFamilyKernelsCovered(t *testing.T) {
 	covered := map[string]bool{}
 	for _, c := range optest.Cases() {
 		g, err := c.Graph()
@@ -26,7 +26,7 @@ func TestQwenKernelsCovered(t *testing.T) {
 			covered[n.Op] = true
 		}
 	}
-	for name := range qwenKernels {
+	for name := range familyKernels {
 		if _, ok := ops.Lookup(name); !ok {
 			t.Errorf("kernel %s is for no op", name)
 		}
@@ -139,12 +139,12 @@ type stateOp struct {
 	build  func(b *graph.Builder, rows int) []*graph.Value
 }
 
-// TestQwenStateChunking runs each stateful Qwen4 op over a sequence in one
+// TestStateChunking runs each stateful family op over a sequence in one
 // call and in chunks of 1, 2 and 3 rows (one of them padded: a bucket of 4
 // rows computing 3), and checks that the outputs and final states agree: the
 // rings, the recurrent state and the caches carry exactly what a later call
 // needs.
-func TestQwenStateChunking(t *testing.T) {
+func TestStateChunking(t *testing.T) {
 	const seq = 11
 	f32State := func(n int) stateSpec { return stateSpec{graph.F32, n} }
 	cases := []stateOp{
@@ -301,12 +301,12 @@ func closeTo(got, want []float64) error {
 	return nil
 }
 
-// TestQwenRunErrors checks that corrupt data that reaches a Qwen4 kernel at
+// TestFamilyRunErrors checks that corrupt data that reaches a family kernel at
 // run time gives an error naming the problem, never a panic.
-func TestQwenRunErrors(t *testing.T) {
+func TestFamilyRunErrors(t *testing.T) {
 	be := New(1)
 	for _, c := range optest.Cases() {
-		if c.WantErr == "" || !isQwenCase(c.Name) {
+		if c.WantErr == "" || !isFamilyCase(c.Name) {
 			continue
 		}
 		res, err := optest.Run(be, c, optest.Plain)
@@ -320,8 +320,8 @@ func TestQwenRunErrors(t *testing.T) {
 	}
 }
 
-func isQwenCase(name string) bool {
-	for _, p := range []string{"qsa_", "expert_", "moe_", "ngram_", "ple_", "gdn_", "causal_", "block/qwen"} {
+func isFamilyCase(name string) bool {
+	for _, p := range []string{"qsa_", "expert_", "moe_", "ngram_", "ple_", "gdn_", "causal_", "block/gated_residual", "block/gdn", "block/moe", "block/qsa", "block/ple", "block/mtp_input"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

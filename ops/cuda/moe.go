@@ -8,8 +8,8 @@ import (
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
-// Binders of the mixture-of-experts ops (ops/qwen_moe.go); the kernels are
-// in kernels/qwen_moe.cu. moe_route is one block per row; expert_matmul is
+// Binders of the mixture-of-experts ops (ops/moe.go); the kernels are
+// in kernels/moe.cu. moe_route is one block per row; expert_matmul is
 // one warp per (unit, output feature) when there are few units (decode:
 // each unit streams its expert's rows), else a grouping of the units by
 // expert followed by a tiled product per (expert, block of features), which
@@ -24,10 +24,10 @@ var moeBinders = map[string]binder{
 	"moe_combine":   bindMoECombine,
 }
 
-// moeKernels are the kernels of kernels/qwen_moe.cu that the binders launch.
+// moeKernels are the kernels of kernels/moe.cu that the binders launch.
 var moeKernels = []string{"moe_route", "moe_expert_warp", "moe_expert_group", "moe_expert_tile", "moe_silu_glu", "moe_combine"}
 
-// The error codes of kernels/qwen_moe.cu (ERR_MOE_*).
+// The error codes of kernels/moe.cu (ERR_MOE_*).
 const (
 	moeErrNaN = 40 // a = row, b = expert
 	moeErrID  = 41 // a = row, b = pick, c = id, w[4] = experts

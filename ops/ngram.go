@@ -10,9 +10,9 @@ import (
 // PLE, the hashed n-gram side input of a layer (X the hyper-state [T, C·H]):
 //
 //	e  = ngram_embed(ple_hash(ids, hist, call), shards...)
-//	kn = rmsnorm1p(e·W_keyᵀ, norm_key; H); qn = rmsnorm1p(X, norm_query; H)
+//	kn = rmsnorm(e·W_keyᵀ, norm_key; H); qn = rmsnorm(X, norm_query; H)
 //	gv = ple_gate(kn, qn, e·W_valueᵀ)
-//	X  = X + gv + causal_conv(rmsnorm1p(gv, norm_conv; H), conv, ring, call; dilation ngram_size, silu)
+//	X  = X + gv + causal_conv(rmsnorm(gv, norm_conv; H), conv, ring, call; dilation ngram_size, silu)
 
 // PLEHashAttrs are the attributes of ple_hash: the layer's hash constants,
 // which the checkpoint stores as the i64 buffers layer_multipliers,
@@ -70,7 +70,7 @@ var OpPLEHash = &Def{
 		if ids.DType != graph.I32 || len(ids.Shape) != 1 {
 			return graph.Signature{}, fmt.Errorf("ids %s must be i32 [rows]", ids)
 		}
-		if err := qwState("hist", in[1], graph.I32, at.NGram-1); err != nil {
+		if err := checkState("hist", in[1], graph.I32, at.NGram-1); err != nil {
 			return graph.Signature{}, err
 		}
 		if err := checkCall(in[2]); err != nil {
@@ -138,10 +138,10 @@ var OpPLEGate = &Def{
 		if !in[1].Shape.Equal(in[0].Shape) || in[1].DType != graph.F32 {
 			return graph.Signature{}, fmt.Errorf("qn %s must be f32 of the shape of kn %s", in[1], in[0])
 		}
-		if err := qwRows("v", in[2], h); err != nil {
+		if err := checkRows("v", in[2], h); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (kn is %s)", err, in[0])
 		}
-		if err := qwSameRows(in...); err != nil {
+		if err := sameRows(in...); err != nil {
 			return graph.Signature{}, err
 		}
 		return one(graph.F32, in[0].Shape), nil

@@ -8,22 +8,20 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Binders of Qwen4-Exp's gated residual streams (ops/qwen_hc.go) and their
-// norm: rmsnorm1p, hc_expand, hc_mix, hc_inject and reshape. The kernels are
-// in kernels/qwen_hc.cu; reshape is a device copy (nothing in place).
+// Binders of the gated residual streams (ops/hyperconn.go): hc_expand,
+// hc_mix, hc_inject and reshape (their norm is rmsnorm). The kernels are
+// in kernels/hyperconn.cu; reshape is a device copy (nothing in place).
 
 // hcBinders are the binders of the gated residual (hyper-connection) ops, by op name.
 var hcBinders = map[string]binder{
-	"rmsnorm1p": bindRMSNorm1p,
 	"hc_expand": bindHCExpand,
 	"hc_mix":    bindHCMix,
 	"hc_inject": bindHCInject,
 	"reshape":   bindReshape,
 }
 
-// hcKernels are the kernels of kernels/qwen_hc.cu the binders launch.
+// hcKernels are the kernels of kernels/hyperconn.cu the binders launch.
 var hcKernels = []string{
-	"hc_rmsnorm1p", "hc_rmsnorm1p_wide", "hc_rmsnorm1p_long",
 	"hc_expand", "hc_mix", "hc_inject",
 }
 
@@ -40,52 +38,6 @@ const hcThreads = 256
 // hcMaxInjectStreams bounds hc_inject's streams: their weights live in the
 // block's shared memory (4 bytes each, within the default 48 KiB).
 const hcMaxInjectStreams = 48 << 10 / 4
-
-// bindRMSNorm1p binds rmsnorm1p: one block per run of the group
-// (hc_rmsnorm1p, its _wide variant, or _long for runs past the register
-// kernels' reach), the weight [group] or [row] of any weight type.
-func bindRMSNorm1p(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	at, err := ops.NodeAttrs[ops.NormAttrs](n)
-	if err != nil {
-		return nil, err
-	}
-	x, w, y := in[0], in[1], out[0]
-	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
-		return nil, err
-	}
-	wt, err := wtype(w)
-	if err != nil {
-		return nil, fmt.Errorf("rmsnorm1p: w: %w", err)
-	}
-	last := n.Inputs[0].Shape.Last()
-	g := at.Group
-	if g == 0 {
-		g = last
-	}
-	if g <= 0 || last%g != 0 || x.n%g != 0 || y.n != x.n || last > math.MaxInt32 {
-		return nil, fmt.Errorf("rmsnorm1p: group %d does not divide rows of %d (x %d, output %d elements)", at.Group, last, x.n, y.n)
-	}
-	if w.n != g && w.n != last {
-		return nil, fmt.Errorf("rmsnorm1p: w has %d elements, want %d (the group) or %d (the row)", w.n, g, last)
-	}
-	s := be.newSteps()
-	if x.n == 0 {
-		return s, nil
-	}
-	runs := x.n / g
-	if runs > math.MaxInt32 {
-		return nil, fmt.Errorf("rmsnorm1p: %d runs of %d elements: more than one launch takes", runs, g)
-	}
-	name, threads := "hc_rmsnorm1p_long", uint32(1024)
-	if g <= 1024*32 {
-		if name, threads, err = rowKernel("hc_rmsnorm1p", g); err != nil {
-			return nil, fmt.Errorf("rmsnorm1p: %w", err)
-		}
-	}
-	s.add(name, [3]uint32{uint32(runs), 1, 1}, [3]uint32{threads, 1, 1}, 0,
-		x.ptr, w.ptr, wt, y.ptr, int32(g), int32(last), int32(w.n), at.Eps)
-	return s, nil
-}
 
 // hcLayout is the stream kernels' launch over rows of h columns: grid.x =
 // rows·chunks blocks of up to hcThreads columns, a thread per column.

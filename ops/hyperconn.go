@@ -6,55 +6,16 @@ import (
 	"github.com/reel-runtime/reel/graph"
 )
 
-// Qwen4's gated residual (hyper-connection) streams: the hidden state is kept
+// Gated residual (hyper-connection) streams: the hidden state is kept
 // as C copies side by side, X[T, C·H] (stream c = columns [cH, (c+1)H)). A
-// gated residual before a block computes, from Xn = rmsnorm1p(X; hc_norm,
-// group H):
+// gated residual before a block computes, from Xn = rmsnorm(X; hc_norm,
+// group H) (hc_norm a weight of the whole row C·H):
 //
 //	t = silu((Xn · W_downᵀ) / C)           matmul, scale, silu
 //	u = hc_mix(Xn, t · W_upᵀ)              the block's input [T, H]
 //	l = Xn · W_injectᵀ                     inject logits [T, C]
 //
 // and after the block X = hc_inject(X, y, l).
-
-// OpRMSNorm1p is the RMS norm of Qwen4, whose weights are offsets from one.
-var OpRMSNorm1p = &Def{
-	Op: "rmsnorm1p",
-	Doc: "rmsnorm1p(x[..., N], w) = x / sqrt(mean x² + Eps) ⊙ (1 + w), the mean over each run of Group elements of the last dimension " +
-		"(Group 0: the whole row), in f32. w is [Group] (one scale for every run: a per-head norm) or [N] (a scale per element: " +
-		"Qwen4's grouped norm of the C·H hyper-state, which takes the RMS per H-chunk and applies the whole C·H weight).",
-	Arity: 2, InPlace: []int{0},
-	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
-		at, err := attrsAs[NormAttrs]("rmsnorm1p", a)
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		x, w := in[0], in[1]
-		if err := wantF32("x", x); err != nil {
-			return graph.Signature{}, err
-		}
-		if len(x.Shape) == 0 {
-			return graph.Signature{}, fmt.Errorf("x %s has no dimensions", x)
-		}
-		g, err := groupOf(at, x)
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		if err := wantWeightType("w", w); err != nil {
-			return graph.Signature{}, err
-		}
-		if len(w.Shape) != 1 || (w.Shape[0] != g && w.Shape[0] != x.Shape.Last()) {
-			return graph.Signature{}, fmt.Errorf("x %s, w %s: w must be [%d] (the group) or [%d] (the row)", x, w, g, x.Shape.Last())
-		}
-		return one(graph.F32, x.Shape), nil
-	},
-}
-
-// RMSNorm1p is x / sqrt(mean x² + eps) ⊙ (1 + w) over runs of group elements
-// (0: the whole row); w is [group] or the whole row.
-func RMSNorm1p(b *graph.Builder, x, w *graph.Value, group int, eps float32) *graph.Value {
-	return apply1(b, OpRMSNorm1p, NormAttrs{Group: group, Eps: eps}, x, w)
-}
 
 // StreamAttrs are the attributes of the ops over the C residual streams.
 type StreamAttrs struct {
@@ -84,7 +45,7 @@ var OpHCExpand = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwRows("x", in[0], -1); err != nil {
+		if err := checkRows("x", in[0], -1); err != nil {
 			return graph.Signature{}, err
 		}
 		return one(graph.F32, graph.Shape{in[0].Shape[0], c * in[0].Shape[1]}), nil
@@ -98,7 +59,7 @@ func HCExpand(b *graph.Builder, x *graph.Value, streams int) *graph.Value {
 
 // hcStreams checks a hyper-state [T, C·H] and gives H.
 func hcStreams(what string, x *graph.Value, c int) (int, error) {
-	if err := qwRows(what, x, -1); err != nil {
+	if err := checkRows(what, x, -1); err != nil {
 		return 0, err
 	}
 	if x.Shape[1]%c != 0 || x.Shape[1] == 0 {
@@ -149,13 +110,13 @@ var OpHCInject = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwRows("y", in[1], h); err != nil {
+		if err := checkRows("y", in[1], h); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (x is %s)", err, in[0])
 		}
-		if err := qwRows("l", in[2], c); err != nil {
+		if err := checkRows("l", in[2], c); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwSameRows(in...); err != nil {
+		if err := sameRows(in...); err != nil {
 			return graph.Signature{}, err
 		}
 		return one(graph.F32, in[0].Shape), nil

@@ -9,32 +9,32 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// The cases of the ops Qwen4-Exp adds (ops/qwen*.go), with their float64
-// references (the qref* functions: each op's Doc written out plainly, in the
-// formulation of the reference PyTorch code where it differs from a
-// kernel's), and whole patterns of several ops (a gated residual, a GDN
+// The cases of the op families (ops/deltanet.go, hyperconn.go, moe.go,
+// ngram.go, sparseattn.go), with their float64 references (the ref*
+// functions: each op's Doc written out plainly, in the formulation of the
+// reference PyTorch code where it differs from a kernel's), and whole patterns of several ops (a gated residual, a GDN
 // mixer, a QSA mixer, a MoE block, PLE, the MTP input) against references of
 // the whole.
 
-// qwenOpCases lists the Qwen4 cases; qwenCases (qwen.go) returns it.
-func qwenOpCases() []Case {
+// familyOpCases lists the family cases; familyCases (families.go) returns it.
+func familyOpCases() []Case {
 	var cs []Case
 	for _, gen := range []func() []Case{
-		qcNorms, qcStreams, qcSplitReshape, qcConv, qcGDN, qcBlockKeys, qcSelect, qcSparseAttention,
-		qcPLE, qcMoE, qcQwenBlocks,
+		gatedNormCases, hyperconnCases, splitReshapeCases, convCases, deltanetCases, blockKeyCases, selectCases, sparseAttentionCases,
+		ngramCases, moeCases, familyBlockCases,
 	} {
 		cs = append(cs, gen()...)
 	}
 	return cs
 }
 
-// qcApply is a Build that applies one op over every leaf.
-func qcApply(d *ops.Def, attrs any, nOut int) func(*graph.Builder, []*graph.Value) []*graph.Value {
+// applyAll is a Build that applies one op over every leaf.
+func applyAll(d *ops.Def, attrs any, nOut int) func(*graph.Builder, []*graph.Value) []*graph.Value {
 	return func(b *graph.Builder, in []*graph.Value) []*graph.Value { return b.Apply(d, attrs, nOut, in...) }
 }
 
-// qcInts is an i32 leaf holding vals.
-func qcInts(name string, kind graph.Kind, vals []int, shape ...int) Tensor {
+// intLeaf is an i32 leaf holding vals.
+func intLeaf(name string, kind graph.Kind, vals []int, shape ...int) Tensor {
 	t := Tensor{Name: name, Kind: kind, DType: graph.I32, Shape: graph.Shape(shape), Data: make([]float64, len(vals))}
 	for i, v := range vals {
 		t.Data[i] = float64(v)
@@ -42,38 +42,21 @@ func qcInts(name string, kind graph.Kind, vals []int, shape ...int) Tensor {
 	return t
 }
 
-// qcMap rounds f of every element of t to t's dtype, in place.
-func qcMap(t Tensor, f func(float64) float64) Tensor {
+// mapLeaf rounds f of every element of t to t's dtype, in place.
+func mapLeaf(t Tensor, f func(float64) float64) Tensor {
 	for i, v := range t.Data {
 		t.Data[i] = round(t.DType, f(v))
 	}
 	return t
 }
 
-// qcEps is how an f32 epsilon attribute reaches a kernel.
-func qcEps(eps float32) float64 { return float64(eps) }
+// epsOf is how an f32 epsilon attribute reaches a kernel.
+func epsOf(eps float32) float64 { return float64(eps) }
 
 // ---------------------------------------------------------------- references
 
-// qrefRMS1p is x / sqrt(mean x² + eps) ⊙ (1 + w) over runs of g; w is a
-// run's length or a row's (then element i of a row takes w[i]).
-func qrefRMS1p(x, w []float64, g int, eps float64) []float64 {
-	y := make([]float64, len(x))
-	for o := 0; o < len(x); o += g {
-		var s float64
-		for _, v := range x[o : o+g] {
-			s += v * v
-		}
-		d := math.Sqrt(s/float64(g) + eps)
-		for i := o; i < o+g; i++ {
-			y[i] = x[i] / d * (1 + w[i%len(w)])
-		}
-	}
-	return y
-}
-
-// qrefHCMix is (1/C) Σ_c sigmoid(g_c) xn_c.
-func qrefHCMix(xn, g []float64, c, h int) []float64 {
+// refHCMix is (1/C) Σ_c sigmoid(g_c) xn_c.
+func refHCMix(xn, g []float64, c, h int) []float64 {
 	rows := len(xn) / (c * h)
 	u := make([]float64, rows*h)
 	for t := 0; t < rows; t++ {
@@ -87,8 +70,8 @@ func qrefHCMix(xn, g []float64, c, h int) []float64 {
 	return u
 }
 
-// qrefHCInject is x_c + 2 sigmoid(l_c / C) y.
-func qrefHCInject(x, y, l []float64, c, h int) []float64 {
+// refHCInject is x_c + 2 sigmoid(l_c / C) y.
+func refHCInject(x, y, l []float64, c, h int) []float64 {
 	out := make([]float64, len(x))
 	for i := range x {
 		t, s, j := i/(c*h), i/h%c, i%h
@@ -97,8 +80,8 @@ func qrefHCInject(x, y, l []float64, c, h int) []float64 {
 	return out
 }
 
-// qrefHCExpand tiles rows of h c times.
-func qrefHCExpand(x []float64, c, h int) []float64 {
+// refHCExpand tiles rows of h c times.
+func refHCExpand(x []float64, c, h int) []float64 {
 	var out []float64
 	for t := 0; t < len(x)/h; t++ {
 		for s := 0; s < c; s++ {
@@ -108,8 +91,8 @@ func qrefHCExpand(x []float64, c, h int) []float64 {
 	return out
 }
 
-// qrefSplit cuts rows of heads repetitions of parts.
-func qrefSplit(x []float64, heads int, parts []int) [][]float64 {
+// refSplit cuts rows of heads repetitions of parts.
+func refSplit(x []float64, heads int, parts []int) [][]float64 {
 	per := 0
 	for _, p := range parts {
 		per += p
@@ -125,10 +108,10 @@ func qrefSplit(x []float64, heads int, parts []int) [][]float64 {
 	return out
 }
 
-// qrefConv is the causal depthwise conv of the first used rows at positions
+// refConv is the causal depthwise conv of the first used rows at positions
 // pos.. over the history in ring (position j at row j mod R, zero before
 // position 0), and the ring afterwards.
-func qrefConv(x, w, ring []float64, c, k, dil, pos, used int, silu bool) (y, ring2 []float64) {
+func refConv(x, w, ring []float64, c, k, dil, pos, used int, silu bool) (y, ring2 []float64) {
 	r := (k - 1) * dil
 	val := func(j, ch int) float64 {
 		switch {
@@ -160,17 +143,17 @@ func qrefConv(x, w, ring []float64, c, k, dil, pos, used int, silu bool) (y, rin
 	return y, ring2
 }
 
-// qrefGDNPrep splits [q | k | v] and l2-normalizes q (then / sqrt(dk)) and k per head.
-func qrefGDNPrep(mix []float64, a ops.GDNPrepAttrs) (q, k, v []float64) {
+// refGDNPrep splits [q | k | v] and l2-normalizes q (then / sqrt(dk)) and k per head.
+func refGDNPrep(mix []float64, a ops.GDNPrepAttrs) (q, k, v []float64) {
 	kd := a.KeyHeads * a.KeyDim
-	p := qrefSplit(mix, 1, []int{kd, kd, a.ValueHeads * a.ValueDim})
-	eps := qcEps(a.Eps)
+	p := refSplit(mix, 1, []int{kd, kd, a.ValueHeads * a.ValueDim})
+	eps := epsOf(a.Eps)
 	q = refMap(refL2Norm(p[0], a.KeyDim, eps), func(x float64) float64 { return x / math.Sqrt(float64(a.KeyDim)) })
 	return q, refL2Norm(p[1], a.KeyDim, eps), p[2]
 }
 
-// qrefGates is g = −exp(A_log) softplus(a + dt_bias), beta = sigmoid(b).
-func qrefGates(a, b, aLog, dtBias []float64) (g, beta []float64) {
+// refGates is g = −exp(A_log) softplus(a + dt_bias), beta = sigmoid(b).
+func refGates(a, b, aLog, dtBias []float64) (g, beta []float64) {
 	nv := len(aLog)
 	g, beta = make([]float64, len(a)), make([]float64, len(a))
 	for i := range a {
@@ -185,9 +168,9 @@ func qrefGates(a, b, aLog, dtBias []float64) (g, beta []float64) {
 	return g, beta
 }
 
-// qrefScan is the gated delta rule over the first used rows, from the state
+// refScan is the gated delta rule over the first used rows, from the state
 // s (zero when pos is 0); the other rows are zero.
-func qrefScan(q, k, v, g, beta, s []float64, nk, nv, dk, dv, pos, used int) (o, s2 []float64) {
+func refScan(q, k, v, g, beta, s []float64, nk, nv, dk, dv, pos, used int) (o, s2 []float64) {
 	s2 = append([]float64(nil), s...)
 	if pos == 0 {
 		clear(s2)
@@ -225,8 +208,8 @@ func qrefScan(q, k, v, g, beta, s []float64, nk, nv, dk, dv, pos, used int) (o, 
 	return o, s2
 }
 
-// qrefAct is an activation by name.
-func qrefAct(a ops.Activation) func(float64) float64 {
+// refAct is an activation by name.
+func refAct(a ops.Activation) func(float64) float64 {
 	switch a {
 	case ops.ActSiLU:
 		return refSiLU
@@ -236,9 +219,9 @@ func qrefAct(a ops.Activation) func(float64) float64 {
 	return func(x float64) float64 { return x }
 }
 
-// qrefGatedNorm is w ⊙ o / sqrt(mean o² + eps) ⊙ act(z) over runs of len(w).
-func qrefGatedNorm(o, z, w []float64, eps float64, act ops.Activation) []float64 {
-	f, g := qrefAct(act), len(w)
+// refGatedRMSNorm is w ⊙ o / sqrt(mean o² + eps) ⊙ act(z) over runs of len(w).
+func refGatedRMSNorm(o, z, w []float64, eps float64, act ops.Activation) []float64 {
+	f, g := refAct(act), len(w)
 	y := make([]float64, len(o))
 	for r := 0; r < len(o); r += g {
 		var s float64
@@ -253,8 +236,8 @@ func qrefGatedNorm(o, z, w []float64, eps float64, act ops.Activation) []float64
 	return y
 }
 
-// qrefBlockKeys gives the raw key slot and the block keys after a call.
-func qrefBlockKeys(kraw, w, slot, keys []float64, a ops.BlockKeyAttrs, pos, used int) (slot2, keys2 []float64) {
+// refBlockKeys gives the raw key slot and the block keys after a call.
+func refBlockKeys(kraw, w, slot, keys []float64, a ops.BlockKeyAttrs, pos, used int) (slot2, keys2 []float64) {
 	d, cr := len(w), a.Block
 	capacity := len(slot) / d
 	val := func(j int) []float64 {
@@ -277,14 +260,14 @@ func qrefBlockKeys(kraw, w, slot, keys []float64, a ops.BlockKeyAttrs, pos, used
 				mean[c] += x / float64(cr)
 			}
 		}
-		kb := refRope(qrefRMS1p(mean, w, d, qcEps(a.Eps)), d, a.Rope, b*cr)
+		kb := refRope(refRMSNorm(mean, w, d, epsOf(a.Eps)), d, a.Rope, b*cr)
 		copy(keys2[b*d:], kb)
 	}
 	return refKVWrite(slot, kraw, d, pos, used, a.Ring), keys2
 }
 
-// qrefBlockScores are σ_b = Σ_h ReLU(qi_h · keys[b]) / sqrt(d) for b < nb.
-func qrefBlockScores(qi, keys []float64, heads, nb int) []float64 {
+// refBlockScores are σ_b = Σ_h ReLU(qi_h · keys[b]) / sqrt(d) for b < nb.
+func refBlockScores(qi, keys []float64, heads, nb int) []float64 {
 	d := len(qi) / heads
 	sc := make([]float64, nb)
 	for b := range sc {
@@ -300,10 +283,10 @@ func qrefBlockScores(qi, keys []float64, heads, nb int) []float64 {
 	return sc
 }
 
-// qrefSelect is the indexer's choice of blocks per row (keys of width d),
+// refSelect is the indexer's choice of blocks per row (keys of width d),
 // and the smallest gap between a kept and a dropped score (+Inf where
 // nothing was dropped or at exact ties, which every backend resolves alike).
-func qrefSelect(qi, keys []float64, d int, a ops.SelectAttrs, pos, used int) (sel []float64, gap float64) {
+func refSelect(qi, keys []float64, d int, a ops.SelectAttrs, pos, used int) (sel []float64, gap float64) {
 	width := a.Heads * d
 	rows := len(qi) / width
 	gap = math.Inf(1)
@@ -321,7 +304,7 @@ func qrefSelect(qi, keys []float64, d int, a ops.SelectAttrs, pos, used int) (se
 			}
 			continue
 		}
-		sc := qrefBlockScores(qi[t*width:(t+1)*width], keys, a.Heads, nb)
+		sc := refBlockScores(qi[t*width:(t+1)*width], keys, a.Heads, nb)
 		idx := make([]int, nb)
 		for i := range idx {
 			idx[i] = i
@@ -339,9 +322,9 @@ func qrefSelect(qi, keys []float64, d int, a ops.SelectAttrs, pos, used int) (se
 	return sel, gap
 }
 
-// qrefSparseAttention is GQA attention of each row over its selected blocks
+// refSparseAttention is GQA attention of each row over its selected blocks
 // and trailing keys.
-func qrefSparseAttention(q, k, v, sel []float64, a ops.SparseAttentionAttrs, pos, used int) []float64 {
+func refSparseAttention(q, k, v, sel []float64, a ops.SparseAttentionAttrs, pos, used int) []float64 {
 	d, cr := a.HeadDim, a.Block
 	qw, kw := a.Heads*d, a.KVHeads*d
 	keep := len(sel) / (len(q) / qw)
@@ -385,11 +368,11 @@ func qrefSparseAttention(q, k, v, sel []float64, a ops.SparseAttentionAttrs, pos
 	return y
 }
 
-// qrefPLEHash follows the reference code: the token history is the last n−1
+// refPLEHash follows the reference code: the token history is the last n−1
 // tokens before the call (EOS before position 0) and the call's ids; the
 // token s steps back is replaced by EOS unless it lies in the current
 // segment (after the last EOS before the token) and in the history.
-func qrefPLEHash(ids, hist []float64, a ops.PLEHashAttrs, pos, used int) (rows, hist2 []float64) {
+func refPLEHash(ids, hist []float64, a ops.PLEHashAttrs, pos, used int) (rows, hist2 []float64) {
 	n, hp := a.NGram, a.HeadsPerNGram
 	ctx, nh := n-1, (n-1)*a.HeadsPerNGram
 	eos := int64(a.EOS)
@@ -436,8 +419,8 @@ func qrefPLEHash(ids, hist []float64, a ops.PLEHashAttrs, pos, used int) (rows, 
 	return rows, hist2
 }
 
-// qrefNGramEmbed gathers rows of the concatenated shards.
-func qrefNGramEmbed(rows []float64, w int, shards ...[]float64) []float64 {
+// refNGramEmbed gathers rows of the concatenated shards.
+func refNGramEmbed(rows []float64, w int, shards ...[]float64) []float64 {
 	var table []float64
 	for _, s := range shards {
 		table = append(table, s...)
@@ -445,8 +428,8 @@ func qrefNGramEmbed(rows []float64, w int, shards ...[]float64) []float64 {
 	return refEmbed(table, w, rows)
 }
 
-// qrefPLEGate is sigmoid(sign(γ) sqrt(max(|γ|, 1e-6))) v per stream, γ = kn_c·qn_c / sqrt(H).
-func qrefPLEGate(kn, qn, v []float64, c, h int) []float64 {
+// refPLEGate is sigmoid(sign(γ) sqrt(max(|γ|, 1e-6))) v per stream, γ = kn_c·qn_c / sqrt(H).
+func refPLEGate(kn, qn, v []float64, c, h int) []float64 {
 	y := make([]float64, len(kn))
 	for t := 0; t < len(v)/h; t++ {
 		for s := 0; s < c; s++ {
@@ -471,10 +454,10 @@ func qrefPLEGate(kn, qn, v []float64, c, h int) []float64 {
 	return y
 }
 
-// qrefRoute is softmax, the k most likely experts (ties to the smaller id)
+// refRoute is softmax, the k most likely experts (ties to the smaller id)
 // and their weights, renormalized when norm; also the smallest gap between
 // the k-th and the (k+1)-th probability (+Inf for k = E or exact ties).
-func qrefRoute(logits []float64, e, k int, norm bool) (ids, w []float64, gap float64) {
+func refRoute(logits []float64, e, k int, norm bool) (ids, w []float64, gap float64) {
 	gap = math.Inf(1)
 	for t := 0; t < len(logits)/e; t++ {
 		l := logits[t*e : (t+1)*e]
@@ -513,8 +496,8 @@ func qrefRoute(logits []float64, e, k int, norm bool) (ids, w []float64, gap flo
 	return ids, w, gap
 }
 
-// qrefExpert is y[t, j] = w[ids[t, j]] · x[t] (or x[t, j]).
-func qrefExpert(x, w, ids []float64, nOut, nIn int, perUnit bool) []float64 {
+// refExpert is y[t, j] = w[ids[t, j]] · x[t] (or x[t, j]).
+func refExpert(x, w, ids []float64, nOut, nIn int, perUnit bool) []float64 {
 	y := make([]float64, len(ids)*nOut)
 	k := len(ids) / (len(x) / nIn)
 	if perUnit {
@@ -537,8 +520,8 @@ func qrefExpert(x, w, ids []float64, nOut, nIn int, perUnit bool) []float64 {
 	return y
 }
 
-// qrefSiLUGLU is silu(x[:F]) x[F:] over rows of 2F.
-func qrefSiLUGLU(x []float64, f int) []float64 {
+// refSiLUGLU is silu(x[:F]) x[F:] over rows of 2F.
+func refSiLUGLU(x []float64, f int) []float64 {
 	var y []float64
 	for o := 0; o < len(x); o += 2 * f {
 		for i := 0; i < f; i++ {
@@ -548,8 +531,8 @@ func qrefSiLUGLU(x []float64, f int) []float64 {
 	return y
 }
 
-// qrefCombine is Σ_j w_j y_j (+ sigmoid(sg) s).
-func qrefCombine(y, w, s, sg []float64, k, h int) []float64 {
+// refCombine is Σ_j w_j y_j (+ sigmoid(sg) s).
+func refCombine(y, w, s, sg []float64, k, h int) []float64 {
 	rows := len(w) / k
 	out := make([]float64, rows*h)
 	for t := 0; t < rows; t++ {
@@ -567,33 +550,9 @@ func qrefCombine(y, w, s, sg []float64, k, h int) []float64 {
 
 // ---------------------------------------------------------------- op cases
 
-func qcNorms() []Case {
+func gatedNormCases() []Case {
 	var cs []Case
 	const eps = 1e-6
-	type norm struct {
-		rows, width, group, wlen int
-		dt                       graph.DType
-	}
-	for _, s := range []norm{
-		{1, 1, 0, 1, graph.F32}, {3, 65, 0, 65, graph.BF16}, {4, 132, 33, 33, graph.F32},
-		{2, 132, 33, 132, graph.F16}, {1, 64, 16, 64, graph.BF16}, {40, 1000, 250, 1000, graph.F32},
-		// a row longer than a block's registers hold (CUDA reads it twice)
-		{2, 40000, 0, 40000, graph.BF16},
-	} {
-		name := fmt.Sprintf("rmsnorm1p/%s/%dx%d/group=%d/w=%d", s.dt, s.rows, s.width, s.group, s.wlen)
-		m := newMaker(name)
-		g := s.group
-		if g == 0 {
-			g = s.width
-		}
-		cs = append(cs, Case{
-			Name:   name,
-			Inputs: []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, s.width), m.tensor("w", graph.Weight, s.dt, 0.5, s.wlen)},
-			Build:  qcApply(ops.OpRMSNorm1p, ops.NormAttrs{Group: s.group, Eps: eps}, 1),
-			Ref:    func(in [][]float64) [][]float64 { return [][]float64{qrefRMS1p(in[0], in[1], g, qcEps(eps))} },
-			Tol:    TolF32,
-		})
-	}
 	type gated struct {
 		rows, heads, group int
 		act                ops.Activation
@@ -611,9 +570,9 @@ func qcNorms() []Case {
 			Name: name,
 			Inputs: []Tensor{m.tensor("o", graph.Input, graph.F32, 2, s.rows, w), m.tensor("z", graph.Input, graph.F32, 4, s.rows, w),
 				m.weight("w", s.dt, s.group)},
-			Build: qcApply(ops.OpGatedRMSNorm, at, 1),
+			Build: applyAll(ops.OpGatedRMSNorm, at, 1),
 			Ref: func(in [][]float64) [][]float64 {
-				return [][]float64{qrefGatedNorm(in[0], in[1], in[2], qcEps(eps), s.act)}
+				return [][]float64{refGatedRMSNorm(in[0], in[1], in[2], epsOf(eps), s.act)}
 			},
 			Tol: TolF32,
 		})
@@ -621,7 +580,7 @@ func qcNorms() []Case {
 	return cs
 }
 
-func qcStreams() []Case {
+func hyperconnCases() []Case {
 	var cs []Case
 	for _, s := range [][3]int{{1, 1, 1}, {3, 4, 33}, {5, 2, 65}, {20, 4, 64}} {
 		rows, c, h := s[0], s[1], s[2]
@@ -631,8 +590,8 @@ func qcStreams() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{m.in("x", rows, h)},
-			Build:  qcApply(ops.OpHCExpand, at, 1),
-			Ref:    func(in [][]float64) [][]float64 { return [][]float64{qrefHCExpand(in[0], c, h)} },
+			Build:  applyAll(ops.OpHCExpand, at, 1),
+			Ref:    func(in [][]float64) [][]float64 { return [][]float64{refHCExpand(in[0], c, h)} },
 			Tol:    TolF32,
 		})
 		name = fmt.Sprintf("hc_mix/%dx%dx%d", rows, c, h)
@@ -641,8 +600,8 @@ func qcStreams() []Case {
 			Name: name,
 			Inputs: []Tensor{m.tensor("xn", graph.Input, graph.F32, 2, rows, c*h),
 				m.tensor("g", graph.Input, graph.F32, 4, rows, c*h)},
-			Build: qcApply(ops.OpHCMix, at, 1),
-			Ref:   func(in [][]float64) [][]float64 { return [][]float64{qrefHCMix(in[0], in[1], c, h)} },
+			Build: applyAll(ops.OpHCMix, at, 1),
+			Ref:   func(in [][]float64) [][]float64 { return [][]float64{refHCMix(in[0], in[1], c, h)} },
 			Tol:   TolF32,
 		})
 		name = fmt.Sprintf("hc_inject/%dx%dx%d", rows, c, h)
@@ -651,8 +610,8 @@ func qcStreams() []Case {
 			Name: name,
 			Inputs: []Tensor{m.in("x", rows, c*h), m.tensor("y", graph.Input, graph.F32, 2, rows, h),
 				m.tensor("l", graph.Input, graph.F32, 6, rows, c)},
-			Build: qcApply(ops.OpHCInject, at, 1),
-			Ref:   func(in [][]float64) [][]float64 { return [][]float64{qrefHCInject(in[0], in[1], in[2], c, h)} },
+			Build: applyAll(ops.OpHCInject, at, 1),
+			Ref:   func(in [][]float64) [][]float64 { return [][]float64{refHCInject(in[0], in[1], in[2], c, h)} },
 			Tol:   TolF32,
 		})
 		name = fmt.Sprintf("ple_gate/%dx%dx%d", rows, c, h)
@@ -667,15 +626,15 @@ func qcStreams() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{kn, m.tensor("qn", graph.Input, graph.F32, 2, rows, c*h), m.in("v", rows, h)},
-			Build:  qcApply(ops.OpPLEGate, at, 1),
-			Ref:    func(in [][]float64) [][]float64 { return [][]float64{qrefPLEGate(in[0], in[1], in[2], c, h)} },
+			Build:  applyAll(ops.OpPLEGate, at, 1),
+			Ref:    func(in [][]float64) [][]float64 { return [][]float64{refPLEGate(in[0], in[1], in[2], c, h)} },
 			Tol:    TolF32,
 		})
 	}
 	return cs
 }
 
-func qcSplitReshape() []Case {
+func splitReshapeCases() []Case {
 	var cs []Case
 	type split struct {
 		rows, heads int
@@ -691,8 +650,8 @@ func qcSplitReshape() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{m.in("x", s.rows, s.heads*per)},
-			Build:  qcApply(ops.OpSplit, ops.SplitAttrs{Heads: s.heads, Parts: s.parts}, len(s.parts)),
-			Ref:    func(in [][]float64) [][]float64 { return qrefSplit(in[0], s.heads, s.parts) },
+			Build:  applyAll(ops.OpSplit, ops.SplitAttrs{Heads: s.heads, Parts: s.parts}, len(s.parts)),
+			Ref:    func(in [][]float64) [][]float64 { return refSplit(in[0], s.heads, s.parts) },
 			Tol:    0,
 		})
 	}
@@ -707,7 +666,7 @@ func qcSplitReshape() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{x},
-			Build:  qcApply(ops.OpReshape, ops.ReshapeAttrs{Shape: s.to}, 1),
+			Build:  applyAll(ops.OpReshape, ops.ReshapeAttrs{Shape: s.to}, 1),
 			Ref:    func(in [][]float64) [][]float64 { return [][]float64{in[0]} },
 			Tol:    0,
 		})
@@ -718,7 +677,7 @@ func qcSplitReshape() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{m.tensor("y", graph.Input, graph.F32, 2, s...), m.tensor("g", graph.Input, graph.F32, 6, s...)},
-			Build:  qcApply(ops.OpGateMerge, nil, 1),
+			Build:  applyAll(ops.OpGateMerge, nil, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				y := make([]float64, len(in[0]))
 				for i := range y {
@@ -736,15 +695,15 @@ func qcSplitReshape() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{m.tensor("x", graph.Input, graph.F32, 6, s...)},
-			Build:  qcApply(ops.OpSiLUGLU, nil, 1),
-			Ref:    func(in [][]float64) [][]float64 { return [][]float64{qrefSiLUGLU(in[0], f)} },
+			Build:  applyAll(ops.OpSiLUGLU, nil, 1),
+			Ref:    func(in [][]float64) [][]float64 { return [][]float64{refSiLUGLU(in[0], f)} },
 			Tol:    TolF32,
 		})
 	}
 	return cs
 }
 
-func qcConv() []Case {
+func convCases() []Case {
 	var cs []Case
 	type conv struct {
 		rows, c, k, dil, pos, used int
@@ -774,10 +733,10 @@ func qcConv() []Case {
 			Name: name,
 			Inputs: []Tensor{m.tensor("x", graph.Input, graph.F32, 2, s.rows, s.c), m.weight("w", s.dt, wshape...),
 				m.tensor("ring", graph.State, graph.F32, 2, (s.k-1)*s.dil, s.c), call(s.pos, s.used)},
-			Build: qcApply(ops.OpCausalConv, at, 1),
+			Build: applyAll(ops.OpCausalConv, at, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[3], s.rows)
-				y, ring := qrefConv(in[0], in[1], in[2], s.c, s.k, s.dil, pos, used, s.act == ops.ActSiLU)
+				y, ring := refConv(in[0], in[1], in[2], s.c, s.k, s.dil, pos, used, s.act == ops.ActSiLU)
 				return [][]float64{y, ring}
 			},
 			Tol: TolF32,
@@ -786,7 +745,7 @@ func qcConv() []Case {
 	return cs
 }
 
-func qcGDN() []Case {
+func deltanetCases() []Case {
 	var cs []Case
 	for _, s := range [][5]int{{1, 1, 4, 1, 3}, {3, 2, 16, 4, 16}, {2, 1, 8, 3, 5}, {20, 2, 32, 4, 32}} {
 		rows := s[0]
@@ -796,9 +755,9 @@ func qcGDN() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{m.tensor("mix", graph.Input, graph.F32, 2, rows, 2*s[1]*s[2]+s[3]*s[4])},
-			Build:  qcApply(ops.OpGDNPrep, at, 3),
+			Build:  applyAll(ops.OpGDNPrep, at, 3),
 			Ref: func(in [][]float64) [][]float64 {
-				q, k, v := qrefGDNPrep(in[0], at)
+				q, k, v := refGDNPrep(in[0], at)
 				return [][]float64{q, k, v}
 			},
 			Tol: TolF32,
@@ -820,9 +779,9 @@ func qcGDN() []Case {
 			Name: name,
 			Inputs: []Tensor{a, m.tensor("b", graph.Input, graph.F32, 6, s.rows, s.nv),
 				m.tensor("A_log", graph.Weight, s.dt, 2, s.nv), m.weight("dt_bias", s.dt, s.nv)},
-			Build: qcApply(ops.OpGDNGates, nil, 2),
+			Build: applyAll(ops.OpGDNGates, nil, 2),
 			Ref: func(in [][]float64) [][]float64 {
-				g, beta := qrefGates(in[0], in[1], in[2], in[3])
+				g, beta := refGates(in[0], in[1], in[2], in[3])
 				return [][]float64{g, beta}
 			},
 			Tol: TolF32,
@@ -840,14 +799,14 @@ func qcGDN() []Case {
 			Name: name,
 			Inputs: []Tensor{
 				m.in("q", s.rows, kd), m.in("k", s.rows, kd), m.tensor("v", graph.Input, graph.F32, 2, s.rows, s.nv*s.dv),
-				qcMap(m.in("g", s.rows, s.nv), func(x float64) float64 { return -1.5 * math.Abs(x) }),
-				qcMap(m.in("beta", s.rows, s.nv), func(x float64) float64 { return refSigmoid(3 * x) }),
+				mapLeaf(m.in("g", s.rows, s.nv), func(x float64) float64 { return -1.5 * math.Abs(x) }),
+				mapLeaf(m.in("beta", s.rows, s.nv), func(x float64) float64 { return refSigmoid(3 * x) }),
 				m.tensor("S", graph.State, graph.F32, 0.5, s.nv, s.dk, s.dv), call(s.pos, s.used),
 			},
-			Build: qcApply(ops.OpGDNScan, nil, 1),
+			Build: applyAll(ops.OpGDNScan, nil, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[6], s.rows)
-				o, st := qrefScan(in[0], in[1], in[2], in[3], in[4], in[5], s.nk, s.nv, s.dk, s.dv, pos, used)
+				o, st := refScan(in[0], in[1], in[2], in[3], in[4], in[5], s.nk, s.nv, s.dk, s.dv, pos, used)
 				return [][]float64{o, st}
 			},
 			Tol: TolF32,
@@ -856,7 +815,7 @@ func qcGDN() []Case {
 	return cs
 }
 
-func qcBlockKeys() []Case {
+func blockKeyCases() []Case {
 	var cs []Case
 	type bk struct {
 		rows, d, rot, cr, pos, used, slotCap, keyCap int
@@ -901,7 +860,7 @@ func qcBlockKeys() []Case {
 			},
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[4], s.rows)
-				slot, keys := qrefBlockKeys(in[0], in[1], in[2], in[3], at, pos, used)
+				slot, keys := refBlockKeys(in[0], in[1], in[2], in[3], at, pos, used)
 				return [][]float64{slot, keys}
 			},
 			Tol:     TolF32,
@@ -911,11 +870,11 @@ func qcBlockKeys() []Case {
 	return cs
 }
 
-// qcMinGap is the least score gap at the top-k boundary a case's data must
+// minScoreGap is the least score gap at the top-k boundary a case's data must
 // keep, so that rounding in any backend cannot change a selection.
-const qcMinGap = 1e-3
+const minScoreGap = 1e-3
 
-func qcSelect() []Case {
+func selectCases() []Case {
 	var cs []Case
 	type sel struct {
 		rows, heads, d, cr, keep, pos, used, keyCap int
@@ -958,17 +917,17 @@ func qcSelect() []Case {
 				break
 			}
 			pos, used := callRows(inputs[2].Data, s.rows)
-			if _, gap := qrefSelect(qi.Data, keys.Data, s.d, at, pos, used); gap > qcMinGap {
+			if _, gap := refSelect(qi.Data, keys.Data, s.d, at, pos, used); gap > minScoreGap {
 				break
 			}
 		}
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: inputs,
-			Build:  qcApply(ops.OpQSASelect, at, 1),
+			Build:  applyAll(ops.OpQSASelect, at, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[2], s.rows)
-				sel, _ := qrefSelect(in[0], in[1], s.d, at, pos, used)
+				sel, _ := refSelect(in[0], in[1], s.d, at, pos, used)
 				return [][]float64{sel, in[1]}
 			},
 			Tol:     0,
@@ -978,7 +937,7 @@ func qcSelect() []Case {
 	return cs
 }
 
-func qcSparseAttention() []Case {
+func sparseAttentionCases() []Case {
 	var cs []Case
 	type sa struct {
 		heads, kv, d, cr, keep, rows, pos, used, capacity int
@@ -1012,11 +971,11 @@ func qcSparseAttention() []Case {
 		cs = append(cs, Case{
 			Name: name,
 			Inputs: []Tensor{m.tensor("q", graph.Input, graph.F32, 2, s.rows, s.heads*s.d), k, m.slot("v", s.capacity, s.kv*s.d),
-				qcInts("sel", graph.Input, s.sel, s.rows, s.keep), call(s.pos, s.used)},
-			Build: qcApply(ops.OpQSAAttention, at, 1),
+				intLeaf("sel", graph.Input, s.sel, s.rows, s.keep), call(s.pos, s.used)},
+			Build: applyAll(ops.OpQSAAttention, at, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[4], s.rows)
-				return [][]float64{qrefSparseAttention(in[0], in[1], in[2], in[3], at, pos, used), in[1], in[2]}
+				return [][]float64{refSparseAttention(in[0], in[1], in[2], in[3], at, pos, used), in[1], in[2]}
 			},
 			Tol:     TolF32,
 			WantErr: s.err,
@@ -1025,22 +984,22 @@ func qcSparseAttention() []Case {
 	return cs
 }
 
-// qcSplitMix64 is the splitmix64 finalizer of the PLE hash constants.
-func qcSplitMix64(v uint64) uint64 {
+// splitMix64 is the splitmix64 finalizer of the PLE hash constants.
+func splitMix64(v uint64) uint64 {
 	v += 0x9E3779B97F4A7C15
 	v = (v ^ v>>30) * 0xBF58476D1CE4E5B9
 	v = (v ^ v>>27) * 0x94D049BB133111EB
 	return v ^ v>>31
 }
 
-// qcPLEAttrs are a layer's hash constants as the reference code makes them
+// pleHashAttrs are a layer's hash constants as the reference code makes them
 // (the sizes need not be prime for the op; their sum fits i32).
-func qcPLEAttrs(n, hp int, eos int32, vocab, layer, seed uint64, sizes []int64) ops.PLEHashAttrs {
+func pleHashAttrs(n, hp int, eos int32, vocab, layer, seed uint64, sizes []int64) ops.PLEHashAttrs {
 	at := ops.PLEHashAttrs{NGram: n, HeadsPerNGram: hp, EOS: eos, Sizes: sizes}
 	half := (uint64(1)<<63 - 1) / vocab / 2
 	for j := 0; j < n; j++ {
 		v := seed + 10007*layer + 0x9E3779B97F4A7C15*uint64(j+1)
-		at.Mult = append(at.Mult, int64(2*(qcSplitMix64(v)%half)+1))
+		at.Mult = append(at.Mult, int64(2*(splitMix64(v)%half)+1))
 	}
 	var off int64
 	for _, s := range sizes {
@@ -1050,16 +1009,16 @@ func qcPLEAttrs(n, hp int, eos int32, vocab, layer, seed uint64, sizes []int64) 
 	return at
 }
 
-func qcPLE() []Case {
+func ngramCases() []Case {
 	var cs []Case
 	// the constants of the golden tiny models (vocabulary 128, seed 1234,
 	// first PLE layer): multipliers 40323955908725927, 35454616657218691,
 	// 55314113489879455, sizes the primes after 100
-	tiny := qcPLEAttrs(3, 2, 1, 128, 0, 1234, []int64{101, 103, 107, 109})
-	release := qcPLEAttrs(3, 8, 248044, 248320, 0, 1234, []int64{
+	tiny := pleHashAttrs(3, 2, 1, 128, 0, 1234, []int64{101, 103, 107, 109})
+	release := pleHashAttrs(3, 8, 248044, 248320, 0, 1234, []int64{
 		20000003, 20000023, 20000033, 20000039, 20000051, 20000069, 20000093, 20000099,
 		20000113, 20000123, 20000129, 20000131, 20000159, 20000167, 20000173, 20000197})
-	four := qcPLEAttrs(4, 1, 0, 50, 1, 7, []int64{31, 37, 41})
+	four := pleHashAttrs(4, 1, 0, 50, 1, 7, []int64{31, 37, 41})
 	type ph struct {
 		label     string
 		at        ops.PLEHashAttrs
@@ -1078,7 +1037,7 @@ func qcPLE() []Case {
 	} {
 		name := fmt.Sprintf("ple_hash/%s/rows=%d/pos=%d/used=%d/hist=%v", s.label, len(s.ids), s.pos, s.used, s.hist)
 		m := newMaker(name)
-		ids := qcInts("ids", graph.Input, s.ids, len(s.ids))
+		ids := intLeaf("ids", graph.Input, s.ids, len(s.ids))
 		if s.vocab > 0 {
 			for i := range ids.Data {
 				ids.Data[i] = float64(m.r.intn(s.vocab))
@@ -1091,11 +1050,11 @@ func qcPLE() []Case {
 		rows := len(s.ids)
 		cs = append(cs, Case{
 			Name:   name,
-			Inputs: []Tensor{ids, qcInts("hist", graph.State, s.hist, len(s.hist)), call(s.pos, s.used)},
-			Build:  qcApply(ops.OpPLEHash, at, 1),
+			Inputs: []Tensor{ids, intLeaf("hist", graph.State, s.hist, len(s.hist)), call(s.pos, s.used)},
+			Build:  applyAll(ops.OpPLEHash, at, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[2], rows)
-				r, h := qrefPLEHash(in[0], in[1], at, pos, used)
+				r, h := refPLEHash(in[0], in[1], at, pos, used)
 				return [][]float64{r, h}
 			},
 			Tol: 0,
@@ -1129,7 +1088,7 @@ func qcPLE() []Case {
 		if s.bad > 0 {
 			rows[len(rows)-1] = s.bad
 		}
-		inputs := []Tensor{qcInts("rows", graph.Input, rows, s.tokens, s.heads)}
+		inputs := []Tensor{intLeaf("rows", graph.Input, rows, s.tokens, s.heads)}
 		for i, r := range s.shards {
 			inputs = append(inputs, m.weight(fmt.Sprintf("shard_%d", i), s.dt, r, s.w))
 		}
@@ -1140,7 +1099,7 @@ func qcPLE() []Case {
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
 				return []*graph.Value{ops.NGramEmbed(b, in[0], in[1:]...)}
 			},
-			Ref: func(in [][]float64) [][]float64 { return [][]float64{qrefNGramEmbed(in[0], w, in[1:]...)} },
+			Ref: func(in [][]float64) [][]float64 { return [][]float64{refNGramEmbed(in[0], w, in[1:]...)} },
 			Tol: TolF32,
 		}
 		if s.bad > 0 {
@@ -1151,7 +1110,7 @@ func qcPLE() []Case {
 	return cs
 }
 
-func qcMoE() []Case {
+func moeCases() []Case {
 	var cs []Case
 	type route struct {
 		rows, e, k int
@@ -1179,9 +1138,9 @@ func qcMoE() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: []Tensor{l},
-			Build:  qcApply(ops.OpMoERoute, ops.RouteAttrs{K: s.k, Norm: s.norm}, 2),
+			Build:  applyAll(ops.OpMoERoute, ops.RouteAttrs{K: s.k, Norm: s.norm}, 2),
 			Ref: func(in [][]float64) [][]float64 {
-				ids, w, _ := qrefRoute(in[0], s.e, s.k, s.norm)
+				ids, w, _ := refRoute(in[0], s.e, s.k, s.norm)
 				return [][]float64{ids, w}
 			},
 			Tol:     TolF32,
@@ -1232,10 +1191,10 @@ func qcMoE() []Case {
 		}
 		cs = append(cs, Case{
 			Name:   name,
-			Inputs: []Tensor{m.in("x", xs...), m.weight("w", s.dt, s.e, s.out, s.in), qcInts("ids", graph.Input, ids, s.rows, s.k)},
-			Build:  qcApply(ops.OpExpertMatMul, nil, 1),
+			Inputs: []Tensor{m.in("x", xs...), m.weight("w", s.dt, s.e, s.out, s.in), intLeaf("ids", graph.Input, ids, s.rows, s.k)},
+			Build:  applyAll(ops.OpExpertMatMul, nil, 1),
 			Ref: func(in [][]float64) [][]float64 {
-				return [][]float64{qrefExpert(in[0], in[1], in[2], s.out, s.in, s.perUnit)}
+				return [][]float64{refExpert(in[0], in[1], in[2], s.out, s.in, s.perUnit)}
 			},
 			Tol:     TolF32,
 			WantErr: want,
@@ -1254,13 +1213,13 @@ func qcMoE() []Case {
 		cs = append(cs, Case{
 			Name:   name,
 			Inputs: inputs,
-			Build:  qcApply(ops.OpMoECombine, nil, 1),
+			Build:  applyAll(ops.OpMoECombine, nil, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				var sh, sg []float64
 				if s.shared {
 					sh, sg = in[2], in[3]
 				}
-				return [][]float64{qrefCombine(in[0], in[1], sh, sg, s.k, s.h)}
+				return [][]float64{refCombine(in[0], in[1], sh, sg, s.k, s.h)}
 			},
 			Tol: TolF32,
 		})
@@ -1270,13 +1229,10 @@ func qcMoE() []Case {
 
 // ---------------------------------------------------------------- patterns
 
-// qcMatMulT is RefMatMul of rows of k features by a weight [n, k].
-func qcMatMulT(x []float64, k int, w []float64) []float64 { return RefMatMul(x, k, w) }
-
-func qcQwenBlocks() []Case {
+func familyBlockCases() []Case {
 	var cs []Case
 	const eps = 1e-6
-	feps := qcEps(eps)
+	feps := epsOf(eps)
 	w16 := func(m *maker, name string, amp float64, shape ...int) Tensor {
 		return m.tensor(name, graph.Weight, graph.BF16, amp, shape...)
 	}
@@ -1284,25 +1240,25 @@ func qcQwenBlocks() []Case {
 	// A gated residual around a stand-in block y = u·W_blkᵀ.
 	for _, s := range [][4]int{{1, 4, 16, 8}, {3, 2, 32, 12}} {
 		rows, c, h, r := s[0], s[1], s[2], s[3]
-		name := fmt.Sprintf("block/qwen/gated_residual/rows=%d/streams=%d/h=%d/rank=%d", rows, c, h, r)
+		name := fmt.Sprintf("block/gated_residual/rows=%d/streams=%d/h=%d/rank=%d", rows, c, h, r)
 		m := newMaker(name)
 		cs = append(cs, Case{
 			Name: name,
 			Inputs: []Tensor{m.in("x", rows, c*h), m.tensor("hc_norm", graph.Weight, graph.F32, 0.3, c*h),
 				w16(m, "down", 0.3, r, c*h), w16(m, "up", 0.5, c*h, r), w16(m, "inject", 0.3, c, c*h), w16(m, "block", 0.3, h, h)},
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-				xn := ops.RMSNorm1p(b, in[0], in[1], h, eps)
+				xn := ops.RMSNorm(b, in[0], in[1], h, eps)
 				t := ops.SiLU(b, ops.Scale(b, ops.MatMul(b, xn, in[2]), 1/float32(c)))
 				u := ops.HCMix(b, xn, ops.MatMul(b, t, in[3]), c)
 				y := ops.MatMul(b, u, in[5])
 				return []*graph.Value{ops.HCInject(b, in[0], y, ops.MatMul(b, xn, in[4]), c), u}
 			},
 			Ref: func(in [][]float64) [][]float64 {
-				xn := qrefRMS1p(in[0], in[1], h, feps)
-				t := refMap(qcMatMulT(xn, c*h, in[2]), func(v float64) float64 { return refSiLU(v / float64(c)) })
-				u := qrefHCMix(xn, qcMatMulT(t, r, in[3]), c, h)
-				y := qcMatMulT(u, h, in[5])
-				return [][]float64{qrefHCInject(in[0], y, qcMatMulT(xn, c*h, in[4]), c, h), u}
+				xn := refRMSNorm(in[0], in[1], h, feps)
+				t := refMap(RefMatMul(xn, c*h, in[2]), func(v float64) float64 { return refSiLU(v / float64(c)) })
+				u := refHCMix(xn, RefMatMul(t, r, in[3]), c, h)
+				y := RefMatMul(u, h, in[5])
+				return [][]float64{refHCInject(in[0], y, RefMatMul(xn, c*h, in[4]), c, h), u}
 			},
 			Tol: TolBF16,
 		})
@@ -1313,7 +1269,7 @@ func qcQwenBlocks() []Case {
 		rows, pos, used := s[0], s[1], s[2]
 		const h, nk, dk, nv, dv, k = 32, 2, 8, 4, 8, 4
 		cd := 2*nk*dk + nv*dv
-		name := fmt.Sprintf("block/qwen/gdn/rows=%d/pos=%d/used=%d", rows, pos, used)
+		name := fmt.Sprintf("block/gdn/rows=%d/pos=%d/used=%d", rows, pos, used)
 		m := newMaker(name)
 		prep := ops.GDNPrepAttrs{KeyHeads: nk, KeyDim: dk, ValueHeads: nv, ValueDim: dv, Eps: 1e-6}
 		norm := ops.GatedRMSNormAttrs{Group: dv, Eps: eps, Act: ops.ActSigmoid}
@@ -1338,11 +1294,11 @@ func qcQwenBlocks() []Case {
 			Ref: func(in [][]float64) [][]float64 {
 				u := in[0]
 				p0, n := callRows(in[12], rows)
-				mix, ring := qrefConv(qcMatMulT(u, h, in[1]), in[2], in[3], cd, k, 1, p0, n, true)
-				q, kk, v := qrefGDNPrep(mix, prep)
-				g, beta := qrefGates(qcMatMulT(u, h, in[5]), qcMatMulT(u, h, in[6]), in[7], in[8])
-				o, st := qrefScan(q, kk, v, g, beta, in[9], nk, nv, dk, dv, p0, n)
-				y := qcMatMulT(qrefGatedNorm(o, qcMatMulT(u, h, in[4]), in[10], feps, ops.ActSigmoid), nv*dv, in[11])
+				mix, ring := refConv(RefMatMul(u, h, in[1]), in[2], in[3], cd, k, 1, p0, n, true)
+				q, kk, v := refGDNPrep(mix, prep)
+				g, beta := refGates(RefMatMul(u, h, in[5]), RefMatMul(u, h, in[6]), in[7], in[8])
+				o, st := refScan(q, kk, v, g, beta, in[9], nk, nv, dk, dv, p0, n)
+				y := RefMatMul(refGatedRMSNorm(o, RefMatMul(u, h, in[4]), in[10], feps, ops.ActSigmoid), nv*dv, in[11])
 				return [][]float64{y, ring, st}
 			},
 			Tol: TolBF16,
@@ -1352,13 +1308,13 @@ func qcQwenBlocks() []Case {
 	// A MoE block with its shared expert.
 	for _, rows := range []int{1, 4, 7} {
 		const h, e, f, k = 32, 8, 16, 2
-		name := fmt.Sprintf("block/qwen/moe/rows=%d/e=%d/k=%d", rows, e, k)
+		name := fmt.Sprintf("block/moe/rows=%d/e=%d/k=%d", rows, e, k)
 		var inputs []Tensor
 		for try := 0; ; try++ {
 			m := newMaker(fmt.Sprintf("%s#%d", name, try))
 			inputs = []Tensor{m.in("x", rows, h), m.weight("router", graph.F32, e, h), w16(m, "gate_up", 0.3, e, 2*f, h),
 				w16(m, "down", 0.3, e, h, f), w16(m, "sg", 0.3, f, h), w16(m, "su", 0.3, f, h), w16(m, "sd", 0.3, h, f), w16(m, "sgate", 0.3, 1, h)}
-			if _, _, gap := qrefRoute(qcMatMulT(inputs[0].Data, h, inputs[1].Data), e, k, true); gap > qcMinGap {
+			if _, _, gap := refRoute(RefMatMul(inputs[0].Data, h, inputs[1].Data), e, k, true); gap > minScoreGap {
 				break
 			}
 		}
@@ -1375,14 +1331,14 @@ func qcQwenBlocks() []Case {
 			},
 			Ref: func(in [][]float64) [][]float64 {
 				x := in[0]
-				ids, w, _ := qrefRoute(qcMatMulT(x, h, in[1]), e, k, true)
-				y := qrefExpert(qrefSiLUGLU(qrefExpert(x, in[2], ids, 2*f, h, false), f), in[3], ids, h, f, true)
-				g, u := qcMatMulT(x, h, in[4]), qcMatMulT(x, h, in[5])
+				ids, w, _ := refRoute(RefMatMul(x, h, in[1]), e, k, true)
+				y := refExpert(refSiLUGLU(refExpert(x, in[2], ids, 2*f, h, false), f), in[3], ids, h, f, true)
+				g, u := RefMatMul(x, h, in[4]), RefMatMul(x, h, in[5])
 				for i := range g {
 					g[i] = refSiLU(g[i]) * u[i]
 				}
-				s := qcMatMulT(g, f, in[6])
-				return [][]float64{qrefCombine(y, w, s, qcMatMulT(x, h, in[7]), k, h), ids}
+				s := RefMatMul(g, f, in[6])
+				return [][]float64{refCombine(y, w, s, RefMatMul(x, h, in[7]), k, h), ids}
 			},
 			Tol: TolBF16,
 		})
@@ -1394,7 +1350,7 @@ func qcQwenBlocks() []Case {
 		rows, pos := s[0], s[1]
 		const h, nq, nkv, hd, rot, ih, idim, cr, keep, capacity = 32, 4, 2, 16, 8, 2, 16, 2, 2, 16
 		const theta = 1e7
-		name := fmt.Sprintf("block/qwen/qsa/rows=%d/pos=%d", rows, pos)
+		name := fmt.Sprintf("block/qsa/rows=%d/pos=%d", rows, pos)
 		rope := ops.RopeAttrs{HeadDim: hd, Rotary: rot, Theta: theta}
 		irope := ops.RopeAttrs{HeadDim: idim, Rotary: rot, Theta: theta}
 		bk := ops.BlockKeyAttrs{Block: cr, Rope: irope, Eps: eps}
@@ -1404,20 +1360,20 @@ func qcQwenBlocks() []Case {
 		ref := func(in [][]float64) ([][]float64, float64) {
 			u := in[0]
 			p0, n := callRows(in[13], rows)
-			qg := qrefSplit(qcMatMulT(u, h, in[1]), nq, []int{hd, hd})
-			q := refRope(qrefRMS1p(qg[0], in[5], hd, feps), nq*hd, rope, p0)
-			kk := refRope(qrefRMS1p(qcMatMulT(u, h, in[2]), in[6], hd, feps), nkv*hd, rope, p0)
+			qg := refSplit(RefMatMul(u, h, in[1]), nq, []int{hd, hd})
+			q := refRope(refRMSNorm(qg[0], in[5], hd, feps), nq*hd, rope, p0)
+			kk := refRope(refRMSNorm(RefMatMul(u, h, in[2]), in[6], hd, feps), nkv*hd, rope, p0)
 			ks := refKVWrite(in[9], kk, nkv*hd, p0, n, false)
-			vs := refKVWrite(in[10], qcMatMulT(u, h, in[3]), nkv*hd, p0, n, false)
-			ik := qrefSplit(qcMatMulT(u, h, in[7]), 1, []int{ih * idim, idim})
-			qi := refRope(qrefRMS1p(ik[0], in[8], idim, feps), ih*idim, irope, p0)
-			slot, keys := qrefBlockKeys(ik[1], in[14], in[11], in[12], bk, p0, n)
-			sel, gap := qrefSelect(qi, keys, idim, sa, p0, n)
-			y := qrefSparseAttention(q, ks, vs, sel, at, p0, n)
+			vs := refKVWrite(in[10], RefMatMul(u, h, in[3]), nkv*hd, p0, n, false)
+			ik := refSplit(RefMatMul(u, h, in[7]), 1, []int{ih * idim, idim})
+			qi := refRope(refRMSNorm(ik[0], in[8], idim, feps), ih*idim, irope, p0)
+			slot, keys := refBlockKeys(ik[1], in[14], in[11], in[12], bk, p0, n)
+			sel, gap := refSelect(qi, keys, idim, sa, p0, n)
+			y := refSparseAttention(q, ks, vs, sel, at, p0, n)
 			for i := range y {
 				y[i] *= refSigmoid(qg[1][i])
 			}
-			return [][]float64{qcMatMulT(y, nq*hd, in[4]), sel, ks, vs, slot, keys}, gap
+			return [][]float64{RefMatMul(y, nq*hd, in[4]), sel, ks, vs, slot, keys}, gap
 		}
 		var inputs []Tensor
 		for try := 0; ; try++ {
@@ -1434,7 +1390,7 @@ func qcQwenBlocks() []Case {
 			for i, t := range inputs {
 				data[i] = t.Data
 			}
-			if _, gap := ref(data); gap > qcMinGap {
+			if _, gap := ref(data); gap > minScoreGap {
 				break
 			}
 		}
@@ -1444,12 +1400,12 @@ func qcQwenBlocks() []Case {
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
 				u, c := in[0], in[13]
 				qg := ops.Split(b, ops.MatMul(b, u, in[1]), nq, hd, hd)
-				q := ops.Rope(b, ops.RMSNorm1p(b, qg[0], in[5], hd, eps), c, rope)
-				kk := ops.Rope(b, ops.RMSNorm1p(b, ops.MatMul(b, u, in[2]), in[6], hd, eps), c, rope)
+				q := ops.Rope(b, ops.RMSNorm(b, qg[0], in[5], hd, eps), c, rope)
+				kk := ops.Rope(b, ops.RMSNorm(b, ops.MatMul(b, u, in[2]), in[6], hd, eps), c, rope)
 				ops.KVWrite(b, kk, in[9], c, ops.SlotAttrs{})
 				ops.KVWrite(b, ops.MatMul(b, u, in[3]), in[10], c, ops.SlotAttrs{})
 				ik := ops.Split(b, ops.MatMul(b, u, in[7]), 1, ih*idim, idim)
-				qi := ops.Rope(b, ops.RMSNorm1p(b, ik[0], in[8], idim, eps), c, irope)
+				qi := ops.Rope(b, ops.RMSNorm(b, ik[0], in[8], idim, eps), c, irope)
 				ops.QSABlockKeys(b, ik[1], in[14], in[11], in[12], c, bk)
 				sel := ops.QSASelect(b, qi, in[12], c, sa)
 				y := ops.QSAAttention(b, q, in[9], in[10], sel, c, at)
@@ -1464,19 +1420,19 @@ func qcQwenBlocks() []Case {
 	}
 
 	// PLE: the hash, the table rows, the gate per stream and the dilated conv.
-	tiny := qcPLEAttrs(3, 2, 1, 128, 0, 1234, []int64{101, 103, 107, 109})
+	tiny := pleHashAttrs(3, 2, 1, 128, 0, 1234, []int64{101, 103, 107, 109})
 	for _, s := range [][2]int{{5, 0}, {1, 7}, {3, 2}} {
 		rows, pos := s[0], s[1]
 		const c, h, w, ck, dil = 2, 16, 8, 4, 3
 		const nh, pin = 4, 32
-		name := fmt.Sprintf("block/qwen/ple/rows=%d/pos=%d", rows, pos)
+		name := fmt.Sprintf("block/ple/rows=%d/pos=%d", rows, pos)
 		m := newMaker(name)
 		ids := m.ids("ids", rows, 128)
 		ids.Data[0] = 1 // an EOS
 		cs = append(cs, Case{
 			Name: name,
 			Inputs: []Tensor{
-				m.in("x", rows, c*h), ids, qcInts("hist", graph.State, []int{5, 9}, 2),
+				m.in("x", rows, c*h), ids, intLeaf("hist", graph.State, []int{5, 9}, 2),
 				w16(m, "shard_0", 1, 256, w), w16(m, "shard_1", 1, 256, w), w16(m, "key", 0.3, c*h, pin), w16(m, "value", 0.3, h, pin),
 				m.tensor("norm_key", graph.Weight, graph.F32, 0.3, c*h), m.tensor("norm_query", graph.Weight, graph.F32, 0.3, c*h),
 				m.tensor("norm_conv", graph.Weight, graph.F32, 0.3, c*h), w16(m, "conv", 0.5, c*h, 1, ck),
@@ -1486,21 +1442,21 @@ func qcQwenBlocks() []Case {
 				x, call := in[0], in[12]
 				r := ops.PLEHash(b, in[1], in[2], call, tiny)
 				e := ops.NGramEmbed(b, r, in[3], in[4])
-				kn := ops.RMSNorm1p(b, ops.MatMul(b, e, in[5]), in[7], h, eps)
-				qn := ops.RMSNorm1p(b, x, in[8], h, eps)
+				kn := ops.RMSNorm(b, ops.MatMul(b, e, in[5]), in[7], h, eps)
+				qn := ops.RMSNorm(b, x, in[8], h, eps)
 				gv := ops.PLEGate(b, kn, qn, ops.MatMul(b, e, in[6]), c)
-				cv := ops.CausalConv(b, ops.RMSNorm1p(b, gv, in[9], h, eps), in[10], in[11], call, ops.ConvAttrs{Dilation: dil, Act: ops.ActSiLU})
+				cv := ops.CausalConv(b, ops.RMSNorm(b, gv, in[9], h, eps), in[10], in[11], call, ops.ConvAttrs{Dilation: dil, Act: ops.ActSiLU})
 				return []*graph.Value{ops.Add(b, ops.Add(b, x, gv), cv), r}
 			},
 			Ref: func(in [][]float64) [][]float64 {
 				x := in[0]
 				p0, n := callRows(in[12], rows)
-				r, hist := qrefPLEHash(in[1], in[2], tiny, p0, n)
-				e := qrefNGramEmbed(r, w, in[3], in[4])
-				kn := qrefRMS1p(qcMatMulT(e, nh*w, in[5]), in[7], h, feps)
-				qn := qrefRMS1p(x, in[8], h, feps)
-				gv := qrefPLEGate(kn, qn, qcMatMulT(e, nh*w, in[6]), c, h)
-				cv, ring := qrefConv(qrefRMS1p(gv, in[9], h, feps), in[10], in[11], c*h, ck, dil, p0, n, true)
+				r, hist := refPLEHash(in[1], in[2], tiny, p0, n)
+				e := refNGramEmbed(r, w, in[3], in[4])
+				kn := refRMSNorm(RefMatMul(e, nh*w, in[5]), in[7], h, feps)
+				qn := refRMSNorm(x, in[8], h, feps)
+				gv := refPLEGate(kn, qn, RefMatMul(e, nh*w, in[6]), c, h)
+				cv, ring := refConv(refRMSNorm(gv, in[9], h, feps), in[10], in[11], c*h, ck, dil, p0, n, true)
 				out := make([]float64, len(x))
 				for i := range out {
 					out[i] = x[i] + gv[i] + cv[i]
@@ -1514,7 +1470,7 @@ func qcQwenBlocks() []Case {
 	// The MTP head's input: the next token's embedding and the hidden streams.
 	for _, rows := range []int{1, 3} {
 		const c, h, vocab = 2, 16, 32
-		name := fmt.Sprintf("block/qwen/mtp_input/rows=%d", rows)
+		name := fmt.Sprintf("block/mtp_input/rows=%d", rows)
 		m := newMaker(name)
 		cs = append(cs, Case{
 			Name: name,
@@ -1522,15 +1478,15 @@ func qcQwenBlocks() []Case {
 				m.tensor("enorm", graph.Weight, graph.F32, 0.3, h), m.tensor("hnorm", graph.Weight, graph.F32, 0.3, c*h),
 				w16(m, "fc_embedding", 0.3, h, h), w16(m, "fc_hidden", 0.3, h, h)},
 			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-				e := ops.MatMul(b, ops.RMSNorm1p(b, ops.Embed(b, in[2], in[1]), in[3], 0, eps), in[5])
-				hn := ops.RMSNorm1p(b, in[0], in[4], 0, eps)
+				e := ops.MatMul(b, ops.RMSNorm(b, ops.Embed(b, in[2], in[1]), in[3], 0, eps), in[5])
+				hn := ops.RMSNorm(b, in[0], in[4], 0, eps)
 				hs := ops.Reshape(b, ops.MatMul(b, ops.Reshape(b, hn, rows*c, h), in[6]), rows, c*h)
 				return []*graph.Value{ops.Add(b, hs, ops.HCExpand(b, e, c))}
 			},
 			Ref: func(in [][]float64) [][]float64 {
-				e := qcMatMulT(qrefRMS1p(refEmbed(in[2], h, in[1]), in[3], h, feps), h, in[5])
-				hs := qcMatMulT(qrefRMS1p(in[0], in[4], c*h, feps), h, in[6])
-				ex := qrefHCExpand(e, c, h)
+				e := RefMatMul(refRMSNorm(refEmbed(in[2], h, in[1]), in[3], h, feps), h, in[5])
+				hs := RefMatMul(refRMSNorm(in[0], in[4], c*h, feps), h, in[6])
+				ex := refHCExpand(e, c, h)
 				for i := range hs {
 					hs[i] += ex[i]
 				}

@@ -1,4 +1,4 @@
-// QSA sparse attention of Qwen4-Exp (ops/qwen_qsa.go): qsa_block_keys (the
+// QSA sparse attention (ops/sparseattn.go): qsa_block_keys (the
 // indexer's block keys and its raw key slot), qsa_select (block scores and
 // their top-k: qsa_scores then qsa_topk), qsa_attention (GQA attention over
 // the selected key blocks and the trailing keys) and gate_merge.
@@ -8,7 +8,7 @@
 // every reduction runs in a fixed order, so a result is the same on every
 // run.
 
-// Error codes of this file (60..69); the Go side (qwen_qsa.go, qsaKernelErr)
+// Error codes of this file (60..69); the Go side (sparseattn.go, qsaKernelErr)
 // words them.
 #define QSA_ERR_SLOT_CAPACITY 60 // qsa_block_keys: a = last position, b = slot rows
 #define QSA_ERR_KEYS_CAPACITY 61 // qsa_block_keys: a = block, b = block key rows
@@ -20,12 +20,6 @@
 
 // QSA_SC_PER_CTA is the blocks whose scores one qsa_scores block computes.
 #define QSA_SC_PER_CTA 64
-
-// Defined earlier in the program (elementwise.cu, norm.cu); the kernels are
-// one translation unit.
-__device__ __forceinline__ long long kv_row(int r, int pos, int used, int cap, int ring);
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
-                          int norm, float eps);
 
 // ---------------------------------------------------------------- qsa_block_keys
 
@@ -59,7 +53,7 @@ __device__ __forceinline__ bool qsa_bk_check(const int* call, int rows, int cr, 
 // floats. Block i writes block key b = ⌊pos/cr⌋ + i when the call completes
 // it (b < ⌊(pos + used)/cr⌋): the f64 mean of its cr raw keys (from kraw
 // for positions of the call, else from the slot, ring row j mod slotCap),
-// rounded to f32, RMS-normed with 1 + w (f64, eps) and rotated at position
+// rounded to f32, RMS-normed with w (f64, eps) and rotated at position
 // b·cr (rope_head). The slot is written afterwards by qsa_block_keys_slot.
 extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int wt, const float* slot, float* keys, const int* call,
                                           int* err, const double* freq, double m, int rows, int d, int rot, int cr, float eps,
@@ -88,7 +82,7 @@ extern "C" __global__ void qsa_block_keys(const float* kraw, const void* w, int 
 	}
 	ss = block_sum_d(ss, scratch);
 	double inv = 1.0 / sqrt(ss / (double)d + (double)eps);
-	for (int c = threadIdx.x; c < d; c += blockDim.x) kb[c] = (float)((double)kb[c] * inv * (1.0 + (double)load_w(w, wt, c)));
+	for (int c = threadIdx.x; c < d; c += blockDim.x) kb[c] = (float)((double)kb[c] * inv * (double)load_w(w, wt, c));
 	__syncthreads();
 	rope_head(kb, keys + b * d, (int)(b * cr), freq, m, 0, d, rot, 0, 0.f);
 }

@@ -1,8 +1,8 @@
 package cpu
 
-// qwenKernels are the kernels of the ops Qwen4-Exp adds (files qwen_*.go).
-var qwenKernels = map[string]kernelFunc{
-	"rmsnorm1p": rmsnorm1pKernel,
+// familyKernels are the kernels of the op families: hyper-connection streams,
+// Gated DeltaNet, sparse attention, n-gram embeddings and mixture of experts.
+var familyKernels = map[string]kernelFunc{
 	"hc_expand": hcExpandKernel,
 	"hc_mix":    hcMixKernel,
 	"hc_inject": hcInjectKernel,

@@ -1,6 +1,6 @@
-// Gated DeltaNet kernels of Qwen4-Exp (ops/qwen_gdn.go): split, causal_conv,
+// Gated DeltaNet kernels (ops/deltanet.go): split, causal_conv,
 // gdn_prep, gdn_gates, gdn_scan and gated_rmsnorm. The arithmetic follows
-// the CPU kernels (ops/cpu/qwen_gdn.go): f32 products and sums where the CPU
+// the CPU kernels (ops/cpu/deltanet.go): f32 products and sums where the CPU
 // computes in f32, f64 for sums of squares, activations and gates where it
 // computes in f64. Every name here starts with gdn_.
 //
@@ -12,7 +12,7 @@
 #define GDN_ACT_SILU 1
 #define GDN_ACT_SIGMOID 2
 
-// gdn_act applies activation act in f64, as the CPU's qwAct does.
+// gdn_act applies activation act in f64, as the CPU's activationFunc does.
 __device__ __forceinline__ double gdn_act(int act, double x) {
 	if (act == GDN_ACT_SILU) return silu_d(x);
 	if (act == GDN_ACT_SIGMOID) return sigmoid_d(x);

@@ -11,10 +11,10 @@ import (
 // keys, keeping Keep = budget/cr blocks):
 //
 //	q, gate = split(u·W_qᵀ; heads nq, [hd, hd])
-//	q = rope(rmsnorm1p(q, q_norm; hd)); k = rope(rmsnorm1p(u·W_kᵀ, k_norm; hd)); v = u·W_vᵀ
+//	q = rope(rmsnorm(q, q_norm; hd)); k = rope(rmsnorm(u·W_kᵀ, k_norm; hd)); v = u·W_vᵀ
 //	kv_write(k, K); kv_write(v, V)
 //	qi, kraw = split(u·W_idxᵀ; 1, [ih·idim, idim])
-//	qi = rope(rmsnorm1p(qi, q_layernorm; idim))
+//	qi = rope(rmsnorm(qi, q_layernorm; idim))
 //	qsa_block_keys(kraw, k_layernorm, Kraw, B, call)      writes Kraw, B
 //	sel = qsa_select(qi, B, call)                         [T, Keep] i32
 //	y = GateMerge(qsa_attention(q, K, V, sel, call), gate) · W_oᵀ
@@ -32,7 +32,7 @@ type BlockKeyAttrs struct {
 	// Rope rotates each block key at its first token's position (HeadDim is
 	// the indexer's head dim).
 	Rope RopeAttrs
-	// Eps of the k_layernorm (a 1 + w RMS norm).
+	// Eps of the k_layernorm (an RMS norm with w).
 	Eps float32
 	// Ring says the raw key slot stores position j at row j mod capacity; a
 	// ring of Block rows is enough, since only an incomplete block's keys are
@@ -45,8 +45,8 @@ var OpQSABlockKeys = &Def{
 	Op: "qsa_block_keys",
 	Doc: "qsa_block_keys(kraw[T, d], w[d], slot[cap, d], keys[bcap, d], call), n the call's rows, positions p = call[pos] + t: with " +
 		"k̃(j) = kraw[j − call[pos]] for j ≥ call[pos], else slot row j (Ring: j mod cap), every block b (cr = Block) whose last position " +
-		"b·cr + cr − 1 lies in [call[pos], call[pos] + n) gets keys[b] = rope_{b·cr}(rmsnorm1p(mean_{i<cr} k̃(b·cr + i); w, Eps)): the " +
-		"indexer's block key, the mean of the block's raw keys normed with 1 + w and rotated at the block's first position. Then the " +
+		"b·cr + cr − 1 lies in [call[pos], call[pos] + n) gets keys[b] = rope_{b·cr}(rmsnorm(mean_{i<cr} k̃(b·cr + i); w, Eps)): the " +
+		"indexer's block key, the mean of the block's raw keys RMS-normed with w and rotated at the block's first position. Then the " +
 		"call's raw keys are written into the slot as kv_write does. A block or position outside a linear slot's capacity is an error. " +
 		"It makes no output.",
 	Arity: 5,
@@ -59,7 +59,7 @@ var OpQSABlockKeys = &Def{
 			return graph.Signature{}, fmt.Errorf("qsa_block_keys: block %d must be positive", at.Block)
 		}
 		kraw := in[0]
-		if err := qwRows("kraw", kraw, -1); err != nil {
+		if err := checkRows("kraw", kraw, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		d := kraw.Shape[1]
@@ -69,13 +69,13 @@ var OpQSABlockKeys = &Def{
 		if _, err := OpRope.Rule(at.Rope, []*graph.Value{kraw, in[4]}); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwVector("w", in[1], d); err != nil {
+		if err := checkVector("w", in[1], d); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwState("slot", in[2], graph.F32, -1, d); err != nil {
+		if err := checkState("slot", in[2], graph.F32, -1, d); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwState("keys", in[3], graph.F32, -1, d); err != nil {
+		if err := checkState("keys", in[3], graph.F32, -1, d); err != nil {
 			return graph.Signature{}, err
 		}
 		return graph.Signature{Writes: []int{2, 3}}, nil
@@ -111,17 +111,17 @@ var OpQSASelect = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwPositive("qsa_select", "heads", at.Heads, "block", at.Block, "keep", at.Keep); err != nil {
+		if err := checkPositive("qsa_select", "heads", at.Heads, "block", at.Block, "keep", at.Keep); err != nil {
 			return graph.Signature{}, err
 		}
 		qi, keys := in[0], in[1]
-		if err := qwRows("qi", qi, -1); err != nil {
+		if err := checkRows("qi", qi, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		if qi.Shape[1]%at.Heads != 0 || qi.Shape[1] == 0 {
 			return graph.Signature{}, fmt.Errorf("qi %s does not hold %d heads", qi, at.Heads)
 		}
-		if err := qwState("keys", keys, graph.F32, -1, qi.Shape[1]/at.Heads); err != nil {
+		if err := checkState("keys", keys, graph.F32, -1, qi.Shape[1]/at.Heads); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (qi is %s)", err, qi)
 		}
 		if err := checkCall(in[2]); err != nil {
@@ -159,18 +159,18 @@ var OpQSAAttention = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwPositive("qsa_attention", "heads", at.Heads, "kv heads", at.KVHeads, "head dim", at.HeadDim, "block", at.Block); err != nil {
+		if err := checkPositive("qsa_attention", "heads", at.Heads, "kv heads", at.KVHeads, "head dim", at.HeadDim, "block", at.Block); err != nil {
 			return graph.Signature{}, err
 		}
 		if at.Heads%at.KVHeads != 0 {
 			return graph.Signature{}, fmt.Errorf("qsa_attention: %d heads are not a multiple of %d kv heads", at.Heads, at.KVHeads)
 		}
 		q, k, v, sel := in[0], in[1], in[2], in[3]
-		if err := qwRows("q", q, at.Heads*at.HeadDim); err != nil {
+		if err := checkRows("q", q, at.Heads*at.HeadDim); err != nil {
 			return graph.Signature{}, err
 		}
 		for i, s := range []*graph.Value{k, v} {
-			if err := qwState([]string{"k", "v"}[i], s, graph.F32, -1, at.KVHeads*at.HeadDim); err != nil {
+			if err := checkState([]string{"k", "v"}[i], s, graph.F32, -1, at.KVHeads*at.HeadDim); err != nil {
 				return graph.Signature{}, err
 			}
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
-// Binders of QSA sparse attention (ops/qwen_qsa.go), whose kernels are in
-// kernels/qwen_qsa.cu: qsa_block_keys (two launches: the block keys, then
+// Binders of QSA sparse attention (ops/sparseattn.go), whose kernels are in
+// kernels/sparseattn.cu: qsa_block_keys (two launches: the block keys, then
 // the raw key slot), qsa_select (qsa_scores then qsa_topk, per group of
 // rows), qsa_attention (one block per row and query head) and gate_merge.
 
@@ -22,12 +22,12 @@ var qsaBinders = map[string]binder{
 	"gate_merge":     bindGateMerge,
 }
 
-// qsaKernels are the kernels of kernels/qwen_qsa.cu the binders launch.
+// qsaKernels are the kernels of kernels/sparseattn.cu the binders launch.
 var qsaKernels = []string{
 	"qsa_block_keys", "qsa_block_keys_slot", "qsa_scores", "qsa_topk", "qsa_attention", "qsa_gate_merge",
 }
 
-// qsaKernelErr words the error codes of kernels/qwen_qsa.cu (60..69); nil
+// qsaKernelErr words the error codes of kernels/sparseattn.cu (60..69); nil
 // for any other code.
 func qsaKernelErr(w [errRecWords]int32) error {
 	switch w[0] {
@@ -59,7 +59,7 @@ const qsaSharedMax = 46 * 1024
 // are scored and selected in groups that fit it.
 const qsaScoreScratch = 64 << 20
 
-// qsaScorePerCTA is QSA_SC_PER_CTA of qwen_qsa.cu: the blocks one
+// qsaScorePerCTA is QSA_SC_PER_CTA of sparseattn.cu: the blocks one
 // qsa_scores block scores.
 const qsaScorePerCTA = 64
 

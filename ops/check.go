@@ -6,8 +6,9 @@ import (
 	"github.com/reel-runtime/reel/graph"
 )
 
-// qwenDefs are the ops Qwen4-Exp adds (gated residual streams, Gated DeltaNet,
-// QSA, PLE, MoE); they are registered beside the common ones.
+// familyDefs are the ops of the families Qwen4-Exp brought (gated residual
+// streams, Gated DeltaNet, QSA sparse attention, PLE n-gram embeddings,
+// MoE); they are registered beside the common ones.
 //
 // The data-dependent choices of the model (which experts a row takes, which
 // key blocks a query reads) are ops with static shapes and dynamic contents:
@@ -16,9 +17,9 @@ import (
 // values (the position of row 0, the rows in use) come from the call record;
 // every op that writes state computes only the rows in use, so a plan built
 // for a bucket of rows serves a shorter call.
-var qwenDefs = []*Def{
+var familyDefs = []*Def{
 	// gated residual (hyper-connection) streams
-	OpRMSNorm1p, OpHCExpand, OpHCMix, OpHCInject, OpReshape,
+	OpHCExpand, OpHCMix, OpHCInject, OpReshape,
 	// Gated DeltaNet
 	OpSplit, OpCausalConv, OpGDNPrep, OpGDNGates, OpGDNScan, OpGatedRMSNorm,
 	// QSA sparse attention
@@ -48,8 +49,8 @@ func (a Activation) valid() bool {
 	return a == ActIdentity || a == ActSiLU || a == ActSigmoid
 }
 
-// qwRows checks an activation [rows, width] in f32 (width < 0: any).
-func qwRows(what string, v *graph.Value, width int) error {
+// checkRows checks an activation [rows, width] in f32 (width < 0: any).
+func checkRows(what string, v *graph.Value, width int) error {
 	if v.DType != graph.F32 || len(v.Shape) != 2 || (width >= 0 && v.Shape[1] != width) {
 		if width < 0 {
 			return fmt.Errorf("%s %s must be f32 [rows, width]", what, v)
@@ -59,8 +60,8 @@ func qwRows(what string, v *graph.Value, width int) error {
 	return nil
 }
 
-// qwSameRows checks that every value has as many rows as the first.
-func qwSameRows(vs ...*graph.Value) error {
+// sameRows checks that every value has as many rows as the first.
+func sameRows(vs ...*graph.Value) error {
 	for _, v := range vs[1:] {
 		if v.Shape[0] != vs[0].Shape[0] {
 			return fmt.Errorf("%s and %s have different row counts", vs[0], v)
@@ -69,8 +70,8 @@ func qwSameRows(vs ...*graph.Value) error {
 	return nil
 }
 
-// qwVector checks a weight vector [n] of a weight type.
-func qwVector(what string, v *graph.Value, n int) error {
+// checkVector checks a weight vector [n] of a weight type.
+func checkVector(what string, v *graph.Value, n int) error {
 	if err := wantWeightType(what, v); err != nil {
 		return err
 	}
@@ -80,10 +81,10 @@ func qwVector(what string, v *graph.Value, n int) error {
 	return nil
 }
 
-// qwState checks a state value of a dtype whose shape after the first extent
+// checkState checks a state value of a dtype whose shape after the first extent
 // is rest; a fixed first extent must equal first unless first < 0 (any, Dyn
 // included).
-func qwState(what string, v *graph.Value, dt graph.DType, first int, rest ...int) error {
+func checkState(what string, v *graph.Value, dt graph.DType, first int, rest ...int) error {
 	want := append(graph.Shape{first}, rest...)
 	ok := v.Kind == graph.State && v.DType == dt && len(v.Shape) == len(want)
 	if ok && first >= 0 && v.Shape[0] != first {
@@ -102,8 +103,8 @@ func qwState(what string, v *graph.Value, dt graph.DType, first int, rest ...int
 	return nil
 }
 
-// qwPositive checks that named attribute values are positive.
-func qwPositive(op string, kv ...any) error {
+// checkPositive checks that named attribute values are positive.
+func checkPositive(op string, kv ...any) error {
 	for i := 0; i+1 < len(kv); i += 2 {
 		if n, _ := kv[i+1].(int); n <= 0 {
 			return fmt.Errorf("%s: %s %v must be positive", op, kv[i], kv[i+1])

@@ -9,8 +9,8 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Binders of Gated DeltaNet's ops (ops/qwen_gdn.go), whose kernels are in
-// kernels/qwen_gdn.cu: split, causal_conv, gdn_prep, gdn_gates, gdn_scan and
+// Binders of Gated DeltaNet's ops (ops/deltanet.go), whose kernels are in
+// kernels/deltanet.cu: split, causal_conv, gdn_prep, gdn_gates, gdn_scan and
 // gated_rmsnorm. Each is one launch.
 
 // gdnBinders are the binders of the Gated DeltaNet ops, by op name.
@@ -23,15 +23,15 @@ var gdnBinders = map[string]binder{
 	"gated_rmsnorm": gdnBindGatedRMSNorm,
 }
 
-// gdnKernels are the kernels of kernels/qwen_gdn.cu the binders launch.
+// gdnKernels are the kernels of kernels/deltanet.cu the binders launch.
 var gdnKernels = []string{"gdn_split", "gdn_causal_conv", "gdn_prep", "gdn_gates", "gdn_scan", "gdn_gated_norm"}
 
-// gdnKernelErr words the error codes of kernels/qwen_gdn.cu (range 20 to
+// gdnKernelErr words the error codes of kernels/deltanet.cu (range 20 to
 // 29). The kernels report none of their own: a bad call record comes as the
 // common codes, which kernelErr words. It gives nil for every record.
 func gdnKernelErr([errRecWords]int32) error { return nil }
 
-// gdnAct is the kernels' code of an activation (GDN_ACT_* in qwen_gdn.cu).
+// gdnAct is the kernels' code of an activation (GDN_ACT_* in deltanet.cu).
 func gdnAct(a ops.Activation) (int32, error) {
 	switch a {
 	case ops.ActIdentity:
@@ -256,7 +256,7 @@ func gdnBindGates(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 	return s, nil
 }
 
-// gdn_scan's launch shape (GDN_SCAN_RP and the launch bound in qwen_gdn.cu).
+// gdn_scan's launch shape (GDN_SCAN_RP and the launch bound in deltanet.cu).
 const (
 	// gdnScanRP is the most state rows a thread keeps.
 	gdnScanRP = 16

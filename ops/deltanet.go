@@ -95,7 +95,7 @@ var OpCausalConv = &Def{
 		if at.Dilation <= 0 || (at.Act != ActIdentity && at.Act != ActSiLU) {
 			return graph.Signature{}, fmt.Errorf("causal_conv: dilation %d must be positive, act %q identity or silu", at.Dilation, at.Act)
 		}
-		if err := qwRows("x", x, -1); err != nil {
+		if err := checkRows("x", x, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		if err := checkCall(in[3]); err != nil {
@@ -110,7 +110,7 @@ var OpCausalConv = &Def{
 		if !okW || k < 2 {
 			return graph.Signature{}, fmt.Errorf("x %s, w %s: w must be [%d, K] or [%d, 1, K] with K ≥ 2", x, w, c, c)
 		}
-		if err := qwState("ring", ring, graph.F32, (k-1)*at.Dilation, c); err != nil {
+		if err := checkState("ring", ring, graph.F32, (k-1)*at.Dilation, c); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w ((K−1)·dilation rows for w %s)", err, w)
 		}
 		return graph.Signature{Outputs: []graph.Spec{{DType: graph.F32, Shape: x.Shape}}, Writes: []int{2}}, nil
@@ -130,7 +130,7 @@ type GDNPrepAttrs struct {
 }
 
 func (a GDNPrepAttrs) check() error {
-	if err := qwPositive("gdn_prep", "key heads", a.KeyHeads, "key dim", a.KeyDim, "value heads", a.ValueHeads, "value dim", a.ValueDim); err != nil {
+	if err := checkPositive("gdn_prep", "key heads", a.KeyHeads, "key dim", a.KeyDim, "value heads", a.ValueHeads, "value dim", a.ValueDim); err != nil {
 		return err
 	}
 	if a.ValueHeads%a.KeyHeads != 0 {
@@ -157,7 +157,7 @@ var OpGDNPrep = &Def{
 		}
 		kd, vd := at.KeyHeads*at.KeyDim, at.ValueHeads*at.ValueDim
 		x := in[0]
-		if err := qwRows("mix", x, 2*kd+vd); err != nil {
+		if err := checkRows("mix", x, 2*kd+vd); err != nil {
 			return graph.Signature{}, err
 		}
 		t := x.Shape[0]
@@ -191,20 +191,20 @@ var OpGDNGates = &Def{
 		"(the log of the state's decay), beta = sigmoid(b); softplus(x) = log(1 + exp(x)), computed stably.",
 	Arity: 4,
 	Rule: func(_ any, in []*graph.Value) (graph.Signature, error) {
-		if err := qwRows("a", in[0], -1); err != nil {
+		if err := checkRows("a", in[0], -1); err != nil {
 			return graph.Signature{}, err
 		}
 		nv := in[0].Shape[1]
-		if err := qwRows("b", in[1], nv); err != nil {
+		if err := checkRows("b", in[1], nv); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (a is %s)", err, in[0])
 		}
-		if err := qwSameRows(in[0], in[1]); err != nil {
+		if err := sameRows(in[0], in[1]); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwVector("A_log", in[2], nv); err != nil {
+		if err := checkVector("A_log", in[2], nv); err != nil {
 			return graph.Signature{}, err
 		}
-		if err := qwVector("dt_bias", in[3], nv); err != nil {
+		if err := checkVector("dt_bias", in[3], nv); err != nil {
 			return graph.Signature{}, err
 		}
 		s := graph.Spec{DType: graph.F32, Shape: append(graph.Shape(nil), in[0].Shape...)}
@@ -232,26 +232,26 @@ var OpGDNScan = &Def{
 		}
 		nv, dk, dv := st.Shape[0], st.Shape[1], st.Shape[2]
 		q, k, v, g, beta := in[0], in[1], in[2], in[3], in[4]
-		if err := qwRows("q", q, -1); err != nil {
+		if err := checkRows("q", q, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		kd := q.Shape[1]
 		if kd%dk != 0 || kd == 0 || nv%(kd/dk) != 0 {
 			return graph.Signature{}, fmt.Errorf("q %s, S %s: q must hold key heads of %d whose count divides %d value heads", q, st, dk, nv)
 		}
-		if err := qwRows("k", k, kd); err != nil {
+		if err := checkRows("k", k, kd); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (q is %s)", err, q)
 		}
-		if err := qwRows("v", v, nv*dv); err != nil {
+		if err := checkRows("v", v, nv*dv); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (S is %s)", err, st)
 		}
-		if err := qwRows("g", g, nv); err != nil {
+		if err := checkRows("g", g, nv); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (S is %s)", err, st)
 		}
-		if err := qwRows("beta", beta, nv); err != nil {
+		if err := checkRows("beta", beta, nv); err != nil {
 			return graph.Signature{}, fmt.Errorf("%w (S is %s)", err, st)
 		}
-		if err := qwSameRows(q, k, v, g, beta); err != nil {
+		if err := sameRows(q, k, v, g, beta); err != nil {
 			return graph.Signature{}, err
 		}
 		if err := checkCall(in[6]); err != nil {
@@ -291,7 +291,7 @@ var OpGatedRMSNorm = &Def{
 			return graph.Signature{}, fmt.Errorf("gated_rmsnorm: unknown activation %q", at.Act)
 		}
 		o, z := in[0], in[1]
-		if err := qwRows("o", o, -1); err != nil {
+		if err := checkRows("o", o, -1); err != nil {
 			return graph.Signature{}, err
 		}
 		if !z.Shape.Equal(o.Shape) || z.DType != graph.F32 {
@@ -300,7 +300,7 @@ var OpGatedRMSNorm = &Def{
 		if at.Group <= 0 || o.Shape[1]%at.Group != 0 {
 			return graph.Signature{}, fmt.Errorf("group %d does not divide o %s", at.Group, o)
 		}
-		if err := qwVector("w", in[2], at.Group); err != nil {
+		if err := checkVector("w", in[2], at.Group); err != nil {
 			return graph.Signature{}, err
 		}
 		return one(graph.F32, o.Shape), nil

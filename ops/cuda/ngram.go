@@ -9,8 +9,8 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
-// Binders of PLE, the hashed n-gram side input of Qwen4-Exp layers
-// (ops/qwen_ple.go; kernels/qwen_ple.cu): ple_hash is one launch over the
+// Binders of PLE, the hashed n-gram side input of a layer
+// (ops/ngram.go; kernels/ngram.cu): ple_hash is one launch over the
 // rows that also keeps the token history, ngram_embed one gather over the
 // (token, head) pairs from the table's shards, ple_gate one block per row
 // and stream.
@@ -22,14 +22,14 @@ var pleBinders = map[string]binder{
 	"ple_gate":    bindPLEGate,
 }
 
-// pleKernels are the extern "C" kernels of kernels/qwen_ple.cu.
+// pleKernels are the extern "C" kernels of kernels/ngram.cu.
 var pleKernels = []string{"ple_hash", "ple_ngram_embed", "ple_gate"}
 
-// pleErrRow is ERR_PLE_ROW of kernels/qwen_ple.cu: a row id outside the
+// pleErrRow is ERR_PLE_ROW of kernels/ngram.cu: a row id outside the
 // n-gram table (token, head, id; the table's rows in words 4 and 5).
 const pleErrRow = 50
 
-// pleKernelErr words the error record's PLE codes (kernels/qwen_ple.cu), and
+// pleKernelErr words the error record's PLE codes (kernels/ngram.cu), and
 // is nil for any other code.
 func pleKernelErr(w [errRecWords]int32) error {
 	switch w[0] {

@@ -27,7 +27,7 @@ func qsaBlockKeysKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 	if err != nil {
 		return nil, err
 	}
-	v, err := qwF32s([]string{"kraw", "slot", "keys"}, []*Buffer{in[0], in[2], in[3]}, rows*d, -1, -1)
+	v, err := f32Bufs([]string{"kraw", "slot", "keys"}, []*Buffer{in[0], in[2], in[3]}, rows*d, -1, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func qsaBlockKeysKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 		return nil, fmt.Errorf("slot of %d and keys of %d elements are not rows of %d", len(slot), len(keys), d)
 	}
 	slotCap, keyCap := len(slot)/d, len(keys)/d
-	w, err := qwVecOf("w", in[1], d)
+	w, err := weightVecOf("w", in[1], d)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func qsaBlockKeysKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 			for c := range kb {
 				kb[c] = float32(mean[c] / float64(cr))
 			}
-			qwRMS1p(kb, kb, ws, eps)
+			rmsNormRun(kb, kb, ws, eps)
 			tab.angles(b*cr, cos, sin)
 			tab.rotate(kb, kb, cos, sin)
 		}
@@ -112,13 +112,13 @@ func qsaSelectKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 		return nil, fmt.Errorf("qsa_select: %d heads, block %d, keep %d over rows of %d", at.Heads, at.Block, at.Keep, width)
 	}
 	d := width / at.Heads
-	v, err := qwF32s([]string{"qi", "keys"}, []*Buffer{in[0], in[1]}, rows*width, -1)
+	v, err := f32Bufs([]string{"qi", "keys"}, []*Buffer{in[0], in[1]}, rows*width, -1)
 	if err != nil {
 		return nil, err
 	}
 	qi, keys := v[0], v[1]
 	keyCap := len(keys) / d
-	sel, err := qwI32s("output", out[0])
+	sel, err := i32Buf("output", out[0])
 	if err != nil {
 		return nil, err
 	}
@@ -172,18 +172,18 @@ func qsaSelectKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 					return fmt.Errorf("row %d: indexer score of block %d is NaN", t, b)
 				}
 			}
-			qwTopK(row, sc)
+			topK(row, sc)
 			sort.Slice(row, func(i, j int) bool { return row[i] < row[j] })
 		}
 		return nil
 	}), nil
 }
 
-// qwTopK writes into ids the indices of the len(ids) largest scores (ties
+// topK writes into ids the indices of the len(ids) largest scores (ties
 // to the smaller index), in no particular order. It keeps a heap whose root
 // is the worst kept entry; scores are visited by ascending index, so an
 // equal later score never displaces a kept one.
-func qwTopK(ids []int32, scores []float32) {
+func topK(ids []int32, scores []float32) {
 	k := len(ids)
 	worse := func(a, b int32) bool { // a ranks below b
 		sa, sb := scores[a], scores[b]
@@ -231,7 +231,7 @@ func qsaAttentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 	rows := n.Inputs[0].Shape[0]
 	keep := n.Inputs[3].Shape[1]
 	d, qw, kvw := at.HeadDim, at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
-	v, err := qwF32s([]string{"q", "k", "v", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*qw, -1, -1, rows*qw)
+	v, err := f32Bufs([]string{"q", "k", "v", "output"}, []*Buffer{in[0], in[1], in[2], out[0]}, rows*qw, -1, -1, rows*qw)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func qsaAttentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 		return nil, fmt.Errorf("k of %d and v of %d elements are not the same rows of %d", len(k), len(vs), kvw)
 	}
 	capacity := len(k) / kvw
-	sel, err := qwI32s("sel", in[3])
+	sel, err := i32Buf("sel", in[3])
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +312,7 @@ func qsaAttentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 				}
 			}
 		})
-		qwZeroRows(y, used, qw)
+		zeroRows(y, used, qw)
 		return nil
 	}), nil
 }
@@ -320,7 +320,7 @@ func qsaAttentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 // gateMergeKernel is y ⊙ sigmoid(g).
 func gateMergeKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
 	total := n.Inputs[0].Shape.Elems()
-	v, err := qwF32s([]string{"y", "g", "output"}, []*Buffer{in[0], in[1], out[0]}, total, total, total)
+	v, err := f32Bufs([]string{"y", "g", "output"}, []*Buffer{in[0], in[1], out[0]}, total, total, total)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func gateMergeKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 	return ops.StepFunc(func() error {
 		be.elementwise(total, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				o[i] = y[i] * qwSigmoid32(g[i])
+				o[i] = y[i] * sigmoid32(g[i])
 			}
 		})
 		return nil
