@@ -2,7 +2,6 @@ package dory
 
 import (
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,23 +11,11 @@ import (
 
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/ops/cuda"
+	"github.com/reel-runtime/reel/ops/cuda/cudatest"
 )
 
-// cudaBackend opens the CUDA backend or skips the test with the one-line
-// reason where CUDA cannot be used (no driver, no card, no NVRTC); any
-// other error, such as kernels that do not compile, fails the test.
-func cudaBackend(t *testing.T, opts cuda.Options) *cuda.Backend {
-	t.Helper()
-	be, err := cuda.New(opts)
-	if err != nil {
-		if errors.Is(err, cuda.ErrUnavailable) {
-			t.Skip(err.Error())
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	return be
-}
+// cudaBackend opens the CUDA backend or skips the test (cudatest.Backend).
+func cudaBackend(t *testing.T, opts cuda.Options) *cuda.Backend { return cudatest.Backend(t, opts) }
 
 // TestCUDAGolden: the golden f32 checkpoints on CUDA, within 1e-3 of the
 // independent implementation's logits, in every chunking.

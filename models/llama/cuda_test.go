@@ -1,0 +1,41 @@
+package llama_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/ops/cuda"
+	"github.com/reel-runtime/reel/ops/cuda/cudatest"
+)
+
+// TestCUDAGolden: the three dense checkpoints on the card within 1e-3 of
+// transformers' logits, whole and incrementally (with prompt chunks of 7,
+// so the GEMM path runs too).
+func TestCUDAGolden(t *testing.T) {
+	be := cudatest.Backend(t, cuda.Options{})
+	for _, name := range checkpoints {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(testdata, name)
+			checkGolden(t, session(t, load(t, dir), lm.SessionOptions{Options: lm.Options{Backend: be}}), dir, 1e-3)
+			checkGolden(t, session(t, load(t, dir), lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: 7}), dir, 1e-3)
+		})
+	}
+}
+
+// TestCUDAMatchesCPUOnBF16: a bf16 checkpoint (matrices kept 16-bit on the
+// card) gives the CPU's logits within the rounding of the two backends'
+// orders of summation.
+func TestCUDAMatchesCPUOnBF16(t *testing.T) {
+	be := cudatest.Backend(t, cuda.Options{})
+	m := load(t, rewrite(t, filepath.Join(testdata, "llama3-13"), graph.BF16))
+	ids := []int{5, 17, 33, 2, 90, 41, 7, 8, 9, 10, 11, 12}
+	want, err := session(t, m, lm.SessionOptions{}).Forward(ids, 0, lm.WantAll)
+	require.NoError(t, err)
+	got, err := session(t, m, lm.SessionOptions{Options: lm.Options{Backend: be}}).Forward(ids, 0, lm.WantAll)
+	require.NoError(t, err)
+	require.InDeltaSlice(t, want.Data(), got.Data(), 2e-2)
+}
