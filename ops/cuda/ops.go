@@ -21,12 +21,12 @@ var binders = map[string]binder{
 	"embed":             bindEmbed,
 	"matmul":            bindMatMul,
 	"grouped_matmul":    bindMatMul,
-	"add":               bindBinary(0),
-	"sub":               bindBinary(1),
-	"mul":               bindBinary(2),
-	"sigmoid":           bindUnary(3),
-	"silu":              bindUnary(4),
-	"scale":             bindUnary(5),
+	"add":               bindBinary(ewCode("add")),
+	"sub":               bindBinary(ewCode("sub")),
+	"mul":               bindBinary(ewCode("mul")),
+	"sigmoid":           bindUnary(ewCode("sigmoid")),
+	"silu":              bindUnary(ewCode("silu")),
+	"scale":             bindUnary(ewCode("scale")),
 	"l2norm":            bindNorm(false),
 	"rmsnorm":           bindNorm(true),
 	"rope":              bindRope,
@@ -200,7 +200,7 @@ func bindBinary(op int32) binder {
 func bindUnary(op int32) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		var factor float32
-		if op == 5 {
+		if op == ewCode("scale") {
 			at, err := ops.NodeAttrs[ops.ScaleAttrs](n)
 			if err != nil {
 				return nil, err
@@ -224,8 +224,16 @@ func bindUnary(op int32) binder {
 	}
 }
 
-// chainOps are the kernels' codes of the elementwise ops (elementwise.cu).
-var chainOps = map[string]int32{"add": 0, "sub": 1, "mul": 2, "sigmoid": 3, "silu": 4, "scale": 5}
+// ewCode is the kernels' code of an elementwise op (ops.ElementwiseCode,
+// the OP_* constants of the program); it panics on a name that is not one,
+// a mistake in this package's tables.
+func ewCode(op string) int32 {
+	c, ok := ops.ElementwiseCode(op)
+	if !ok {
+		panic(fmt.Sprintf("cuda: %q is not an elementwise op", op))
+	}
+	return c
+}
 
 // chainMax is CHAIN_MAX in elementwise.cu.
 const chainMax = 16
@@ -248,7 +256,7 @@ func bindChain(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	table := make([]byte, 0, 4*3*len(at.Steps))
 	factors := make([]byte, 0, 4*len(at.Steps))
 	for _, st := range at.Steps {
-		code, ok := chainOps[st.Op]
+		code, ok := ops.ElementwiseCode(st.Op)
 		if !ok {
 			return nil, fmt.Errorf("elementwise_chain: op %q", st.Op)
 		}
