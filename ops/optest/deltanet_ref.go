@@ -136,19 +136,12 @@ func refAct(a ops.Activation) func(float64) float64 {
 	return func(x float64) float64 { return x }
 }
 
-// refGatedRMSNorm is w ⊙ o / sqrt(mean o² + eps) ⊙ act(z) over runs of len(w).
+// refGatedRMSNorm is rmsnorm(o; w) ⊙ act(z) over runs of len(w).
 func refGatedRMSNorm(o, z, w []float64, eps float64, act ops.Activation) []float64 {
-	f, g := refAct(act), len(w)
-	y := make([]float64, len(o))
-	for r := 0; r < len(o); r += g {
-		var s float64
-		for _, v := range o[r : r+g] {
-			s += v * v
-		}
-		d := math.Sqrt(s/float64(g) + eps)
-		for i := 0; i < g; i++ {
-			y[r+i] = w[i] * o[r+i] / d * f(z[r+i])
-		}
+	f := refAct(act)
+	y := refRMSNorm(o, w, len(w), eps)
+	for i := range y {
+		y[i] *= f(z[i])
 	}
 	return y
 }
