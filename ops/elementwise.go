@@ -44,6 +44,23 @@ func unaryRule(_ any, in []*graph.Value) (graph.Signature, error) {
 	return one(graph.F32, in[0].Shape), nil
 }
 
+// ElementwiseOps are the elementwise ops, binary ones first. An op's index
+// is its code in the backends' kernel tables (ElementwiseCode): the one
+// numbering of them, which the CPU's kernels use and the CUDA kernels' OP_*
+// constants are generated from.
+var ElementwiseOps = []*Def{OpAdd, OpSub, OpMul, OpSigmoid, OpSiLU, OpScale}
+
+// ElementwiseCode gives an elementwise op's code, its index in
+// ElementwiseOps (false for an op that is not elementwise).
+func ElementwiseCode(op string) (int32, bool) {
+	for i, d := range ElementwiseOps {
+		if d.Op == op {
+			return int32(i), true
+		}
+	}
+	return -1, false
+}
+
 // The elementwise ops. The second operand of a binary op is broadcast over
 // the first's leading dimensions.
 var (

@@ -147,11 +147,15 @@ func (a ChainAttrs) String() string {
 	return sb.String()
 }
 
-// ChainOps are the elementwise ops an elementwise_chain may hold.
-var ChainOps = map[string]*Def{
-	OpAdd.Op: OpAdd, OpSub.Op: OpSub, OpMul.Op: OpMul,
-	OpSigmoid.Op: OpSigmoid, OpSiLU.Op: OpSiLU, OpScale.Op: OpScale,
-}
+// ChainOps are the elementwise ops an elementwise_chain may hold, by name
+// (ElementwiseOps).
+var ChainOps = func() map[string]*Def {
+	m := map[string]*Def{}
+	for _, d := range ElementwiseOps {
+		m[d.Op] = d
+	}
+	return m
+}()
 
 // stepAttrs gives the attributes a primitive node of a chain step carries.
 func (s ChainStep) stepAttrs() any {

@@ -13,29 +13,6 @@ import (
 	"github.com/reel-runtime/reel/ops/optest"
 )
 
-// TestFamilyKernelsCovered checks that every family kernel is for a registered
-// op and that the golden table has a case of each.
-func TestFamilyKernelsCovered(t *testing.T) {
-	covered := map[string]bool{}
-	for _, c := range optest.Cases() {
-		g, err := c.Graph()
-		if err != nil {
-			t.Fatalf("%s: %v", c.Name, err)
-		}
-		for _, n := range g.Nodes {
-			covered[n.Op] = true
-		}
-	}
-	for name := range familyKernels {
-		if _, ok := ops.Lookup(name); !ok {
-			t.Errorf("kernel %s is for no op", name)
-		}
-		if !covered[name] {
-			t.Errorf("op %s has a CPU kernel but no case in ops/optest", name)
-		}
-	}
-}
-
 // stepRunner runs one graph over state buffers it keeps between runs.
 type stepRunner struct {
 	be     *Backend

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
@@ -38,6 +39,10 @@ func program() (string, error) {
 		return "", err
 	}
 	sb.Write(common)
+	sb.WriteString("\n// ---- elementwise op codes (ops.ElementwiseOps) ----\n")
+	for i, d := range ops.ElementwiseOps {
+		fmt.Fprintf(&sb, "#define OP_%s %d\n", strings.ToUpper(d.Op), i)
+	}
 	ents, err := sources.ReadDir("kernels")
 	if err != nil {
 		return "", err

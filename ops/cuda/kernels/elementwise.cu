@@ -2,12 +2,8 @@
 // swiglu, embedding gather, argmax, KV row writes and the f32 -> 16-bit
 // conversion that feeds cuBLAS. Loops are grid-stride over 64-bit indices.
 
-#define OP_ADD 0
-#define OP_SUB 1
-#define OP_MUL 2
-#define OP_SIGMOID 3
-#define OP_SILU 4
-#define OP_SCALE 5
+// The op codes OP_ADD, OP_SUB, OP_MUL (the binary ones, first), OP_SIGMOID,
+// OP_SILU and OP_SCALE are generated from ops.ElementwiseOps (module.go).
 
 __device__ __forceinline__ float apply_op(int op, float a, float b, float factor) {
 	switch (op) {

@@ -1,0 +1,182 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// Binders of kv_write and attention; the kernels are in
+// kernels/attention.cu and kernels/elementwise.cu (kv_write).
+
+func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := ops.NodeAttrs[ops.SlotAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	rows, slot, call := in[0], in[1], in[2]
+	if err := f32All([]string{"rows", "slot"}, []*Buffer{rows, slot}); err != nil {
+		return nil, err
+	}
+	if err := checkCall(call); err != nil {
+		return nil, err
+	}
+	w := n.Inputs[1].Shape.Last()
+	if w <= 0 || rows.n%w != 0 || slot.n%w != 0 {
+		return nil, fmt.Errorf("rows of %d and a slot of %d elements are not whole rows of %d", rows.n, slot.n, w)
+	}
+	t := rows.n / w
+	s := be.newSteps()
+	if t == 0 {
+		return s, nil
+	}
+	ring := int32(0)
+	if at.Ring {
+		ring = 1
+	}
+	s.add("kv_write", [3]uint32{uint32(t), 1, 1}, [3]uint32{threadsFor(w, 256), 1, 1}, 0,
+		rows.ptr, slot.ptr, call.ptr, be.errRec, int32(t), int32(w), int32(slot.n/w), ring)
+	return s, nil
+}
+
+// attnMaxGroup is ATTN_MAX_GROUP of attention.cu: the most query heads per
+// KV head.
+const attnMaxGroup = 16
+
+// attnChunkMax is the most keys one attn_part block scores.
+const attnChunkMax = 1024
+
+// attnChunkMin is the fewest keys per chunk the split aims at (a chunk has
+// fewer only when the span itself is shorter).
+const attnChunkMin = 16
+
+// attnBlocksPerSM is the attn_part blocks per multiprocessor the split aims
+// at (the kernels' __launch_bounds__ let two be resident).
+const attnBlocksPerSM = 2
+
+// attnFinishDims is the dimensions of a head one attn_finish block merges
+// when the head divides into them.
+const attnFinishDims = 64
+
+// attnThreads is the block size of attn_part and attn_finish (attn_part's
+// __launch_bounds__).
+const attnThreads = 256
+
+func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := ops.NodeAttrs[ops.AttentionAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	return be.attention(at, in[0], in[1], in[2], in[3], out[0], nil, nil)
+}
+
+// attention binds attention, or attention_gate when the gate g and its
+// scale sg are not nil: attn_part over (row, kv head, key chunk), then
+// attn_finish merging the chunks of each (row, head) and gating them.
+func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buffer) (*steps, error) {
+	var gp, sp cu.DevicePtr
+	if g != nil {
+		if err := f32All([]string{"g", "s"}, []*Buffer{g, sg}); err != nil {
+			return nil, err
+		}
+		if g.n != q.n || sg.n != at.Heads*at.HeadDim {
+			return nil, fmt.Errorf("attention_gate: g of %d and s of %d elements for q of %d in rows of %d", g.n, sg.n, q.n, at.Heads*at.HeadDim)
+		}
+		gp, sp = g.ptr, sg.ptr
+	}
+	if err := f32All([]string{"q", "k", "v", "output"}, []*Buffer{q, k, v, y}); err != nil {
+		return nil, err
+	}
+	if err := checkCall(call); err != nil {
+		return nil, err
+	}
+	d := at.HeadDim
+	if at.Heads <= 0 || at.KVHeads <= 0 || d <= 0 || at.Heads%at.KVHeads != 0 || at.Window < 0 {
+		return nil, fmt.Errorf("attention: heads %d over kv heads %d of %d, window %d", at.Heads, at.KVHeads, d, at.Window)
+	}
+	qw, kw, groups := at.Heads*d, at.KVHeads*d, at.Heads/at.KVHeads
+	if groups > attnMaxGroup {
+		return nil, fmt.Errorf("attention: %d query heads per kv head: the kernel takes at most %d", groups, attnMaxGroup)
+	}
+	if q.n%qw != 0 || y.n != q.n || k.n%kw != 0 || v.n != k.n {
+		return nil, fmt.Errorf("attention: q of %d, output of %d, k of %d, v of %d elements do not fit %d query and %d kv heads of %d",
+			q.n, y.n, k.n, v.n, at.Heads, at.KVHeads, d)
+	}
+	rows, capacity := q.n/qw, k.n/kw
+	if at.Ring && at.Window > 0 && at.Window > capacity-(rows-1) {
+		return nil, fmt.Errorf("attention: window %d over a ring of %d rows with %d query rows: the first row would read keys overwritten by the last (the window may be at most %d)",
+			at.Window, capacity, rows, capacity-(rows-1))
+	}
+	s := be.newSteps()
+	if rows == 0 {
+		return s, nil
+	}
+	span := capacity
+	if at.Window > 0 {
+		span = min(at.Window, capacity)
+	}
+	span = max(span, 1)
+	// Chunks: enough blocks to fill the SMs twice, each at most attnChunkMax
+	// keys and within 48 KiB of shared memory with the group's queries, and
+	// at least attnChunkMin keys, so that a block's loads are many and the
+	// partials the finish reads few. The kernel splits each row's keys
+	// evenly over the chunks at run time.
+	blocks := rows * at.KVHeads
+	splits := max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*be.kernels.sms+blocks-1)/blocks))
+	chunk := (span + splits - 1) / splits
+	limit := (48*1024/4 - groups*d) / (groups + 1)
+	if limit < 32 {
+		return nil, fmt.Errorf("attention: %d query heads per kv head of %d do not fit in shared memory", groups, d)
+	}
+	chunk = min(chunk, attnChunkMax, limit)
+	splits = (span + chunk - 1) / chunk
+	parts := rows * at.Heads * splits
+	// m and l, then the sums 16-byte aligned for the kernels' vector loads.
+	mlBytes := (8*parts + 15) &^ 15
+	pm, err := be.scratchAlloc(mlBytes + 4*parts*d)
+	if err != nil {
+		return nil, err
+	}
+	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
+	ring := int32(0)
+	if at.Ring {
+		ring = 1
+	}
+	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, pacc)
+	part := "attn_part_s"
+	if vec {
+		part = "attn_part_vx"
+		if groups == 1 || groups == 2 || groups == 4 || groups == 8 {
+			part = fmt.Sprintf("attn_part_v%d", groups)
+		}
+	}
+	shared := uint32(4 * (groups*d + groups*chunk + chunk))
+	s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared,
+		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
+		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
+	// The finish splits each head's dimensions over blocks of 64 when
+	// they divide evenly, so that many blocks share the partials' reads.
+	dsplit := 1
+	if d%attnFinishDims == 0 {
+		dsplit = d / attnFinishDims
+	}
+	fvec := int32(0)
+	if vec && (d/dsplit)%4 == 0 {
+		fvec = 1
+	}
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(2*splits+d/dsplit)),
+		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp, fvec)
+	return s, nil
+}
+
+// aligned16 reports whether every pointer is 16-byte aligned.
+func aligned16(ps ...cu.DevicePtr) bool {
+	for _, p := range ps {
+		if p%16 != 0 {
+			return false
+		}
+	}
+	return true
+}

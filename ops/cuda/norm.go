@@ -1,0 +1,128 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// Binders of the norms (l2norm, rmsnorm) and the fused row ops (slerp,
+// mix, gated_norm); the kernels are in kernels/norm.cu.
+
+// bindNorm binds l2norm (rms false) or rmsnorm (rms true): one block per
+// run of the group (norm_rows, its _wide variant, or _long for runs past the
+// register kernels' reach); rmsnorm's weight is [group] or [row], of any
+// weight type.
+func bindNorm(rms bool) binder {
+	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+		at, err := ops.NodeAttrs[ops.NormAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		x, y := in[0], out[0]
+		if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+			return nil, err
+		}
+		last := n.Inputs[0].Shape.Last()
+		g := at.Group
+		if g == 0 {
+			g = last
+		}
+		if g <= 0 || last%g != 0 || x.n%g != 0 || y.n != x.n || last > math.MaxInt32 {
+			return nil, fmt.Errorf("group %d does not divide rows of %d (x %d, output %d elements)", at.Group, last, x.n, y.n)
+		}
+		var (
+			w      cu.DevicePtr
+			wt, wn int32
+			r      int32
+		)
+		if rms {
+			if wt, err = wtype(in[1]); err != nil {
+				return nil, fmt.Errorf("w: %w", err)
+			}
+			if in[1].n != g && in[1].n != last {
+				return nil, fmt.Errorf("w has %d elements, want %d (the group) or %d (the row)", in[1].n, g, last)
+			}
+			w, wn, r = in[1].ptr, int32(in[1].n), 1
+		}
+		s := be.newSteps()
+		if x.n == 0 {
+			return s, nil
+		}
+		runs := x.n / g
+		if runs > math.MaxInt32 {
+			return nil, fmt.Errorf("%d runs of %d elements: more than one launch takes", runs, g)
+		}
+		name, threads := "norm_rows_long", uint32(1024)
+		if g <= 1024*32 {
+			if name, threads, err = rowKernel("norm_rows", g); err != nil {
+				return nil, err
+			}
+		}
+		s.add(name, [3]uint32{uint32(runs), 1, 1}, [3]uint32{threads, 1, 1}, 0,
+			x.ptr, w, wt, y.ptr, int32(g), int32(last), wn, at.Eps, r)
+		return s, nil
+	}
+}
+
+// rowKernel picks the variant of a row kernel (norm_rows, rowfuse) for rows
+// of n and its block size: each thread keeps up to 8 elements in registers
+// (the _wide variant 32), with at least four per thread so reductions stay
+// short.
+func rowKernel(base string, n int) (string, uint32, error) {
+	switch {
+	case n <= 1024*8:
+		return base, threadsFor((n+3)/4, 1024), nil
+	case n <= 1024*32:
+		return base + "_wide", 1024, nil
+	}
+	return "", 0, fmt.Errorf("rows of %d elements: the row kernels take at most %d", n, 1024*32)
+}
+
+func bindRowFuse(kind int32) binder {
+	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+		at, err := ops.NodeAttrs[ops.EpsAttrs](n)
+		if err != nil {
+			return nil, err
+		}
+		y := out[0]
+		if err := f32("output", y); err != nil {
+			return nil, err
+		}
+		w := n.Outputs[0].Shape.Last()
+		if w <= 0 || y.n%w != 0 {
+			return nil, fmt.Errorf("output of %d elements in rows of %d", y.n, w)
+		}
+		nRows := 2
+		for i, b := range in {
+			if err := f32(fmt.Sprintf("input %d", i), b); err != nil {
+				return nil, err
+			}
+			want := y.n
+			if i >= nRows {
+				want = w
+			}
+			if b.n != want {
+				return nil, fmt.Errorf("input %d has %d elements, want %d", i, b.n, want)
+			}
+		}
+		var v cu.DevicePtr
+		if len(in) > 2 {
+			v = in[2].ptr
+		}
+		s := be.newSteps()
+		if y.n == 0 {
+			return s, nil
+		}
+		name, threads, err := rowKernel("rowfuse", w)
+		if err != nil {
+			return nil, err
+		}
+		s.add(name, [3]uint32{uint32(y.n / w), 1, 1}, [3]uint32{threads, 1, 1}, 0,
+			kind, in[0].ptr, in[1].ptr, v, y.ptr, int32(w), at.Eps)
+		return s, nil
+	}
+}

@@ -1,0 +1,127 @@
+package optest
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// Cases of the mixture-of-experts ops.
+
+func moeCases() []Case {
+	var cs []Case
+	type route struct {
+		rows, e, k int
+		norm       bool
+		err        string
+	}
+	for _, s := range []route{
+		{1, 8, 2, true, ""}, {5, 64, 10, true, ""}, {3, 7, 7, false, ""}, {2, 512, 10, true, ""}, {4, 6, 1, false, ""},
+		{2, 16, 4, true, "NaN"},
+	} {
+		name := fmt.Sprintf("moe_route/%dx%d/k=%d/norm=%v", s.rows, s.e, s.k, s.norm)
+		if s.err != "" {
+			name = "moe_route/error/" + name[len("moe_route/"):]
+		}
+		m := newMaker(name)
+		l := m.tensor("logits", graph.Input, graph.F32, 4, s.rows, s.e)
+		if s.rows >= 3 { // ties in row 1, at the top: the smaller id comes first
+			for _, j := range []int{3, 5, s.e - 1} {
+				l.Data[s.e+j] = 9
+			}
+		}
+		if s.err != "" {
+			l.Data[s.e+1] = nan
+		}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{l},
+			Build:  applyAll(ops.OpMoERoute, ops.RouteAttrs{K: s.k, Norm: s.norm}, 2),
+			Ref: func(in [][]float64) [][]float64 {
+				ids, w, _ := refRoute(in[0], s.e, s.k, s.norm)
+				return [][]float64{ids, w}
+			},
+			Tol:     TolF32,
+			WantErr: s.err,
+		})
+	}
+	type expert struct {
+		rows, k, e, out, in int
+		dt                  graph.DType
+		perUnit             bool
+		bad                 int // != 0: an id of e + bad − 1 (bad > 0) or −1
+	}
+	for _, s := range []expert{
+		{1, 2, 8, 16, 32, graph.F32, false, 0}, {3, 2, 4, 7, 33, graph.BF16, false, 0},
+		{2, 3, 5, 9, 17, graph.F16, true, 0}, {5, 10, 16, 65, 40, graph.BF16, false, 0},
+		{8, 4, 6, 130, 64, graph.F32, false, 0},
+		{2, 2, 4, 8, 8, graph.BF16, false, 1}, {2, 2, 4, 8, 8, graph.F32, true, -1},
+		// decode shapes (no more units than experts: CUDA's warp path) with
+		// f16, rows of an odd length and a wider expert; a bad id where the
+		// units outnumber the experts (CUDA's grouped path)
+		{1, 2, 8, 16, 64, graph.F16, false, 0}, {1, 3, 8, 12, 33, graph.BF16, false, 0},
+		{1, 10, 64, 64, 256, graph.BF16, false, 0}, {4, 3, 4, 8, 16, graph.BF16, false, 1},
+	} {
+		name := fmt.Sprintf("expert_matmul/%s/rows=%d/k=%d/e=%d/%dx%d/per_unit=%v", s.dt, s.rows, s.k, s.e, s.out, s.in, s.perUnit)
+		if s.bad != 0 {
+			name = "expert_matmul/error/" + name[len("expert_matmul/"):]
+		}
+		m := newMaker(name)
+		ids := make([]int, s.rows*s.k)
+		for i := range ids {
+			ids[i] = m.r.intn(s.e)
+		}
+		ids[0] = s.e - 1
+		if len(ids) > 2 {
+			ids[2] = ids[0] // an expert taken by two rows
+		}
+		var want string
+		if s.bad > 0 {
+			ids[len(ids)-1] = s.e + s.bad - 1
+			want = fmt.Sprintf("expert id %d outside [0, %d)", s.e+s.bad-1, s.e)
+		} else if s.bad < 0 {
+			ids[1] = -1
+			want = fmt.Sprintf("expert id -1 outside [0, %d)", s.e)
+		}
+		xs := []int{s.rows, s.in}
+		if s.perUnit {
+			xs = []int{s.rows, s.k, s.in}
+		}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{m.in("x", xs...), m.weight("w", s.dt, s.e, s.out, s.in), intLeaf("ids", graph.Input, ids, s.rows, s.k)},
+			Build:  applyAll(ops.OpExpertMatMul, nil, 1),
+			Ref: func(in [][]float64) [][]float64 {
+				return [][]float64{refExpert(in[0], in[1], in[2], s.out, s.in, s.perUnit)}
+			},
+			Tol:     TolF32,
+			WantErr: want,
+		})
+	}
+	for _, s := range []struct {
+		rows, k, h int
+		shared     bool
+	}{{1, 2, 16, true}, {3, 10, 33, false}, {5, 4, 64, true}, {20, 8, 64, true}} {
+		name := fmt.Sprintf("moe_combine/rows=%d/k=%d/h=%d/shared=%v", s.rows, s.k, s.h, s.shared)
+		m := newMaker(name)
+		inputs := []Tensor{m.tensor("y", graph.Input, graph.F32, 2, s.rows, s.k, s.h), m.in("w", s.rows, s.k)}
+		if s.shared {
+			inputs = append(inputs, m.in("s", s.rows, s.h), m.tensor("sg", graph.Input, graph.F32, 4, s.rows, 1))
+		}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: inputs,
+			Build:  applyAll(ops.OpMoECombine, nil, 1),
+			Ref: func(in [][]float64) [][]float64 {
+				var sh, sg []float64
+				if s.shared {
+					sh, sg = in[2], in[3]
+				}
+				return [][]float64{refCombine(in[0], in[1], sh, sg, s.k, s.h)}
+			},
+			Tol: TolF32,
+		})
+	}
+	return cs
+}
