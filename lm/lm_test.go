@@ -379,3 +379,26 @@ type testKey struct {
 func (k testKey) String() string {
 	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
 }
+
+// TestCheckFinite: every NaN and infinity is found, at any place in a row
+// (the unrolled pass and its tail), with its position and token; finite
+// extremes pass.
+func TestCheckFinite(t *testing.T) {
+	const vocab = 7
+	x := make([]float32, 3*vocab)
+	for i := range x {
+		x[i] = float32(i) - 10
+	}
+	x[0], x[1] = math.MaxFloat32, -math.MaxFloat32
+	x[2] = math.SmallestNonzeroFloat32
+	require.NoError(t, lm.CheckFinite(x, vocab, 5))
+	for i := range x {
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+			y := append([]float32(nil), x...)
+			y[i] = bad
+			err := lm.CheckFinite(y, vocab, 5)
+			require.Error(t, err, "element %d = %v", i, bad)
+			require.Contains(t, err.Error(), fmt.Sprintf("position %d: the logit of token %d is", 5+i/vocab, i%vocab))
+		}
+	}
+}

