@@ -204,7 +204,11 @@ type Inputs struct {
 // pos+rows positions), writes the inputs and the call record, binds
 // everything by name and runs the plan. It returns the plan's outputs,
 // valid until the key runs again. Run leaves Pos alone: Forward moves it,
-// and a model that runs its own graphs moves it with Advance.
+// and a model that runs its own graphs moves it with Advance. A plan that
+// fails after it may have started, in a graph that declares a Recurrent
+// state, leaves the session broken (see Broken) until a Reset or a
+// restore; a failed graph without one (a draft head's over its slots)
+// leaves it running.
 func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, error) {
 	if s.Closed() {
 		return nil, fmt.Errorf("run %s: the session is closed", key)
@@ -217,7 +221,8 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 		return nil, err
 	}
 	bind := s.core.Bind(len(leaves))
-	if err := s.bindStates(leaves, pos+rows, bind); err != nil {
+	rec, err := s.bindStates(leaves, pos+rows, bind)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	if in.IDs != nil {
@@ -235,8 +240,8 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	}
 	outs, err := s.core.Run(key, nil, bind)
 	if err != nil {
-		if len(s.rec) > 0 {
-			// the plan may have run part way: the recurrent states may be half-advanced
+		if rec {
+			// the plan may have run part way: its recurrent states may be half-advanced
 			s.broken = err
 		}
 		return nil, fmt.Errorf("%s: %w", key, err)
@@ -245,10 +250,10 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 }
 
 // bindStates makes the states among leaves (slots holding end positions)
-// and binds them.
-func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Binding) error {
+// and binds them; rec says whether one is Recurrent.
+func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Binding) (rec bool, err error) {
 	if err := s.growSlots(end); err != nil {
-		return err
+		return false, err
 	}
 	for _, v := range leaves {
 		if v.Kind != graph.State {
@@ -258,20 +263,21 @@ func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Bindin
 		if !ok {
 			var err error
 			if sp, err = s.g.State(v.Name); err != nil {
-				return fmt.Errorf("state %s: %w", v.Name, err)
+				return false, fmt.Errorf("state %s: %w", v.Name, err)
 			}
 			if err := sp.check(v); err != nil {
-				return err
+				return false, err
 			}
 			s.specs[v.Name] = sp
 		}
 		b, err := s.state(v, sp)
 		if err != nil {
-			return fmt.Errorf("state %s: %w", v, err)
+			return false, fmt.Errorf("state %s: %w", v, err)
 		}
 		bind[v.Name] = b
+		rec = rec || sp.Kind == Recurrent
 	}
-	return nil
+	return rec, nil
 }
 
 // state gives the buffer of the state v declares, made on first use.
@@ -509,7 +515,7 @@ func (s *Session) Rollback(n int) error {
 		return fmt.Errorf("rollback: the session is closed")
 	}
 	if n < 0 || n > s.pos {
-		return fmt.Errorf("rollback to %d: the states hold positions 0 to %d", n, s.pos)
+		return fmt.Errorf("rollback to %d: the cache holds positions 0 to %d", n, s.pos)
 	}
 	if n == s.pos && s.broken == nil {
 		return nil
@@ -649,7 +655,7 @@ func (s *Session) Broken() error {
 }
 
 func (s *Session) brokenErr() error {
-	return fmt.Errorf("an earlier run failed (%w): the recurrent states may be half-advanced; Reset or roll back to a snapshot", s.broken)
+	return fmt.Errorf("an earlier forward failed (%w): the recurrent states may be half-advanced; Reset or roll back to a snapshot", s.broken)
 }
 
 // Close frees the session's states and snapshot, and closes its core when
