@@ -542,13 +542,16 @@ func (s *Session) Rollback(n int) error {
 
 // Snapshot keeps a copy of the recurrent states at Pos(), so that a later
 // Rollback to this position can return here; one snapshot is kept, a new
-// one replaces it.
+// one replaces it. A snapshot refused before it copies anything (the
+// session is broken) keeps the one taken before.
 func (s *Session) Snapshot() error {
 	if s.snap == nil {
 		s.snap = &Snapshot{}
 	}
 	if err := s.Save(s.snap); err != nil {
-		s.snap = nil
+		if s.snap.bufs == nil { // freed by the failed copy
+			s.snap = nil
+		}
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
