@@ -391,6 +391,7 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 		if err != nil {
 			return nil, err
 		}
+		s.pos = pos + len(ids) // the states hold the chunk, whatever its logits
 		if w == WantNone {
 			return nil, nil
 		}
@@ -402,7 +403,9 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 // whose chunks run more than one graph, or whose keys depend on more than
 // rows and want): chunk gets a chunk's ids, the position of its first row
 // and its want, and returns its logits (read with Logits). Forward moves
-// the position after each chunk.
+// the position after each chunk; a chunk that fails after its graph ran
+// (logits that are not finite) moves it itself (Advance), so that the
+// session stands after the rows its recurrent states took in.
 func (s *Session) ForwardWith(ids []int, pos0 int, want Want, chunk func(ids []int, pos int, w Want) ([]float32, error)) (*tensor.Dense, error) {
 	if err := s.Check(ids, pos0, want); err != nil {
 		return nil, err

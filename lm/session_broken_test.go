@@ -1,6 +1,7 @@
 package lm_test
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -126,4 +127,28 @@ func TestLoadWeightsNameAndMake(t *testing.T) {
 	require.ErrorContains(t, err, "layer 1 / mlp: ")
 	require.ErrorContains(t, err, "part.1")
 	require.NotContains(t, err.Error(), "tensor stack")
+}
+
+// wideGraphs are storeGraphs whose embedding rows are the logits.
+type wideGraphs struct{ storeGraphs }
+
+func (wideGraphs) Vocab() int { return width }
+
+// TestForwardNotFinite: logits that are not finite are an error naming the
+// position, and the session stands after the chunk its recurrent state
+// took in (not before it, where the next forward would take it in twice).
+func TestForwardNotFinite(t *testing.T) {
+	m := newModel()
+	m.table[3*width+1] = float32(math.NaN())
+	s, err := lm.NewSession(m, wideGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Forward([]int{1}, 0, lm.WantLast)
+	require.NoError(t, err)
+	_, err = s.Forward([]int{3}, 1, lm.WantLast)
+	require.ErrorContains(t, err, "position 1: the logit of token 1 is NaN")
+	require.NoError(t, s.Broken())
+	require.Equal(t, 2, s.Pos())
+	_, err = s.Forward([]int{2}, 2, lm.WantLast)
+	require.NoError(t, err)
 }
