@@ -78,9 +78,15 @@ func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
 
 // LoadOptions say how a checkpoint's tensors become a model's weights.
 type LoadOptions struct {
+	// Name, when not nil and not "", is the checkpoint's name of a declared
+	// weight (a checkpoint that nests the model under a prefix of its own,
+	// say); the errors still name the declaration.
+	Name func(declared string) string
 	// Make, when it returns true, makes the weight of a declaration itself
 	// (stacked, folded, from several tensors) instead of reading the
 	// checkpoint tensor of the same name; reads names the tensors it used.
+	// Its errors come back prefixed with the weight's scope only, so they
+	// name the tensor they are about (the one missing, say).
 	Make func(d Declared, ck *weights.Checkpoint) (t Tensor, reads []string, ok bool, err error)
 	// Unused says a checkpoint tensor may be left unread (a buffer of
 	// precomputed rotary frequencies, say); every other tensor the
@@ -105,7 +111,10 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 		if o.Make != nil {
 			t, reads, ok, err := o.Make(d, ck)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", d.Where(), err)
+				if d.Scope == "" {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%s: %w", d.Scope, err)
 			}
 			if ok {
 				if err := checkMade(d, t); err != nil {
@@ -118,11 +127,17 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 				continue
 			}
 		}
-		info, err := ck.Info(d.Name)
+		name := d.Name
+		if o.Name != nil {
+			if n := o.Name(d.Name); n != "" {
+				name = n
+			}
+		}
+		info, err := ck.Info(name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: missing from the checkpoint", d.Where())
 		}
-		read[d.Name] = true
+		read[name] = true
 		if !slices.Equal(info.Shape, d.Shape) {
 			return nil, fmt.Errorf("%s: shape %v, want %v", d.Where(), info.Shape, d.Shape)
 		}
@@ -135,13 +150,13 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 		}
 		switch {
 		case d.DType == info.DType && fold == nil:
-			data, err := ck.Bytes(d.Name)
+			data, err := ck.Bytes(name)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Where(), err)
 			}
 			ts[d.Name] = Tensor{DType: info.DType, Shape: d.Shape, Data: data}
 		case d.DType == graph.F32:
-			v, err := ck.Float32(d.Name)
+			v, err := ck.Float32(name)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Where(), err)
 			}

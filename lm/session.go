@@ -217,7 +217,11 @@ type Inputs struct {
 // pos+rows positions), writes the inputs and the call record, binds
 // everything by name and runs the plan. It returns the plan's outputs,
 // valid until the key runs again. Run leaves Pos alone: Forward moves it,
-// and a model that runs its own graphs moves it with Advance.
+// and a model that runs its own graphs moves it with Advance. A plan that
+// fails after it may have started, in a graph that declares a Recurrent
+// state, leaves the session broken (see Broken) until a Reset or a
+// restore; a failed graph without one (a draft head's over its slots)
+// leaves it running.
 func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, error) {
 	if s.Closed() {
 		return nil, fmt.Errorf("run %s: the session is closed", key)
@@ -230,7 +234,8 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 		return nil, err
 	}
 	bind := s.core.Bind(len(s.bound) + len(in.F32) + 1)
-	if err := s.bindStates(leaves, pos+rows, bind); err != nil {
+	rec, err := s.bindStates(leaves, pos+rows, bind)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	if in.IDs != nil {
@@ -248,8 +253,8 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	}
 	outs, err := s.core.Run(key, nil, bind)
 	if err != nil {
-		if len(s.rec) > 0 {
-			// the plan may have run part way: the recurrent states may be half-advanced
+		if rec {
+			// the plan may have run part way: its recurrent states may be half-advanced
 			s.broken = err
 		}
 		return nil, fmt.Errorf("%s: %w", key, err)
@@ -258,10 +263,10 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 }
 
 // bindStates makes the states among leaves (slots holding end positions)
-// and binds them.
-func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Binding) error {
+// and binds them; rec says whether one is Recurrent.
+func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Binding) (rec bool, err error) {
 	if err := s.growSlots(end); err != nil {
-		return err
+		return false, err
 	}
 	for _, v := range leaves {
 		if v.Kind != graph.State {
@@ -271,21 +276,22 @@ func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Bindin
 		if !ok {
 			var err error
 			if sp, err = s.g.State(v.Name); err != nil {
-				return fmt.Errorf("state %s: %w", v.Name, err)
+				return false, fmt.Errorf("state %s: %w", v.Name, err)
 			}
 			if err := sp.check(v); err != nil {
-				return err
+				return false, err
 			}
 			s.specs[v.Name] = sp
 		}
 		b, err := s.state(v, sp)
 		if err != nil {
-			return fmt.Errorf("state %s: %w", v, err)
+			return false, fmt.Errorf("state %s: %w", v, err)
 		}
 		bind[v.Name] = b
 		s.bound[v.Name] = b
+		rec = rec || sp.Kind == Recurrent
 	}
-	return nil
+	return rec, nil
 }
 
 // StateBuffer gives the buffer of the state of name as the last run bound
@@ -446,6 +452,7 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 		if err != nil {
 			return nil, err
 		}
+		s.pos = pos + len(ids) // the states hold the chunk, whatever its logits
 		if w == WantNone {
 			return nil, nil
 		}
@@ -457,7 +464,9 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 // whose chunks run more than one graph, or whose keys depend on more than
 // rows and want): chunk gets a chunk's ids, the position of its first row
 // and its want, and returns its logits (read with Logits). Forward moves
-// the position after each chunk.
+// the position after each chunk; a chunk that fails after its graph ran
+// (logits that are not finite) moves it itself (Advance), so that the
+// session stands after the rows its recurrent states took in.
 func (s *Session) ForwardWith(ids []int, pos0 int, want Want, chunk func(ids []int, pos int, w Want) ([]float32, error)) (*tensor.Dense, error) {
 	if err := s.Check(ids, pos0, want); err != nil {
 		return nil, err
@@ -590,7 +599,7 @@ func (s *Session) Rollback(n int) error {
 		return fmt.Errorf("rollback: the session is closed")
 	}
 	if n < 0 || n > s.pos {
-		return fmt.Errorf("rollback to %d: the states hold positions 0 to %d", n, s.pos)
+		return fmt.Errorf("rollback to %d: the cache holds positions 0 to %d", n, s.pos)
 	}
 	if n == s.pos && s.broken == nil {
 		return nil
@@ -617,13 +626,16 @@ func (s *Session) Rollback(n int) error {
 
 // Snapshot keeps a copy of the recurrent states at Pos(), so that a later
 // Rollback to this position can return here; one snapshot is kept, a new
-// one replaces it.
+// one replaces it. A snapshot refused before it copies anything (the
+// session is broken) keeps the one taken before.
 func (s *Session) Snapshot() error {
 	if s.snap == nil {
 		s.snap = &Snapshot{}
 	}
 	if err := s.Save(s.snap); err != nil {
-		s.snap = nil
+		if s.snap.bufs == nil { // freed by the failed copy
+			s.snap = nil
+		}
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
@@ -730,7 +742,7 @@ func (s *Session) Broken() error {
 }
 
 func (s *Session) brokenErr() error {
-	return fmt.Errorf("an earlier run failed (%w): the recurrent states may be half-advanced; Reset or roll back to a snapshot", s.broken)
+	return fmt.Errorf("an earlier forward failed (%w): the recurrent states may be half-advanced; Reset or roll back to a snapshot", s.broken)
 }
 
 // Close frees the session's states and snapshot, and closes its core when

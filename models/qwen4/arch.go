@@ -100,7 +100,7 @@ func (s *commanded) ForwardPlan(rows int, want lm.Want) (*planner.Planned, plann
 
 // ForwardProfile times the launches of a forward chunk's plan.
 func (s *commanded) ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error) {
-	return s.core.Profile(s.key(rows, want))
+	return s.Profile(s.key(rows, want))
 }
 
 // CanDraft says whether the session runs the MTP head.

@@ -3,7 +3,9 @@ package qwen4
 import (
 	"fmt"
 	"math"
+	"strings"
 
+	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
@@ -120,6 +122,50 @@ func StateName(kind, layer, part string) string { return kind + "." + layer + ".
 // layer; ple for a PLE layer's conv input).
 func TapeName(li int, part string) string { return StateName("tape", layerTag(li), part) }
 
+// stateSpec says how a session keeps the state of name (lm.Graphs.State):
+// the GDN states and conv rings and the PLE histories run forward only
+// (lm.Recurrent), the QSA caches are indexed by position (lm.Slot, a block
+// key per Block positions), the tapes carry a window's rows to its Settle
+// (lm.Scratch, a tape per window rows).
+func (c *Config) stateSpec(name string) (lm.StateSpec, error) {
+	kind, rest, _ := strings.Cut(name, ".")
+	_, part, _ := strings.Cut(rest, ".")
+	switch kind + "." + part {
+	case "gdn.conv", "gdn.state", "ple.hist", "ple.conv":
+		return lm.StateSpec{Kind: lm.Recurrent}, nil
+	case "qsa.k", "qsa.v", "qsa.kraw":
+		return lm.StateSpec{Kind: lm.Slot}, nil
+	case "qsa.blocks":
+		return lm.StateSpec{Kind: lm.Slot, PerRow: c.Block}, nil
+	case "tape.qkv", "tape.a", "tape.b", "tape.ple":
+		return lm.StateSpec{Kind: lm.Scratch}, nil
+	}
+	return lm.StateSpec{}, fmt.Errorf("qwen4: no state %s", name)
+}
+
+// graphs are a session's graphs (lm.Graphs): the model's, a forward with
+// the rows' final hyper-states when the MTP head runs.
+type graphs struct {
+	m   *Model
+	mtp bool
+}
+
+func (g graphs) Vocab() int { return g.m.Config.Vocab }
+
+func (g graphs) Key(rows int, want Want) capture.Key {
+	return Key{Stage: Forward, Want: want, Rows: rows, Hidden: g.mtp}
+}
+
+func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
+	key, ok := k.(Key)
+	if !ok {
+		return nil, fmt.Errorf("qwen4: a key of %T", k)
+	}
+	return Build(&g.m.Config, key, g.m)
+}
+
+func (g graphs) State(name string) (lm.StateSpec, error) { return g.m.Config.stateSpec(name) }
+
 func layerTag(li int) string {
 	if li < 0 {
 		return "mtp"
@@ -129,7 +175,7 @@ func layerTag(li int) string {
 
 // Weights describes the stored weights a graph declares. A Model is one;
 // nil builds from the config alone (bf16 weights, computed PLE constants,
-// one table shard per PLE layer), for dumps.
+// the tables in ple_shards shards), for dumps.
 type Weights interface {
 	// WeightDType is a weight's stored dtype.
 	WeightDType(name string) graph.DType
@@ -137,34 +183,6 @@ type Weights interface {
 	PLEHash(li int) (ops.PLEHashAttrs, bool)
 	// PLEShards gives PLE layer li's table shards: names and rows.
 	PLEShards(li int) (names []string, rows []int)
-}
-
-// PLEShards gives PLE layer li's table shards as loaded: names and rows.
-func (m *Model) PLEShards(li int) ([]string, []int) {
-	names := m.shards[li]
-	rows := make([]int, len(names))
-	for i, n := range names {
-		rows[i] = m.tensors[n].Shape[0]
-	}
-	return names, rows
-}
-
-// configWeights describes the weights of a config without a checkpoint.
-type configWeights struct{ c *Config }
-
-func (configWeights) WeightDType(string) graph.DType { return graph.BF16 }
-
-func (w configWeights) PLEHash(li int) (ops.PLEHashAttrs, bool) {
-	idx := w.c.PLEIndex(li)
-	if idx < 0 {
-		return ops.PLEHashAttrs{}, false
-	}
-	m, s, o := PLEConstants(w.c, idx)
-	return ops.PLEHashAttrs{NGram: w.c.NGram, HeadsPerNGram: w.c.HeadsPerNGram, EOS: int32(w.c.EOS), Mult: m, Sizes: s, Offsets: o}, true
-}
-
-func (w configWeights) PLEShards(li int) ([]string, []int) {
-	return []string{ShardName(li, 0)}, []int{PLETableRows(w.c, w.c.PLEIndex(li))}
 }
 
 // builder holds what building one graph needs.
@@ -382,7 +400,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	if w == nil {
-		w = configWeights{c}
+		w = declaring{configModel(*c), func(string) graph.DType { return graph.BF16 }}
 	}
 	if k.Stage == Settle && (k.TapeRows < k.Rows || k.Want != WantNone || k.Hidden || k.Tape) {
 		return nil, fmt.Errorf("qwen4: settle %d rows of a tape of %d (want none, no hidden, no tape)", k.Rows, k.TapeRows)

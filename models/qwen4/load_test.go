@@ -69,6 +69,19 @@ func TestLoadRejects(t *testing.T) {
 		{name: "missing shard", tensors: without("model.layers.1.ple.ple_embedding.ngram_embedding.shard_1.weight"),
 			want: "layer 1: tensor model.layers.1.ple.ple_embedding.ngram_embedding.shard_1.weight: missing"},
 		{name: "missing head", tensors: without("lm_head.weight"), want: "tensor lm_head.weight: missing"},
+		{name: "unread tensor", tensors: func(ts []weights.NamedTensor) []weights.NamedTensor {
+			x := ts[0]
+			x.Name = "model.layers.0.self_attn.q_proj.weight"
+			return append(ts, x)
+		}, want: "tensors the model does not read: model.layers.0.self_attn.q_proj.weight"},
+		{name: "expert dtype", tensors: func(ts []weights.NamedTensor) []weights.NamedTensor {
+			for i, x := range ts {
+				if x.Name == "model.layers.5.mlp.experts.3.down_proj.weight" {
+					ts[i].DType, ts[i].Data = graph.BF16, weights.EncodeBF16(decodeF32(x.Data))
+				}
+			}
+			return ts
+		}, want: "layer 5: tensor model.layers.5.mlp.experts.3.down_proj.weight: dtype bf16, but expert 0 is f32"},
 		{name: "wrong shape", tensors: func(ts []weights.NamedTensor) []weights.NamedTensor {
 			for i, x := range ts {
 				if x.Name == "model.layers.4.linear_attn.in_proj_qkv.weight" {
@@ -183,7 +196,9 @@ func TestLoadLayouts(t *testing.T) {
 				ts[i].Name = "model.language_model." + strings.TrimPrefix(ts[i].Name, "model.")
 			}
 		}
-		return ts
+		vision := ts[0] // the wrapper's other parts are not the text model's
+		vision.Name = "model.visual.patch_embed.proj.weight"
+		return append(ts, vision)
 	}
 	noConstants := func(ts []weights.NamedTensor) []weights.NamedTensor {
 		var out []weights.NamedTensor

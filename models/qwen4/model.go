@@ -8,30 +8,41 @@ import (
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
 
-// Model is a loaded Qwen4-Exp: its config, every weight as stored (the
-// per-expert tensors of a transformers checkpoint stacked into the [E, ...]
-// layout of the expert ops), and each PLE layer's hash constants.
+// Model is a loaded Qwen4-Exp: its config, every weight its graphs declare
+// as stored (the per-expert tensors of a transformers checkpoint stacked
+// into the [E, ...] layout of the expert ops), and each PLE layer's hash
+// constants and n-gram table shards.
 type Model struct {
 	Config  Config
 	ckpt    *weights.Checkpoint
 	tensors lm.Tensors
 	ple     map[int]ops.PLEHashAttrs
-	shards  map[int][]string
+	shards  map[int][]shard
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
 	HasMTP bool
 }
 
+// shard is one part of a PLE layer's n-gram table: its weight and rows.
+type shard struct {
+	name string
+	rows int
+}
+
+func newModel(c Config) *Model {
+	return &Model{Config: c, tensors: lm.Tensors{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]shard{}}
+}
+
 // Load reads a Qwen4-Exp checkpoint folder: config.json and safetensors
 // (sharded or not, f32, f16 or bf16), with the tensors under model. (the
-// causal LM) or model.language_model. (the multimodal wrapper). Every tensor
-// the config implies must be there with its shape; errors name the tensor
-// and its layer.
+// causal LM) or model.language_model. (the multimodal wrapper). The
+// checkpoint must hold every weight the model's graphs declare, with its
+// shape, and nothing else of the text model; errors name the tensor and
+// its layer.
 func Load(dir string) (*Model, error) {
 	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -71,124 +82,108 @@ func LayerPrefix(li int) string { return fmt.Sprintf("model.layers.%d.", li) }
 // MTPPrefix is the weight name prefix of the MTP head's layer.
 const MTPPrefix = "mtp.layers.0."
 
-// spec is one tensor the config implies.
-type spec struct {
-	name  string
-	shape []int
-	where string // "layer 3", "mtp", "" for the top level
-}
-
-// residualSpecs are a gated residual's tensors (inject: with its block inject weight).
-func (c *Config) residualSpecs(pre, where string, inject bool) []spec {
-	ch := c.Streams * c.Hidden
-	out := []spec{
-		{pre + "hc_norm.weight", []int{ch}, where},
-		{pre + "input_mix_weight_down.weight", []int{c.Rank, ch}, where},
-		{pre + "input_mix_weight_up.weight", []int{ch, c.Rank}, where},
-	}
-	if inject {
-		out = append(out, spec{pre + "block_inject_weight.weight", []int{c.Streams, ch}, where})
-	}
-	return out
-}
-
-func (c *Config) qsaSpecs(pre, where string) []spec {
-	h := c.Hidden
-	kv := c.KVHeads * c.HeadDim
-	return []spec{
-		{pre + "q_proj.weight", []int{2 * c.Heads * c.HeadDim, h}, where},
-		{pre + "k_proj.weight", []int{kv, h}, where},
-		{pre + "v_proj.weight", []int{kv, h}, where},
-		{pre + "o_proj.weight", []int{h, c.Heads * c.HeadDim}, where},
-		{pre + "q_norm.weight", []int{c.HeadDim}, where},
-		{pre + "k_norm.weight", []int{c.HeadDim}, where},
-		{pre + "indexer.index_qk_proj.weight", []int{(c.IndexHeads + 1) * c.IndexDim, h}, where},
-		{pre + "indexer.q_layernorm.weight", []int{c.IndexDim}, where},
-		{pre + "indexer.k_layernorm.weight", []int{c.IndexDim}, where},
-	}
-}
-
-func (c *Config) gdnSpecs(pre, where string) []spec {
-	h := c.Hidden
-	vd := c.ValueHeads * c.ValueDim
-	return []spec{
-		{pre + "in_proj_qkv.weight", []int{c.ConvDim(), h}, where},
-		{pre + "in_proj_z.weight", []int{vd, h}, where},
-		{pre + "in_proj_b.weight", []int{c.ValueHeads, h}, where},
-		{pre + "in_proj_a.weight", []int{c.ValueHeads, h}, where},
-		{pre + "conv1d.weight", []int{c.ConvDim(), 1, c.ConvKernel}, where},
-		{pre + "dt_bias", []int{c.ValueHeads}, where},
-		{pre + "A_log", []int{c.ValueHeads}, where},
-		{pre + "norm.weight", []int{c.ValueDim}, where},
-		{pre + "out_proj.weight", []int{h, vd}, where},
-	}
-}
-
-// moeSpecs are the MoE's tensors but the experts (stacked separately).
-func (c *Config) moeSpecs(pre, where string) []spec {
-	h := c.Hidden
-	return []spec{
-		{pre + "gate.weight", []int{c.Experts, h}, where},
-		{pre + "shared_expert.gate_proj.weight", []int{c.SharedFFN, h}, where},
-		{pre + "shared_expert.up_proj.weight", []int{c.SharedFFN, h}, where},
-		{pre + "shared_expert.down_proj.weight", []int{h, c.SharedFFN}, where},
-		{pre + "shared_expert_gate.weight", []int{1, h}, where},
-	}
-}
-
-func (c *Config) pleSpecs(pre, where string) []spec {
-	ch := c.Streams * c.Hidden
-	return []spec{
-		{pre + "key_proj.weight", []int{ch, c.PLEDim}, where},
-		{pre + "value_proj.weight", []int{c.Hidden, c.PLEDim}, where},
-		{pre + "norm_key.weight", []int{ch}, where},
-		{pre + "norm_query.weight", []int{ch}, where},
-		{pre + "norm_conv.weight", []int{ch}, where},
-		{pre + "conv1d.weight", []int{ch, 1, c.PLEConvKernel}, where},
-	}
-}
-
-// specs lists the plain tensors of the backbone (experts, PLE tables and
-// constants are read apart).
-func (c *Config) specs() []spec {
-	out := []spec{
-		{"model.embed_tokens.weight", []int{c.Vocab, c.Hidden}, ""},
-		{"lm_head.weight", []int{c.Vocab, c.Hidden}, ""},
-	}
-	out = append(out, c.residualSpecs("model.hyper_connection_mixer.", "", false)...)
-	for li, kind := range c.Layers {
-		p, where := LayerPrefix(li), fmt.Sprintf("layer %d", li)
+// fromCheckpoint reads the PLE layers' constants and shards, then the
+// weights the graphs declare.
+func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
+	m := newModel(c)
+	m.ckpt = ck
+	r := newResolver(ck)
+	m.HasMTP = c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != ""
+	consts := map[string]bool{} // the PLE constant tensors read
+	for li := range c.Layers {
 		if c.HasPLE(li) {
-			out = append(out, c.pleSpecs(p+"ple.", where)...)
+			if err := m.readPLE(r, li, consts); err != nil {
+				return nil, err
+			}
 		}
-		out = append(out, c.residualSpecs(p+"attn_hyper_connection.", where, true)...)
-		if kind == GDN {
-			out = append(out, c.gdnSpecs(p+"linear_attn.", where)...)
-		} else {
-			out = append(out, c.qsaSpecs(p+"self_attn.", where)...)
-		}
-		out = append(out, c.residualSpecs(p+"mlp_hyper_connection.", where, true)...)
-		out = append(out, c.moeSpecs(p+"mlp.", where)...)
 	}
-	return out
+	decl, err := m.declare(func(n string) graph.DType {
+		if isOffsetNorm(n) {
+			return graph.F32 // 1 + w, folded at load
+		}
+		return r.dtype(n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
+		Name:   r.name,
+		Make:   r.stack,
+		Fold:   onePlus,
+		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-// mtpSpecs lists the MTP head's plain tensors.
-func (c *Config) mtpSpecs() []spec {
-	h, ch := c.Hidden, c.Streams*c.Hidden
-	out := []spec{
-		{"mtp.pre_fc_norm_embedding.weight", []int{h}, "mtp"},
-		{"mtp.pre_fc_norm_hidden.weight", []int{ch}, "mtp"},
-		{"mtp.fc_embedding.weight", []int{h, h}, "mtp"},
-		{"mtp.fc_hidden.weight", []int{h, h}, "mtp"},
-	}
-	out = append(out, c.residualSpecs("mtp.hyper_connection_mixer.", "mtp", false)...)
-	out = append(out, c.residualSpecs(MTPPrefix+"attn_hyper_connection.", "mtp", true)...)
-	out = append(out, c.qsaSpecs(MTPPrefix+"self_attn.", "mtp")...)
-	out = append(out, c.residualSpecs(MTPPrefix+"mlp_hyper_connection.", "mtp", true)...)
-	out = append(out, c.moeSpecs(MTPPrefix+"mlp.", "mtp")...)
-	return out
+// offsetNorms are the endings of the names of the RMS norm weights a
+// checkpoint stores as offsets from one (transformers' norm applies 1 + w);
+// every other norm weight (the GDN's gated norm) is used as stored.
+var offsetNorms = []string{
+	".hc_norm.weight", ".q_norm.weight", ".k_norm.weight", ".q_layernorm.weight", ".k_layernorm.weight",
+	".norm_key.weight", ".norm_query.weight", ".norm_conv.weight", ".pre_fc_norm_embedding.weight", ".pre_fc_norm_hidden.weight",
 }
+
+// isOffsetNorm reports whether weight name is an offset norm's.
+func isOffsetNorm(name string) bool {
+	for _, s := range offsetNorms {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// onePlus folds an offset norm's weight into 1 + w at load, in f32 as
+// transformers computes it, so the graphs apply it with rmsnorm.
+func onePlus(name string) func(w []float32) {
+	if !isOffsetNorm(name) {
+		return nil
+	}
+	return func(w []float32) {
+		for i := range w {
+			w[i]++
+		}
+	}
+}
+
+// declare builds the graphs that read every weight of m (a forward, and
+// the MTP head's when m has one), the weights' dtypes given by dtype, and
+// lists the weights they declare, each named with its layer ("layer 3",
+// "mtp", "head").
+func (m *Model) declare(dtype func(name string) graph.DType) ([]lm.Declared, error) {
+	keys := []Key{{Stage: Forward, Want: WantLast, Rows: 1}}
+	if m.HasMTP {
+		keys = append(keys, Key{Stage: Draft, Want: WantLast, Rows: 1})
+	}
+	var gs []*graph.Graph
+	for _, k := range keys {
+		g, err := Build(&m.Config, k, declaring{m, dtype})
+		if err != nil {
+			return nil, err
+		}
+		gs = append(gs, g)
+	}
+	decl, err := lm.Declarations(gs...)
+	if err != nil {
+		return nil, err
+	}
+	for i := range decl {
+		decl[i].Scope, _, _ = strings.Cut(decl[i].Scope, " / ")
+	}
+	return decl, nil
+}
+
+// declaring is the Weights of a model whose weights are not made yet: its
+// PLE layers, and the dtypes dtype gives.
+type declaring struct {
+	*Model
+	dtype func(name string) graph.DType
+}
+
+func (d declaring) WeightDType(name string) graph.DType { return d.dtype(name) }
 
 // resolver maps graph weight names to the checkpoint's.
 type resolver struct {
@@ -224,166 +219,80 @@ func (r resolver) name(n string) string {
 	return ""
 }
 
-func at(where, name string) string {
-	if where == "" {
-		return "tensor " + name
+// dtype is a graph weight's stored dtype, as the graphs that load it
+// declare it: a stacked expert weight the checkpoint stores per expert
+// takes expert 0's; a weight absent or in no float dtype is f32 (the
+// loader then says what is wrong with it).
+func (r resolver) dtype(name string) graph.DType {
+	n := r.name(name)
+	if pre, parts, ok := expertParts(name); ok && n == "" {
+		n = r.name(pre + "0." + parts[0])
 	}
-	return where + ": tensor " + name
+	if info, err := r.ck.Info(n); err == nil && info.DType.IsFloat() {
+		return info.DType
+	}
+	return graph.F32
 }
 
-// load reads one float tensor and checks its shape.
-func (r resolver) load(s spec) (lm.Tensor, error) {
-	n := r.name(s.name)
-	if n == "" {
-		return lm.Tensor{}, fmt.Errorf("%s: missing from the checkpoint", at(s.where, s.name))
-	}
-	info, err := r.ck.Info(n)
-	if err != nil {
-		return lm.Tensor{}, fmt.Errorf("%s: %w", at(s.where, s.name), err)
-	}
-	if !slices.Equal(info.Shape, s.shape) {
-		return lm.Tensor{}, fmt.Errorf("%s: shape %v, want %v", at(s.where, s.name), info.Shape, s.shape)
-	}
-	if !info.DType.IsFloat() {
-		return lm.Tensor{}, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", at(s.where, s.name), info.DType)
-	}
-	data, err := r.ck.Bytes(n)
-	if err != nil {
-		return lm.Tensor{}, fmt.Errorf("%s: %w", at(s.where, s.name), err)
-	}
-	return lm.Tensor{DType: info.DType, Shape: s.shape, Data: data}, nil
-}
-
-// offsetNorms are the endings of the names of the RMS norm weights a
-// checkpoint stores as offsets from one (the norm applies 1 + w); every
-// other norm weight (the GDN's gated norm) is used as stored.
-var offsetNorms = []string{
-	".hc_norm.weight", ".q_norm.weight", ".k_norm.weight", ".q_layernorm.weight", ".k_layernorm.weight",
-	".norm_key.weight", ".norm_query.weight", ".norm_conv.weight", ".pre_fc_norm_embedding.weight", ".pre_fc_norm_hidden.weight",
-}
-
-// isOffsetNorm reports whether weight name is an offset norm's.
-func isOffsetNorm(name string) bool {
-	for _, s := range offsetNorms {
-		if strings.HasSuffix(name, s) {
-			return true
+// unused says a checkpoint tensor is none of the text model's: the MTP
+// head's in a model without one, or a multimodal wrapper's other parts.
+func (r resolver) unused(n string, mtp bool) bool {
+	for _, p := range []string{"mtp.", "model.mtp.", r.pre + "mtp."} {
+		if strings.HasPrefix(n, p) {
+			return !mtp
 		}
 	}
-	return false
+	return r.pre != "model." && !strings.HasPrefix(n, r.pre) && n != "lm_head.weight"
 }
 
-// foldOnePlus gives 1 + w in f32, as transformers computes it, for an
-// offset norm's weight w (graphs apply it with rmsnorm); a tensor of
-// shapes only stays so, in f32.
-func foldOnePlus(t lm.Tensor) lm.Tensor {
-	if t.Data == nil {
-		return lm.Tensor{DType: graph.F32, Shape: t.Shape}
+// expertParts gives the per-expert tensors a stacked expert weight is made
+// of: the prefix of expert e's, and their parts (gate then up for
+// ExpertsGateUp, down for ExpertsDown).
+func expertParts(name string) (pre string, parts []string, ok bool) {
+	if p, ok := strings.CutSuffix(name, ExpertsGateUp); ok {
+		return p + "mlp.experts.", []string{"gate_proj.weight", "up_proj.weight"}, true
 	}
-	v := make([]float32, t.Len())
-	switch t.DType {
-	case graph.BF16:
-		half.DecodeBF16(v, t.Data)
-	case graph.F16:
-		half.DecodeF16(v, t.Data)
-	default:
-		half.DecodeF32(v, t.Data)
+	if p, ok := strings.CutSuffix(name, ExpertsDown); ok {
+		return p + "mlp.experts.", []string{"down_proj.weight"}, true
 	}
-	for i := range v {
-		v[i]++
-	}
-	return lm.F32Tensor(v, t.Shape...)
+	return "", nil, false
 }
 
-// keep stores a loaded tensor under its graph name, an offset norm's
-// folded into 1 + w.
-func (m *Model) keep(name string, t lm.Tensor) {
-	if isOffsetNorm(name) {
-		t = foldOnePlus(t)
+// stack makes a stacked expert weight the checkpoint stores per expert
+// (mlp.experts.{e}.{gate,up,down}_proj.weight): expert e's parts, one after
+// the other, at e. A checkpoint that stores the stack is read as it is.
+func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []string, bool, error) {
+	pre, parts, ok := expertParts(d.Name)
+	if !ok || r.name(d.Name) != "" {
+		return lm.Tensor{}, nil, false, nil
 	}
-	m.tensors[name] = t
-}
-
-func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
-	m := &Model{Config: c, ckpt: ck, tensors: lm.Tensors{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]string{}}
-	r := newResolver(ck)
-	for _, s := range c.specs() {
-		t, err := r.load(s)
-		if err != nil {
-			return nil, err
-		}
-		m.keep(s.name, t)
-	}
-	for li := range c.Layers {
-		where := fmt.Sprintf("layer %d", li)
-		if err := m.loadExperts(r, LayerPrefix(li), where); err != nil {
-			return nil, err
-		}
-		if c.HasPLE(li) {
-			if err := m.loadPLE(r, li, where); err != nil {
-				return nil, err
+	shape := []int{d.Shape[1] / len(parts), d.Shape[2]}
+	t := lm.Tensor{DType: d.DType, Shape: d.Shape, Data: make([]byte, 0, lm.Tensor{Shape: d.Shape}.Len()*d.DType.Size())}
+	var reads []string
+	for e := range d.Shape[0] {
+		for _, part := range parts {
+			name := fmt.Sprintf("%s%d.%s", pre, e, part)
+			n := r.name(name)
+			info, err := r.ck.Info(n)
+			switch {
+			case n == "" || err != nil:
+				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: missing from the checkpoint", name)
+			case !slices.Equal(info.Shape, shape):
+				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: shape %v, want %v", name, info.Shape, shape)
+			case !info.DType.IsFloat():
+				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", name, info.DType)
+			case info.DType != d.DType:
+				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", name, info.DType, d.DType)
 			}
-		}
-	}
-	if c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != "" {
-		for _, s := range c.mtpSpecs() {
-			t, err := r.load(s)
+			data, err := r.ck.Bytes(n)
 			if err != nil {
-				return nil, err
+				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: %w", name, err)
 			}
-			m.keep(s.name, t)
-		}
-		if err := m.loadExperts(r, MTPPrefix, "mtp"); err != nil {
-			return nil, err
-		}
-		m.HasMTP = true
-	}
-	return m, nil
-}
-
-// loadExperts takes a layer's stacked expert tensors, or stacks the
-// per-expert ones (mlp.experts.{e}.{gate,up,down}_proj.weight) into them.
-func (m *Model) loadExperts(r resolver, pre, where string) error {
-	c := &m.Config
-	e, f, h := c.Experts, c.ExpertFFN, c.Hidden
-	gu, dn := pre+ExpertsGateUp, pre+ExpertsDown
-	if r.name(gu) != "" || r.name(dn) != "" {
-		for _, s := range []spec{{gu, []int{e, 2 * f, h}, where}, {dn, []int{e, h, f}, where}} {
-			t, err := r.load(s)
-			if err != nil {
-				return err
-			}
-			m.tensors[s.name] = t
-		}
-		return nil
-	}
-	var dt graph.DType
-	stackGU := lm.Tensor{Shape: []int{e, 2 * f, h}}
-	stackDn := lm.Tensor{Shape: []int{e, h, f}}
-	for x := 0; x < e; x++ {
-		ep := fmt.Sprintf("%smlp.experts.%d.", pre, x)
-		for _, part := range []struct {
-			name  string
-			shape []int
-			into  *lm.Tensor
-		}{{ep + "gate_proj.weight", []int{f, h}, &stackGU}, {ep + "up_proj.weight", []int{f, h}, &stackGU}, {ep + "down_proj.weight", []int{h, f}, &stackDn}} {
-			t, err := r.load(spec{part.name, part.shape, where})
-			if err != nil {
-				return err
-			}
-			if dt == graph.Invalid {
-				dt = t.DType
-				stackGU.DType, stackDn.DType = dt, dt
-				stackGU.Data = make([]byte, 0, e*2*f*h*dt.Size())
-				stackDn.Data = make([]byte, 0, e*h*f*dt.Size())
-			}
-			if t.DType != dt {
-				return fmt.Errorf("%s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", at(where, part.name), t.DType, dt)
-			}
-			part.into.Data = append(part.into.Data, t.Data...)
+			t.Data = append(t.Data, data...)
+			reads = append(reads, n)
 		}
 	}
-	m.tensors[gu], m.tensors[dn] = stackGU, stackDn
-	return nil
+	return t, reads, true, nil
 }
 
 // PLE constant buffers, after a PLE layer's prefix.
@@ -398,75 +307,78 @@ func ShardName(li, k int) string {
 	return fmt.Sprintf("%sple.ple_embedding.ngram_embedding.shard_%d.weight", LayerPrefix(li), k)
 }
 
-// loadPLE reads layer li's n-gram table shards and hash constants (computed
-// from the config when the checkpoint does not store them).
-func (m *Model) loadPLE(r resolver, li int, where string) error {
+// readPLE reads PLE layer li's hash constants (computed from the config
+// where the checkpoint does not store them; consts gets the names of those
+// it read) and finds its table's shards, their names and rows.
+func (m *Model) readPLE(r resolver, li int, consts map[string]bool) error {
 	c := &m.Config
 	nh := c.PLEHeads()
 	width := c.PLEDim / nh
-	mult, sizes, offs := PLEConstants(c, c.PLEIndex(li))
+	where := fmt.Sprintf("layer %d", li)
+	hash := pleHash(c, li)
 	pre := LayerPrefix(li)
 	for _, b := range []struct {
 		name string
-		dst  *[]int64
-	}{{pleMult, &mult}, {pleSizes, &sizes}, {pleOffsets, &offs}} {
+		dst  []int64
+	}{{pleMult, hash.Mult}, {pleSizes, hash.Sizes}, {pleOffsets, hash.Offsets}} {
 		n := r.name(pre + b.name)
 		if n == "" {
 			continue
 		}
 		info, err := r.ck.Info(n)
 		if err != nil {
-			return fmt.Errorf("%s: %w", at(where, pre+b.name), err)
+			return fmt.Errorf("%s: tensor %s: %w", where, pre+b.name, err)
 		}
-		if info.DType != graph.I64 || len(info.Shape) != 1 || info.Shape[0] != len(*b.dst) {
-			return fmt.Errorf("%s: %s %v, want i64 [%d]", at(where, pre+b.name), info.DType, info.Shape, len(*b.dst))
+		if info.DType != graph.I64 || len(info.Shape) != 1 || info.Shape[0] != len(b.dst) {
+			return fmt.Errorf("%s: tensor %s: %s %v, want i64 [%d]", where, pre+b.name, info.DType, info.Shape, len(b.dst))
 		}
 		raw, err := r.ck.Bytes(n)
 		if err != nil {
-			return fmt.Errorf("%s: %w", at(where, pre+b.name), err)
+			return fmt.Errorf("%s: tensor %s: %w", where, pre+b.name, err)
 		}
-		for i := range *b.dst {
-			(*b.dst)[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+		for i := range b.dst {
+			b.dst[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
 		}
+		consts[n] = true
 	}
-	hash := ops.PLEHashAttrs{NGram: c.NGram, HeadsPerNGram: c.HeadsPerNGram, EOS: int32(c.EOS), Mult: mult, Sizes: sizes, Offsets: offs}
 	need := int64(0)
-	for h := range sizes {
-		if sizes[h] <= 0 || offs[h] < 0 {
-			return fmt.Errorf("%s: PLE head %d has table size %d at offset %d", where, h, sizes[h], offs[h])
+	for h := range hash.Sizes {
+		if hash.Sizes[h] <= 0 || hash.Offsets[h] < 0 {
+			return fmt.Errorf("%s: PLE head %d has table size %d at offset %d", where, h, hash.Sizes[h], hash.Offsets[h])
 		}
-		need = max(need, offs[h]+sizes[h])
+		need = max(need, hash.Offsets[h]+hash.Sizes[h])
 	}
 	rows := 0
-	var names []string
 	for k := 0; c.PLEShards == 0 || k < c.PLEShards; k++ {
 		name := ShardName(li, k)
-		if r.name(name) == "" {
+		n := r.name(name)
+		if n == "" {
 			if c.PLEShards == 0 && k > 0 {
 				break
 			}
-			return fmt.Errorf("%s: missing from the checkpoint", at(where, name))
+			return fmt.Errorf("%s: tensor %s: missing from the checkpoint", where, name)
 		}
-		info, err := r.ck.Info(r.name(name))
+		info, err := r.ck.Info(n)
 		if err != nil {
-			return fmt.Errorf("%s: %w", at(where, name), err)
+			return fmt.Errorf("%s: tensor %s: %w", where, name, err)
 		}
 		if len(info.Shape) != 2 || info.Shape[1] != width || info.Shape[0] <= 0 {
-			return fmt.Errorf("%s: shape %v, want [rows, %d] (ple_embed_dim %d over %d heads)", at(where, name), info.Shape, width, c.PLEDim, nh)
+			return fmt.Errorf("%s: tensor %s: shape %v, want [rows, %d] (ple_embed_dim %d over %d heads)", where, name, info.Shape, width, c.PLEDim, nh)
 		}
-		t, err := r.load(spec{name, info.Shape, where})
-		if err != nil {
-			return err
-		}
-		m.tensors[name] = t
-		names = append(names, name)
+		m.shards[li] = append(m.shards[li], shard{name, info.Shape[0]})
 		rows += info.Shape[0]
 	}
 	if int64(rows) < need {
 		return fmt.Errorf("%s: the n-gram table's %d rows do not hold the %d its heads index", where, rows, need)
 	}
-	m.ple[li], m.shards[li] = hash, names
+	m.ple[li] = hash
 	return nil
+}
+
+// pleHash is PLE layer li's hash attributes computed from the config.
+func pleHash(c *Config, li int) ops.PLEHashAttrs {
+	mult, sizes, offs := PLEConstants(c, c.PLEIndex(li))
+	return ops.PLEHashAttrs{NGram: c.NGram, HeadsPerNGram: c.HeadsPerNGram, EOS: int32(c.EOS), Mult: mult, Sizes: sizes, Offsets: offs}
 }
 
 // PLEConstants computes the hash constants of the PLE layer with index idx
@@ -531,11 +443,19 @@ func isPrime(n int64) bool {
 	return true
 }
 
-// PLEHash gives the hash attributes of PLE layer li (nil map entry: not a
-// PLE layer).
+// PLEHash gives the hash attributes of PLE layer li (false: not a PLE
+// layer).
 func (m *Model) PLEHash(li int) (ops.PLEHashAttrs, bool) {
 	a, ok := m.ple[li]
 	return a, ok
+}
+
+// PLEShards gives PLE layer li's table shards: names and rows.
+func (m *Model) PLEShards(li int) (names []string, rows []int) {
+	for _, s := range m.shards[li] {
+		names, rows = append(names, s.name), append(rows, s.rows)
+	}
+	return names, rows
 }
 
 // WeightDType is the stored dtype of a weight; graphs declare weights with it.

@@ -300,21 +300,18 @@ func TestGraphScopes(t *testing.T) {
 	for _, want := range []string{"layer 0 / gdn", "layer 1 / ple", "layer 3 / qsa / indexer", "layer 7 / moe", "head"} {
 		require.True(t, scopes[want], "scope %q in %v", want, scopes)
 	}
-	s := newSession(t, m, Options{})
-	require.NoError(t, s.ensureSlots(1))
 	for _, v := range g.Values {
 		if v.Kind != graph.State {
 			continue
 		}
-		_, fixed := s.fixed[v.Name]
-		bound := fixed
-		for tag := range s.slots {
-			for _, part := range []string{"k", "v", "kraw", "blocks"} {
-				bound = bound || v.Name == StateName("qsa", tag, part)
-			}
-		}
-		require.True(t, bound, "state %s is bound by the session", v.Name)
+		_, err := graphs{m: m}.State(v.Name)
+		require.NoError(t, err, "state %s is kept by the session", v.Name)
 	}
+	_, err = graphs{m: m}.State("qsa.3")
+	require.ErrorContains(t, err, "no state qsa.3")
+	s := newSession(t, m, Options{})
+	_, err = s.Forward([]int{1, 2, 3}, 0, WantLast)
+	require.NoError(t, err, "the session makes and binds every state")
 	_, err = Build(&m.Config, Key{Stage: Draft, Rows: 1}, m)
 	require.ErrorContains(t, err, "no MTP head")
 	_, err = Build(&m.Config, Key{Rows: 0}, m)

@@ -1,0 +1,154 @@
+package lm_test
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/capture"
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// storeGraphs are graphs that embed the ids and store them: into a
+// recurrent state (stage "rec") or into a slot (stage "slot").
+type storeGraphs struct{}
+
+func (storeGraphs) Vocab() int { return vocab }
+
+func (storeGraphs) Key(rows int, _ lm.Want) capture.Key { return testKey{Stage: "rec", Rows: rows} }
+
+func (storeGraphs) Build(k capture.Key) (*graph.Graph, error) {
+	key := k.(testKey)
+	b := graph.NewBuilder(key.String())
+	call := ops.Call(b)
+	ids := b.Input(lm.InputIDs, graph.I32, key.Rows)
+	e := ops.Embed(b, b.Weight("table", graph.F32, vocab, width), ids)
+	if key.Stage == "rec" {
+		ops.Store(b, e, b.State("rec", graph.F32, key.Rows, width))
+	} else {
+		ops.KVWrite(b, e, b.State("slot", graph.F32, graph.Dyn, width), call, ops.SlotAttrs{})
+	}
+	b.Output(e)
+	return b.Graph()
+}
+
+func (storeGraphs) State(name string) (lm.StateSpec, error) {
+	if name == "rec" {
+		return lm.StateSpec{Kind: lm.Recurrent}, nil
+	}
+	return lm.StateSpec{Kind: lm.Slot}, nil
+}
+
+// TestSessionBroken: a run that fails in a graph with a recurrent state
+// breaks the session until a Reset; one that fails in a graph without
+// (a draft head's, over slots) leaves it running.
+func TestSessionBroken(t *testing.T) {
+	s, err := lm.NewSession(newModel(), storeGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	rec, slot := testKey{Stage: "rec", Rows: 1}, testKey{Stage: "slot", Rows: 1}
+	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{2}})
+	require.NoError(t, err)
+	require.True(t, s.Recurrent())
+
+	_, err = s.Run(slot, 0, 1, lm.Inputs{IDs: []int{vocab}})
+	require.ErrorContains(t, err, "outside the vocabulary")
+	require.NoError(t, s.Broken(), "a failed graph without recurrent states")
+	_, err = s.Run(slot, 0, 1, lm.Inputs{IDs: []int{1}})
+	require.NoError(t, err)
+
+	require.NoError(t, s.Snapshot())
+	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{vocab}})
+	require.ErrorContains(t, err, "outside the vocabulary")
+	require.ErrorContains(t, s.Broken(), "an earlier forward failed")
+	_, err = s.Forward([]int{1}, 0, lm.WantNone)
+	require.ErrorContains(t, err, "an earlier forward failed")
+	require.EqualError(t, s.Rollback(1), "rollback to 1: the cache holds positions 0 to 0")
+	// a refused snapshot keeps the one before, which mends the session
+	require.ErrorContains(t, s.Snapshot(), "an earlier forward failed")
+	require.Equal(t, 0, s.SnapshotPos())
+	require.NoError(t, s.Rollback(0))
+	require.NoError(t, s.Broken())
+	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{vocab}})
+	require.Error(t, err)
+	s.Reset()
+	require.NoError(t, s.Broken())
+	_, err = s.Forward([]int{1}, 0, lm.WantNone)
+	require.NoError(t, err)
+}
+
+// TestLoadWeightsNameAndMake: Name maps a declaration to the checkpoint's
+// tensor (the errors still name the declaration), and Make's errors come
+// back with the weight's scope, naming the tensor they are about.
+func TestLoadWeightsNameAndMake(t *testing.T) {
+	dir := t.TempDir()
+	table := make([]float32, vocab*width)
+	for i := range table {
+		table[i] = float32(i)
+	}
+	require.NoError(t, weights.WriteFile(filepath.Join(dir, weights.SingleFile), []weights.NamedTensor{
+		{Name: "outer.table", DType: graph.F32, Shape: []int{vocab, width}, Data: weights.EncodeF32(table)},
+		{Name: "part.0", DType: graph.F32, Shape: []int{width}, Data: weights.EncodeF32(table[:width])},
+	}))
+	ck, err := weights.Open(dir)
+	require.NoError(t, err)
+	defer ck.Close()
+	decl := []lm.Declared{{Name: "table", DType: graph.F32, Shape: []int{vocab, width}, Scope: "layer 0"}}
+	outer := func(n string) string { return "outer." + n }
+	stack := func(d lm.Declared, ck *weights.Checkpoint) (lm.Tensor, []string, bool, error) {
+		if d.Name != "stack" {
+			return lm.Tensor{}, nil, false, nil
+		}
+		var data []byte
+		for _, p := range []string{"part.0", "part.1"} {
+			b, err := ck.Bytes(p)
+			if err != nil {
+				return lm.Tensor{}, nil, false, err
+			}
+			data = append(data, b...)
+		}
+		return lm.Tensor{DType: graph.F32, Shape: d.Shape, Data: data}, []string{"part.0", "part.1"}, true, nil
+	}
+	unusedPart := func(n string) bool { return n == "part.0" }
+
+	ts, err := lm.LoadWeights(ck, decl, lm.LoadOptions{Name: outer, Unused: unusedPart})
+	require.NoError(t, err)
+	require.Equal(t, weights.EncodeF32(table), ts["table"].Data)
+	_, err = lm.LoadWeights(ck, decl, lm.LoadOptions{Unused: unusedPart})
+	require.EqualError(t, err, "layer 0: tensor table: missing from the checkpoint")
+
+	decl = append(decl, lm.Declared{Name: "stack", DType: graph.F32, Shape: []int{2, width}, Scope: "layer 1 / mlp"})
+	_, err = lm.LoadWeights(ck, decl, lm.LoadOptions{Name: outer, Make: stack})
+	require.ErrorContains(t, err, "layer 1 / mlp: ")
+	require.ErrorContains(t, err, "part.1")
+	require.NotContains(t, err.Error(), "tensor stack")
+}
+
+// wideGraphs are storeGraphs whose embedding rows are the logits.
+type wideGraphs struct{ storeGraphs }
+
+func (wideGraphs) Vocab() int { return width }
+
+// TestForwardNotFinite: logits that are not finite are an error naming the
+// position, and the session stands after the chunk its recurrent state
+// took in (not before it, where the next forward would take it in twice).
+func TestForwardNotFinite(t *testing.T) {
+	m := newModel()
+	m.table[3*width+1] = float32(math.NaN())
+	s, err := lm.NewSession(m, wideGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Forward([]int{1}, 0, lm.WantLast)
+	require.NoError(t, err)
+	_, err = s.Forward([]int{3}, 1, lm.WantLast)
+	require.ErrorContains(t, err, "position 1: the logit of token 1 is NaN")
+	require.NoError(t, s.Broken())
+	require.Equal(t, 2, s.Pos())
+	_, err = s.Forward([]int{2}, 2, lm.WantLast)
+	require.NoError(t, err)
+}
