@@ -1,0 +1,355 @@
+// Package chat renders a model's chat template: the Jinja2 template in a
+// Hugging Face tokenizer folder that turns a conversation into the prompt
+// text, exactly as transformers' apply_chat_template does.
+//
+// Load reads the template from tokenizer_config.json's chat_template (a
+// string, or a list of named templates) or from chat_template.jinja beside
+// it, which takes precedence, plus any additional_chat_templates/NAME.jinja.
+// Render then gives the template what transformers gives it: messages,
+// tools, documents, add_generation_prompt, the special tokens the config
+// names (bos_token, eos_token, unk_token, sep_token, pad_token, cls_token,
+// mask_token, as strings), any extra variables such as enable_thinking, and
+// the functions raise_exception and strftime_now.
+//
+// Templates run in an interpreter of the Jinja2 that chat templates use
+// (package chat/internal/jinja), with transformers' environment:
+// trim_blocks and lstrip_blocks on, an immutable sandbox, and tojson as
+// json.dumps(ensure_ascii=False) with keys in the order given. Template
+// errors, and the messages of raise_exception, come back as *Error with the
+// template line.
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/reel-runtime/reel/chat/internal/jinja"
+)
+
+// DefaultName is the name of the template used when none is asked for.
+const DefaultName = "default"
+
+// toolUseName is the template transformers picks, when there is one, for a
+// conversation with tools.
+const toolUseName = "tool_use"
+
+// SpecialTokenNames are the special tokens transformers passes to a
+// template (its special_tokens_map), in order.
+var SpecialTokenNames = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
+
+// Template is a tokenizer folder's chat template (or set of named
+// templates), ready to render.
+type Template struct {
+	// Source is where the templates came from, for messages.
+	Source string
+	// SpecialTokens are the special tokens the template sees, by name
+	// (bos_token, ...); tokens the configuration leaves out are absent.
+	SpecialTokens map[string]string
+
+	templates map[string]*jinja.Template
+	name      string // the template asked for; "" picks as transformers does
+}
+
+// Load reads the chat template of the tokenizer folder dir.
+func Load(dir string) (*Template, error) { return LoadNamed(dir, "") }
+
+// LoadNamed reads the chat template called name of the tokenizer folder
+// dir. With name "", Render picks as transformers does: "tool_use" when
+// there are tools and the folder has such a template, otherwise "default".
+func LoadNamed(dir, name string) (*Template, error) {
+	cfgPath := filepath.Join(dir, "tokenizer_config.json")
+	var cfg map[string]json.RawMessage
+	data, err := os.ReadFile(cfgPath)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			return nil, fmt.Errorf("chat: %s: %w", cfgPath, err)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	sources := map[string]string{}
+	if raw, ok := cfg["chat_template"]; ok {
+		if err := configTemplates(raw, sources); err != nil {
+			return nil, fmt.Errorf("chat: %s: chat_template: %w", cfgPath, err)
+		}
+	}
+	// chat_template.jinja clobbers the config's template, as in transformers.
+	if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		sources[DefaultName] = string(src)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	extra, err := filepath.Glob(filepath.Join(dir, "additional_chat_templates", "*.jinja"))
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	for _, path := range extra {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("chat: %w", err)
+		}
+		sources[strings.TrimSuffix(filepath.Base(path), ".jinja")] = string(src)
+	}
+	if len(sources) == 0 {
+		return nil, fmt.Errorf("chat: %s has no chat template (no chat_template in tokenizer_config.json, no chat_template.jinja)", dir)
+	}
+	tokens, err := specialTokens(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %s: %w", cfgPath, err)
+	}
+	if err := addSpecialTokensMap(dir, tokens); err != nil {
+		return nil, err
+	}
+	t, err := newTemplate(dir, sources, tokens, name)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	return t, nil
+}
+
+// New makes a template from Jinja source and the special tokens it sees
+// (nil for none).
+func New(source string, specialTokens map[string]string) (*Template, error) {
+	t, err := newTemplate("template", map[string]string{DefaultName: source}, specialTokens, "")
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	return t, nil
+}
+
+func newTemplate(where string, sources map[string]string, tokens map[string]string, name string) (*Template, error) {
+	if name != "" {
+		if _, ok := sources[name]; !ok {
+			return nil, fmt.Errorf("%s has no chat template named %q (it has %s)", where, name, strings.Join(sortedKeys(sources), ", "))
+		}
+	} else if _, ok := sources[DefaultName]; !ok {
+		if _, ok := sources[toolUseName]; !ok || len(sources) > 1 {
+			return nil, fmt.Errorf("%s has no default chat template; name one of %s", where, strings.Join(sortedKeys(sources), ", "))
+		}
+	}
+	t := &Template{Source: where, SpecialTokens: tokens, templates: map[string]*jinja.Template{}, name: name}
+	for n, src := range sources {
+		tmpl, err := jinja.Parse(src)
+		if err != nil {
+			return nil, templateError(where, n, err)
+		}
+		t.templates[n] = tmpl
+	}
+	return t, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Names lists the names of the folder's templates.
+func (t *Template) Names() []string { return sortedKeys(t.templates) }
+
+// configTemplates reads tokenizer_config.json's chat_template: a string,
+// or a list of {"name": ..., "template": ...}.
+func configTemplates(raw json.RawMessage, out map[string]string) error {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		out[DefaultName] = s
+		return nil
+	}
+	var list []struct {
+		Name     *string `json:"name"`
+		Template *string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("want a string or a list of {\"name\", \"template\"}")
+	}
+	for i, e := range list {
+		if e.Name == nil || e.Template == nil {
+			return fmt.Errorf("[%d]: want \"name\" and \"template\" strings", i)
+		}
+		out[*e.Name] = *e.Template
+	}
+	return nil
+}
+
+// specialTokens reads the named special tokens of a tokenizer config: a
+// string or an AddedToken object {"content": ...}; null means unset.
+func specialTokens(cfg map[string]json.RawMessage) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range SpecialTokenNames {
+		raw, ok := cfg[name]
+		if !ok {
+			continue
+		}
+		s, set, err := tokenContent(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if set {
+			out[name] = s
+		}
+	}
+	return out, nil
+}
+
+func tokenContent(raw json.RawMessage) (string, bool, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false, err
+	}
+	switch v := v.(type) {
+	case nil:
+		return "", false, nil
+	case string:
+		return v, true, nil
+	case map[string]any:
+		if c, ok := v["content"].(string); ok {
+			return c, true, nil
+		}
+	}
+	return "", false, fmt.Errorf("want a string, null or an object with a \"content\" string")
+}
+
+// addSpecialTokensMap fills the tokens the config leaves out from an
+// older folder's special_tokens_map.json, if there is one.
+func addSpecialTokensMap(dir string, tokens map[string]string) error {
+	path := filepath.Join(dir, "special_tokens_map.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("chat: %w", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("chat: %s: %w", path, err)
+	}
+	more, err := specialTokens(m)
+	if err != nil {
+		return fmt.Errorf("chat: %s: %w", path, err)
+	}
+	for k, v := range more {
+		if _, ok := tokens[k]; !ok {
+			tokens[k] = v
+		}
+	}
+	return nil
+}
+
+// RenderOptions are the arguments of a render besides the messages.
+type RenderOptions struct {
+	// AddGenerationPrompt ends the prompt with the start of an assistant
+	// turn (add_generation_prompt).
+	AddGenerationPrompt bool
+	// Tools are the tool schemas the template sees as tools: maps, or
+	// json.RawMessage to keep key order. Nil passes None.
+	Tools []any
+	// Documents are the documents for retrieval templates; nil passes None.
+	Documents []any
+	// Extra are more variables (enable_thinking, ...), which override the
+	// special tokens of the same name. Go maps inside are given sorted by
+	// key; json.RawMessage values keep their order.
+	Extra map[string]any
+	// Now is strftime_now's clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Render renders the conversation msgs.
+func (t *Template) Render(msgs []Message, opts RenderOptions) (string, error) {
+	name := t.name
+	if name == "" {
+		name = DefaultName
+		if _, ok := t.templates[toolUseName]; ok && (opts.Tools != nil || t.templates[DefaultName] == nil) {
+			name = toolUseName
+		}
+	}
+	vars := map[string]jinja.Value{}
+	for k, v := range t.SpecialTokens {
+		vars[k] = v
+	}
+	for _, k := range sortedKeys(opts.Extra) {
+		v, err := jinja.FromGo(opts.Extra[k])
+		if err != nil {
+			return "", fmt.Errorf("chat: render: %s: %w", k, err)
+		}
+		vars[k] = v
+	}
+	list := make(jinja.List, len(msgs))
+	for i, m := range msgs {
+		v, err := m.value()
+		if err != nil {
+			return "", fmt.Errorf("chat: render: messages[%d]: %w", i, err)
+		}
+		list[i] = v
+	}
+	vars["messages"] = list
+	for _, a := range []struct {
+		name string
+		v    []any
+	}{{"tools", opts.Tools}, {"documents", opts.Documents}} {
+		vars[a.name] = nil
+		if a.v != nil {
+			v, err := jinja.FromGo(a.v)
+			if err != nil {
+				return "", fmt.Errorf("chat: render: %s: %w", a.name, err)
+			}
+			vars[a.name] = v
+		}
+	}
+	vars["add_generation_prompt"] = opts.AddGenerationPrompt
+	out, err := t.templates[name].Render(vars, jinja.Options{Now: opts.Now})
+	if err != nil {
+		return "", templateError(t.Source, name, err)
+	}
+	return out, nil
+}
+
+// Error is an error of a chat template: a syntax error, a failure while
+// rendering, or an error the template raised with raise_exception.
+type Error struct {
+	// Source and Name say which template: the folder, and the name of the
+	// template in it ("default", ...).
+	Source, Name string
+	// Line is the template's line (1-based), 0 when not known.
+	Line int
+	// Msg says what went wrong; for a raised error it is the template's
+	// message.
+	Msg string
+	// Raised marks an error the template raised with raise_exception.
+	Raised bool
+}
+
+func (e *Error) Error() string {
+	where := e.Source
+	if e.Name != DefaultName {
+		where += " (" + e.Name + ")"
+	}
+	kind := "chat template"
+	if e.Raised {
+		kind = "chat template raised"
+	}
+	if e.Line > 0 {
+		return fmt.Sprintf("chat: %s: %s line %d: %s", where, kind, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("chat: %s: %s: %s", where, kind, e.Msg)
+}
+
+func templateError(source, name string, err error) error {
+	var je *jinja.Error
+	if errors.As(err, &je) {
+		return &Error{Source: source, Name: name, Line: je.Line, Msg: je.Msg, Raised: je.Raised}
+	}
+	return &Error{Source: source, Name: name, Msg: err.Error()}
+}
