@@ -53,8 +53,14 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Render renders the template with vars as its context.
-func (t *Template) Render(vars map[string]Value, opts Options) (string, error) {
+// Render renders the template with vars as its context. A template is
+// safe to render from several goroutines at once.
+func (t *Template) Render(vars map[string]Value, opts Options) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = "", &Error{Msg: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -62,7 +68,7 @@ func (t *Template) Render(vars map[string]Value, opts Options) (string, error) {
 	globals := &scope{vars: r.globals()}
 	ctx := &scope{vars: vars, parent: globals}
 	root := &scope{vars: map[string]Value{}, parent: ctx}
-	err := r.exec(t.body, root)
+	err = r.exec(t.body, root)
 	if errors.Is(err, errBreak) || errors.Is(err, errContinue) {
 		err = &Error{Msg: "break or continue outside a loop"}
 	}

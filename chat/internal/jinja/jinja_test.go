@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"os"
@@ -24,6 +25,10 @@ type refCase struct {
 // syntaxCases are error cases whose message is Jinja2's own wording of a
 // syntax error; for them only the error and its line are checked.
 var syntaxCases = map[string]int{"error_syntax": 2}
+
+// errorLines are the lines of other error cases, as Jinja2's traceback
+// gives them.
+var errorLines = map[string]int{"error_undefined_attr": 2, "comment_and_raw_lines": 6, "raise_exception": 1}
 
 // fixedNow is the clock jinja2_reference.py gives strftime_now.
 func fixedNow() time.Time { return time.Date(2024, 7, 26, 9, 5, 3, 0, time.Local) }
@@ -82,6 +87,9 @@ func TestJinja2Reference(t *testing.T) {
 				if te.Line == 0 {
 					t.Errorf("error %v has no line", err)
 				}
+				if line, ok := errorLines[c.Name]; ok && te.Line != line {
+					t.Errorf("error %v on line %d, want line %d", err, te.Line, line)
+				}
 			default:
 				t.Fatal("case has neither want nor error")
 			}
@@ -95,4 +103,87 @@ func render(src string, vars map[string]Value) (string, error) {
 		return "", err
 	}
 	return tmpl.Render(vars, Options{Now: fixedNow})
+}
+
+// realWorld is testdata/realworld.json.gz: conversations, sets of options,
+// and for each template in testdata/templates, conversation and options
+// what Jinja2 3.1.6 renders in transformers' environment (or the message
+// of the error it raises). jinja2_reference.py wrote the cases.
+type realWorld struct {
+	SpecialTokens map[string]string          `json:"special_tokens"`
+	Conversations map[string]json.RawMessage `json:"conversations"`
+	Options       map[string]json.RawMessage `json:"options"`
+	Cases         []struct {
+		Template     string  `json:"template"`
+		Conversation string  `json:"conversation"`
+		Options      string  `json:"options"`
+		Want         *string `json:"want"`
+		Error        *string `json:"error"`
+	} `json:"cases"`
+}
+
+func TestRealWorldTemplates(t *testing.T) {
+	f, err := os.Open("testdata/realworld.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rw realWorld
+	if err := json.NewDecoder(zr).Decode(&rw); err != nil {
+		t.Fatal(err)
+	}
+	if len(rw.Cases) < 500 {
+		t.Fatalf("only %d cases", len(rw.Cases))
+	}
+	templates := map[string]*Template{}
+	rendered := 0
+	for _, c := range rw.Cases {
+		name := c.Template + "/" + c.Conversation + "/" + c.Options
+		tmpl, ok := templates[c.Template]
+		if !ok {
+			src, err := os.ReadFile("testdata/templates/" + c.Template)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tmpl, err = Parse(string(src)); err != nil {
+				t.Fatalf("%s: %v", c.Template, err)
+			}
+			templates[c.Template] = tmpl
+		}
+		// The variables as transformers passes them, then the options.
+		vars := map[string]Value{"tools": nil, "documents": nil}
+		for k, v := range rw.SpecialTokens {
+			vars[k] = v
+		}
+		msgs, err := DecodeJSON(rw.Conversations[c.Conversation])
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars["messages"] = msgs
+		opts, err := DecodeJSON(rw.Options[c.Options])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range opts.(*Dict).Keys() {
+			vars[k.(string)] = opts.(*Dict).vals[i]
+		}
+		got, err := tmpl.Render(vars, Options{Now: fixedNow})
+		switch {
+		case c.Want != nil && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case c.Want != nil && got != *c.Want:
+			t.Errorf("%s:\n got %q\nwant %q", name, got, *c.Want)
+		case c.Error != nil && err == nil:
+			t.Errorf("%s: rendered %q, want the error %q", name, got, *c.Error)
+		case c.Error != nil && !strings.Contains(err.Error(), *c.Error):
+			t.Errorf("%s: error %q, want it to say %q", name, err, *c.Error)
+		case c.Want != nil:
+			rendered++
+		}
+	}
+	t.Logf("%d templates, %d renders equal to Jinja2's, %d errors as Jinja2's", len(templates), rendered, len(rw.Cases)-rendered)
 }

@@ -369,18 +369,26 @@ func toStr(v Value) string {
 		return ""
 	}
 	var b strings.Builder
-	writeRepr(&b, v)
+	writeRepr(&b, v, 0)
 	return b.String()
 }
 
 // repr is Python's repr(v).
 func repr(v Value) string {
 	var b strings.Builder
-	writeRepr(&b, v)
+	writeRepr(&b, v, 0)
 	return b.String()
 }
 
-func writeRepr(b *strings.Builder, v Value) {
+// maxReprDepth bounds the nesting repr writes out; a namespace can hold
+// itself.
+const maxReprDepth = 100
+
+func writeRepr(b *strings.Builder, v Value, depth int) {
+	if depth > maxReprDepth || b.Len() > maxStrBytes {
+		b.WriteString("...")
+		return
+	}
 	switch v := v.(type) {
 	case nil:
 		b.WriteString("None")
@@ -402,7 +410,7 @@ func writeRepr(b *strings.Builder, v Value) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, x)
+			writeRepr(b, x, depth+1)
 		}
 		b.WriteByte(']')
 	case Tuple:
@@ -411,7 +419,7 @@ func writeRepr(b *strings.Builder, v Value) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, x)
+			writeRepr(b, x, depth+1)
 		}
 		if len(v) == 1 {
 			b.WriteByte(',')
@@ -423,14 +431,14 @@ func writeRepr(b *strings.Builder, v Value) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, k)
+			writeRepr(b, k, depth+1)
 			b.WriteString(": ")
-			writeRepr(b, v.vals[i])
+			writeRepr(b, v.vals[i], depth+1)
 		}
 		b.WriteByte('}')
 	case *Namespace:
 		b.WriteString("<Namespace ")
-		writeRepr(b, v.attrs)
+		writeRepr(b, v.attrs, depth+1)
 		b.WriteByte('>')
 	case *Func:
 		fmt.Fprintf(b, "<function %s>", v.name)
