@@ -40,9 +40,11 @@ const DefaultName = "default"
 // conversation with tools.
 const toolUseName = "tool_use"
 
-// SpecialTokenNames are the special tokens transformers passes to a
+// specialTokenNames are the special tokens transformers passes to a
 // template (its special_tokens_map), in order.
-var SpecialTokenNames = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
+func specialTokenNames() []string {
+	return []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
+}
 
 // Template is a tokenizer folder's chat template (or set of named
 // templates), ready to render.
@@ -82,9 +84,10 @@ func LoadNamed(dir, name string) (*Template, error) {
 			return nil, fmt.Errorf("chat: %s: chat_template: %w", cfgPath, err)
 		}
 	}
-	// chat_template.jinja clobbers the config's template, as in transformers.
+	// chat_template.jinja clobbers the config's templates, named ones
+	// included, as in transformers.
 	if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-		sources[DefaultName] = string(src)
+		sources = map[string]string{DefaultName: string(src)}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("chat: %w", err)
 	}
@@ -187,7 +190,7 @@ func configTemplates(raw json.RawMessage, out map[string]string) error {
 // string or an AddedToken object {"content": ...}; null means unset.
 func specialTokens(cfg map[string]json.RawMessage) (map[string]string, error) {
 	out := map[string]string{}
-	for _, name := range SpecialTokenNames {
+	for _, name := range specialTokenNames() {
 		raw, ok := cfg[name]
 		if !ok {
 			continue
@@ -266,7 +269,8 @@ type RenderOptions struct {
 	Now func() time.Time
 }
 
-// Render renders the conversation msgs.
+// Render renders the conversation msgs. A Template is safe to render from
+// several goroutines at once.
 func (t *Template) Render(msgs []Message, opts RenderOptions) (string, error) {
 	name := t.name
 	if name == "" {

@@ -135,6 +135,10 @@ func TestTemplateSources(t *testing.T) {
 			"tokenizer_config.json": config("config"),
 			"chat_template.jinja":   "file" + vars + "\n",
 		}, "", nil, "file|<s>|</s>|False|None|None|True"},
+		{"jinja file drops the config's named templates", map[string]string{
+			"tokenizer_config.json": `{"chat_template": [{"name": "default", "template": "d"}, {"name": "tool_use", "template": "t"}]}`,
+			"chat_template.jinja":   "file",
+		}, "", []any{map[string]any{"name": "f"}}, "file"},
 		{"jinja file only", map[string]string{"chat_template.jinja": "file{{ bos_token is defined }}"}, "", nil, "fileFalse"},
 		{"named list: default", map[string]string{"tokenizer_config.json": `{"chat_template": [
 			{"name": "default", "template": "default {{ tools }}"},
@@ -308,5 +312,31 @@ func TestRenderErrors(t *testing.T) {
 	_, err = tmpl.Render([]Message{{Role: "user", Content: make(chan int)}}, RenderOptions{})
 	if err == nil || !strings.Contains(err.Error(), "messages[0]: content") {
 		t.Errorf("bad content: got %v", err)
+	}
+}
+
+// BenchmarkRender renders a 20-turn conversation with qwen3's template
+// (its reverse scan for the last user query, think splitting and all).
+func BenchmarkRender(b *testing.B) {
+	tmpl, err := Load("testdata/qwen3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := []Message{{Role: "system", Content: "You are a helpful assistant."}}
+	for i := range 10 {
+		msgs = append(msgs,
+			Message{Role: "user", Content: strings.Repeat("question ", 20) + string(rune('a'+i))},
+			Message{Role: "assistant", Content: "<think>\nlet me see\n</think>\n\n" + strings.Repeat("answer ", 40)})
+	}
+	out, err := tmpl.Render(msgs, RenderOptions{AddGenerationPrompt: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tmpl.Render(msgs, RenderOptions{AddGenerationPrompt: true}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
