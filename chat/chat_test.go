@@ -340,3 +340,28 @@ func BenchmarkRender(b *testing.B) {
 		}
 	}
 }
+
+// TestConcurrentRender renders one template from several goroutines (run
+// with -race to check that they share nothing mutable).
+func TestConcurrentRender(t *testing.T) {
+	tmpl, err := Load("testdata/qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mustRender(t, tmpl, hi, RenderOptions{AddGenerationPrompt: true})
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			got, err := tmpl.Render(hi, RenderOptions{AddGenerationPrompt: true})
+			if err == nil && got != want {
+				err = errors.New("got " + got)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
