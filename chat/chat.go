@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/reel-runtime/reel/chat/internal/jinja"
 )
@@ -56,6 +57,7 @@ type Template struct {
 	SpecialTokens map[string]string
 
 	templates map[string]*jinja.Template
+	sources   map[string]string
 	name      string // the template asked for; "" picks as transformers does
 }
 
@@ -139,7 +141,7 @@ func newTemplate(where string, sources map[string]string, tokens map[string]stri
 			return nil, fmt.Errorf("%s has no default chat template; name one of %s", where, strings.Join(sortedKeys(sources), ", "))
 		}
 	}
-	t := &Template{Source: where, SpecialTokens: tokens, templates: map[string]*jinja.Template{}, name: name}
+	t := &Template{Source: where, SpecialTokens: tokens, templates: map[string]*jinja.Template{}, sources: sources, name: name}
 	for n, src := range sources {
 		tmpl, err := jinja.Parse(src)
 		if err != nil {
@@ -265,9 +267,18 @@ type RenderOptions struct {
 	// special tokens of the same name. Go maps inside are given sorted by
 	// key; json.RawMessage values keep their order.
 	Extra map[string]any
+	// ContinueFinalMessage ends the prompt inside the last message, for
+	// the model to continue it (transformers' continue_final_message): the
+	// template renders as usual and the prompt is cut where that message's
+	// content ends. It excludes AddGenerationPrompt.
+	ContinueFinalMessage bool
 	// Now is strftime_now's clock; nil means time.Now.
 	Now func() time.Time
 }
+
+// continueTag is what transformers appends to the final message to find
+// where it ends in the rendered prompt.
+const continueTag = "CONTINUE_FINAL_MESSAGE_TAG "
 
 // Render renders the conversation msgs. A Template is safe to render from
 // several goroutines at once.
@@ -299,6 +310,13 @@ func (t *Template) Render(msgs []Message, opts RenderOptions) (string, error) {
 		list[i] = v
 	}
 	vars["messages"] = list
+	var final string
+	if opts.ContinueFinalMessage {
+		var err error
+		if final, err = t.markFinal(name, list, opts); err != nil {
+			return "", fmt.Errorf("chat: render: %w", err)
+		}
+	}
 	for _, a := range []struct {
 		name string
 		v    []any
@@ -317,7 +335,64 @@ func (t *Template) Render(msgs []Message, opts RenderOptions) (string, error) {
 	if err != nil {
 		return "", templateError(t.Source, name, err)
 	}
+	if opts.ContinueFinalMessage {
+		return cutAtFinal(out, final)
+	}
 	return out, nil
+}
+
+// markFinal appends continueTag to the final message's content (to its last
+// text part, for a list of parts), as transformers does, and returns the
+// content it continues.
+func (t *Template) markFinal(name string, msgs jinja.List, opts RenderOptions) (string, error) {
+	if opts.AddGenerationPrompt {
+		return "", fmt.Errorf("continue_final_message and add_generation_prompt are not compatible")
+	}
+	if len(msgs) == 0 {
+		return "", fmt.Errorf("continue_final_message is set but there are no messages")
+	}
+	if !strings.Contains(t.sources[name], "content") {
+		return "", fmt.Errorf(`continue_final_message is set to "content" but this is not an accepted field in the chat_template`)
+	}
+	last := msgs[len(msgs)-1].(*jinja.Dict)
+	content, _ := last.Get("content")
+	switch c := content.(type) {
+	case string:
+		last.Set("content", c+continueTag)
+		return c, nil
+	case jinja.List:
+		for i := len(c) - 1; i >= 0; i-- {
+			if part, ok := c[i].(*jinja.Dict); ok {
+				if text, ok := part.Get("text"); ok {
+					s, ok := text.(string)
+					if !ok {
+						return "", fmt.Errorf("continue_final_message: the final message's last text part is not a string")
+					}
+					part.Set("text", s+continueTag)
+					return s, nil
+				}
+			}
+		}
+		return "", fmt.Errorf("continue_final_message is set but we could not find any text to continue in the final message")
+	case nil:
+		return "", fmt.Errorf(`continue_final_message is set but the final message has no "content" to continue`)
+	}
+	return "", fmt.Errorf("continue_final_message: the final message's content is a %T", content)
+}
+
+// cutAtFinal cuts a prompt rendered with continueTag where the final
+// message ends, as transformers does.
+func cutAtFinal(out, final string) (string, error) {
+	tag := strings.TrimSpace(continueTag)
+	if !strings.Contains(out, strings.TrimSpace(final)) || !strings.Contains(out, tag) {
+		return "", fmt.Errorf("chat: render: continue_final_message is set but the final message does not appear in the chat after applying the chat template")
+	}
+	at := strings.LastIndex(out, tag)
+	if strings.HasPrefix(out[at:], continueTag) {
+		return out[:at], nil
+	}
+	// The template trimmed the tag's trailing space: trim the message too.
+	return strings.TrimRightFunc(out[:at], unicode.IsSpace), nil
 }
 
 // Error is an error of a chat template: a syntax error, a failure while

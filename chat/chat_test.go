@@ -365,3 +365,68 @@ func TestConcurrentRender(t *testing.T) {
 		}
 	}
 }
+
+// TestContinueFinalMessage checks continue_final_message. The expected
+// prompts come from transformers' algorithm (render_jinja_template: append
+// "CONTINUE_FINAL_MESSAGE_TAG " to the final content, render, cut at the
+// tag, rstrip when the template trimmed it) run with Jinja2 3.1.6.
+func TestContinueFinalMessage(t *testing.T) {
+	conv := []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hel"}}
+	for _, tc := range []struct {
+		name string
+		tmpl func() (*Template, error)
+		msgs []Message
+		want string
+	}{
+		{"qwen3", func() (*Template, error) { return Load("testdata/qwen3") }, conv,
+			"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHel"},
+		{"deepseek_v3", func() (*Template, error) { return Load("testdata/deepseek_v3") }, conv,
+			"<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>Hel"},
+		{"trimmed", func() (*Template, error) {
+			return New("{% for m in messages %}<{{ m.role }}>{{ m.content|trim }}</{{ m.role }}>{% endfor %}", nil)
+		}, []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Hel "}}, "<user>hi</user><assistant>Hel"},
+		{"parts", func() (*Template, error) {
+			return New("{% for m in messages %}<{{ m.role }}>{% for p in m.content %}{{ p.text }}|{% endfor %}</{{ m.role }}>{% endfor %}", nil)
+		}, []Message{{Role: "assistant", Content: []any{
+			map[string]any{"type": "text", "text": "a"}, map[string]any{"type": "text", "text": "b"}, map[string]any{"type": "image"},
+		}}}, "<assistant>a|b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, err := tc.tmpl()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := mustRender(t, tmpl, tc.msgs, RenderOptions{ContinueFinalMessage: true})
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	qw, err := Load("testdata/qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropper, err := New("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tmpl *Template
+		msgs []Message
+		opts RenderOptions
+		want string
+	}{
+		{"with generation prompt", qw, conv, RenderOptions{ContinueFinalMessage: true, AddGenerationPrompt: true}, "not compatible"},
+		{"no messages", qw, nil, RenderOptions{ContinueFinalMessage: true}, "no messages"},
+		{"none content", qw, []Message{{Role: "assistant"}}, RenderOptions{ContinueFinalMessage: true}, `no "content"`},
+		{"no text part", qw, []Message{{Role: "user", Content: []any{map[string]any{"type": "image"}}}}, RenderOptions{ContinueFinalMessage: true}, "any text"},
+		{"message dropped", dropper, conv, RenderOptions{ContinueFinalMessage: true}, "does not appear"},
+	} {
+		_, err := tc.tmpl.Render(tc.msgs, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 )
 
 func runTemplate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("template", "--tokenizer DIR --messages FILE.json [--generation-prompt] [--template NAME] [--extra JSON]", `
+	fs := newFlags("template", "--tokenizer DIR --messages FILE.json [--generation-prompt | --continue] [--template NAME] [--extra JSON]", `
 Template renders a conversation with a tokenizer folder's chat template
 (tokenizer_config.json's chat_template, or chat_template.jinja beside it) as
 transformers' apply_chat_template does, and prints the prompt exactly, with
@@ -22,6 +22,7 @@ messages, {"role": ..., "content": ...} with any other fields (tool_calls,
 	dir := fs.String("tokenizer", "", "tokenizer folder holding tokenizer_config.json or chat_template.jinja (required)")
 	msgPath := fs.String("messages", "", "JSON file of the conversation, - for stdin (required)")
 	gen := fs.Bool("generation-prompt", false, "end with the start of the assistant's turn (add_generation_prompt)")
+	cont := fs.Bool("continue", false, "end inside the last message, for the model to continue it (continue_final_message)")
 	name := fs.String("template", "", "the named template to use (default: as transformers picks)")
 	extra := fs.String("extra", "", `JSON object of more template variables, e.g. '{"enable_thinking": false}'`)
 	if err := parseFlags(ctx, fs, args); err != nil {
@@ -33,7 +34,10 @@ messages, {"role": ..., "content": ...} with any other fields (tool_calls,
 	if *msgPath == "" {
 		return usagef("--messages is required")
 	}
-	opts := chat.RenderOptions{AddGenerationPrompt: *gen}
+	if *gen && *cont {
+		return usagef("--generation-prompt and --continue exclude each other")
+	}
+	opts := chat.RenderOptions{AddGenerationPrompt: *gen, ContinueFinalMessage: *cont}
 	if *extra != "" {
 		var vars map[string]json.RawMessage // raw, so objects keep their key order
 		if err := json.Unmarshal([]byte(*extra), &vars); err != nil || vars == nil {

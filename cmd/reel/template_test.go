@@ -90,6 +90,17 @@ func TestTemplateOptions(t *testing.T) {
 	}
 }
 
+func TestTemplateContinue(t *testing.T) {
+	dir := filepath.Join("..", "..", "chat", "testdata", "deepseek_v3")
+	path := writeTemp(t, "conv.json", `[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}]`)
+	code, out, errOut := reel("template", "--tokenizer", dir, "--messages", path, "--continue")
+	// transformers' continue_final_message cuts the prompt after "Hel"
+	// (see chat's TestContinueFinalMessage).
+	if want := "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>Hel"; code != exitOK || out != want {
+		t.Errorf("status %d, got %q, want %q\n%s", code, out, want, errOut)
+	}
+}
+
 func TestTemplateErrors(t *testing.T) {
 	dir := filepath.Join("..", "..", "chat", "testdata", "qwen3")
 	good := writeTemp(t, "good.json", `[{"role": "user", "content": "hi"}]`)
@@ -107,6 +118,7 @@ func TestTemplateErrors(t *testing.T) {
 		{"help", []string{"-h"}, exitOK, []string{"usage: reel template", "-tokenizer", "-messages", "-generation-prompt"}},
 		{"no tokenizer", []string{"--messages", good}, exitUsage, []string{"--tokenizer is required"}},
 		{"no messages", []string{"--tokenizer", dir}, exitUsage, []string{"--messages is required"}},
+		{"both endings", []string{"--tokenizer", dir, "--messages", good, "--generation-prompt", "--continue"}, exitUsage, []string{"exclude each other"}},
 		{"bad extra", []string{"--tokenizer", dir, "--messages", good, "--extra", "[1]"}, exitUsage, []string{"--extra"}},
 		{"missing file", []string{"--tokenizer", dir, "--messages", "/nonexistent/m.json"}, exitError, []string{"reel: template:", "/nonexistent/m.json"}},
 		{"bad json", []string{"--tokenizer", dir, "--messages", bad}, exitError, []string{"reel: template:", "bad.json", "messages JSON"}},
