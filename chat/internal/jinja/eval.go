@@ -206,10 +206,10 @@ func (r *renderer) execNode(n node, sc *scope) error {
 		}
 		return r.assign(n.target, v, sc)
 	case *macroNode:
-		sc.vars[n.name] = r.macro(n.name, n.params, n.defaults, n.body, sc, nil)
+		sc.vars[n.name] = r.macro(n.name, n.params, n.defaults, n.body, sc)
 		return nil
 	case *callBlockNode:
-		caller := r.macro("caller", n.params, n.defaults, n.body, sc, nil)
+		caller := r.macro("caller", n.params, n.defaults, n.body, sc)
 		v, err := r.evalCall(n.call, sc, caller)
 		if err != nil {
 			return err
@@ -352,7 +352,7 @@ func (r *renderer) assign(target expr, v Value, sc *scope) error {
 }
 
 // macro makes the callable of a macro (or of a call block's caller).
-func (r *renderer) macro(name string, params []string, defaults []expr, body []node, def *scope, _ any) *Func {
+func (r *renderer) macro(name string, params []string, defaults []expr, body []node, def *scope) *Func {
 	return &Func{name: name, call: func(r *renderer, args []Value, kwargs *Dict) (Value, error) {
 		r.calls++
 		defer func() { r.calls-- }()
