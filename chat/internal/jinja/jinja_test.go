@@ -26,6 +26,11 @@ type refCase struct {
 // syntax error; for them only the error and its line are checked.
 var syntaxCases = map[string]int{"error_syntax": 2}
 
+// looseErrors are error cases where Jinja2 fails for a reason of Python's
+// (its recursion limit) and this package with its own limit; only the error
+// is checked.
+var looseErrors = map[string]bool{"error_recursion": true}
+
 // errorLines are the lines of other error cases, as Jinja2's traceback
 // gives them.
 var errorLines = map[string]int{"error_undefined_attr": 2, "comment_and_raw_lines": 6, "raise_exception": 1}
@@ -74,6 +79,9 @@ func TestJinja2Reference(t *testing.T) {
 				var te *Error
 				if !errors.As(err, &te) {
 					t.Fatalf("error %v is not an *Error", err)
+				}
+				if looseErrors[c.Name] {
+					return
 				}
 				if line, ok := syntaxCases[c.Name]; ok {
 					if te.Line != line {
