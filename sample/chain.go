@@ -10,15 +10,16 @@ import (
 
 // scratch is a Sampler's memory for one step, kept between steps.
 type scratch struct {
-	pen   []float32          // the penalized logits
-	ws    []float64          // per token of the vocabulary: its weight
-	bs    []uint16           // per token of the vocabulary: its bucket, or out
-	parts [][buckets]float64 // per chunk of the vocabulary: the measure by bucket
-	hist  [buckets]float64   // the measure by bucket
-	cands []cand             // the tokens still in the draw, in id order
-	bkt   []uint16           // the bucket of each of cands
-	edge  []cand             // the tokens of the bucket a cut falls in
-	_     [0]func()          // not comparable
+	pen   []float32        // the penalized logits
+	ws    []float64        // per token of the vocabulary: its weight
+	bs    []uint16         // per token of the vocabulary: its bucket, or out
+	parts []part           // per chunk of the vocabulary
+	hist  []float64        // the measure by bucket, up to the last one used
+	histB [buckets]float64 // hist's memory
+	cands []cand           // the tokens still in the draw, in id order
+	bkt   []uint16         // the bucket of each of cands
+	edge  []cand           // the tokens of the bucket a cut falls in
+	_     [0]func()        // not comparable
 }
 
 // Buckets for the top-k and top-p cuts: a bucket spans 1/bucketsPerNat of
@@ -165,11 +166,11 @@ func (s *Sampler) dist(logits []float32) dist {
 	var edge int
 	switch {
 	case topK:
-		edge, _ = edgeOf(&s.hist, float64(k))
+		edge, _ = edgeOf(s.hist, float64(k))
 	case s.opts.topP():
-		edge, _ = edgeOf(&s.hist, s.opts.TopP*sum(s.hist[:]))
+		edge, _ = edgeOf(s.hist, s.opts.TopP*sum(s.hist))
 	default: // nothing to cut: the weights as they are
-		return dist{dense: s.ws, sum: sum(s.hist[:])}
+		return dist{dense: s.ws, sum: sum(s.hist)}
 	}
 	// Gather the buckets up to the edge (with their weights when weighed).
 	c, bkt := s.cands[:0], s.bkt[:0]
@@ -184,16 +185,21 @@ func (s *Sampler) dist(logits []float32) dist {
 	if topK {
 		c = s.cut(c, bkt, false, float64(k))
 		bkt = bkt[:0]
-		clear(s.hist[:])
+		used := 0
 		for i := range c {
 			z := sc.z(c[i].l)
 			c[i].w = expNeg(z)
 			bkt = append(bkt, bucketOf(z))
-			s.hist[bkt[i]] += c[i].w
+			used = max(used, int(bkt[i])+1)
+		}
+		s.hist = s.histB[:used]
+		clear(s.hist)
+		for i, x := range c {
+			s.hist[bkt[i]] += x.w
 		}
 	}
 	if s.opts.topP() {
-		c = s.cut(c, bkt, true, s.opts.TopP*sum(s.hist[:]))
+		c = s.cut(c, bkt, true, s.opts.TopP*sum(s.hist))
 		if s.opts.MinP > 0 {
 			c = slices.DeleteFunc(c, func(x cand) bool { return sc.z(x.l) < floor })
 		}
@@ -205,6 +211,12 @@ func (s *Sampler) dist(logits []float32) dist {
 		total += x.w
 	}
 	return dist{c: c, sum: total}
+}
+
+// part is what one chunk of the vocabulary adds up.
+type part struct {
+	hist [buckets]float64 // the measure by bucket
+	used int              // 1 + the last bucket used
 }
 
 // bucketAll fills s.bs with every token's bucket (out for NaN and for z
@@ -219,12 +231,13 @@ func (s *Sampler) bucketAll(src []float32, sc scale, early float64, weigh bool) 
 	}
 	parts := (n + chunk - 1) / chunk
 	for len(s.parts) < parts {
-		s.parts = append(s.parts, [buckets]float64{})
+		s.parts = append(s.parts, part{})
 	}
 	work := func(p int) {
 		lo, hi := p*chunk, min((p+1)*chunk, n)
-		h := &s.parts[p]
-		clear(h[:])
+		h := &s.parts[p].hist
+		clear(h[:s.parts[p].used]) // the rest is still clear
+		used := 0
 		bs := s.bs[lo:hi]
 		if !weigh {
 			for i, v := range src[lo:hi] {
@@ -236,22 +249,25 @@ func (s *Sampler) bucketAll(src []float32, sc scale, early float64, weigh bool) 
 				b := bucketOf(z)
 				bs[i] = b
 				h[b]++
+				used = max(used, int(b)+1)
 			}
-			return
-		}
-		ws := s.ws[lo:hi]
-		for i, v := range src[lo:hi] {
-			z := sc.z(v)
-			w := expNeg(z) // 0 for NaN
-			b := bucketOf(z)
-			if !(z >= early) || w == 0 {
-				b = out
-				w = 0
-			} else {
-				h[b] += w
+		} else {
+			ws := s.ws[lo:hi]
+			for i, v := range src[lo:hi] {
+				z := sc.z(v)
+				w := expNeg(z) // 0 for NaN
+				b := bucketOf(z)
+				if !(z >= early) || w == 0 {
+					b = out
+					w = 0
+				} else {
+					h[b] += w
+					used = max(used, int(b)+1)
+				}
+				ws[i], bs[i] = w, b
 			}
-			ws[i], bs[i] = w, b
 		}
+		s.parts[p].used = used
 	}
 	if workers := min(parts, runtime.GOMAXPROCS(0)); workers > 1 {
 		var wg sync.WaitGroup
@@ -273,9 +289,14 @@ func (s *Sampler) bucketAll(src []float32, sc scale, early float64, weigh bool) 
 			work(p)
 		}
 	}
-	s.hist = s.parts[0]
-	for p := 1; p < parts; p++ {
-		for b, m := range s.parts[p] {
+	used := 0
+	for _, p := range s.parts[:parts] {
+		used = max(used, p.used)
+	}
+	s.hist = s.histB[:used]
+	clear(s.hist)
+	for _, p := range s.parts[:parts] {
+		for b, m := range p.hist[:used] {
 			s.hist[b] += m
 		}
 	}
@@ -320,10 +341,10 @@ func sum(xs []float64) float64 {
 
 // edgeOf finds where a cut falls: the first bucket at which the measure
 // (hist, walked from the top bucket down) reaches limit, and the measure of
-// the buckets before it; edge is buckets when the whole measure falls
+// the buckets before it; edge is len(hist) when the whole measure falls
 // short of limit.
-func edgeOf(hist *[buckets]float64, limit float64) (edge int, before float64) {
-	for edge < buckets && before+hist[edge] < limit {
+func edgeOf(hist []float64, limit float64) (edge int, before float64) {
+	for edge < len(hist) && before+hist[edge] < limit {
 		before += hist[edge]
 		edge++
 	}
@@ -367,8 +388,8 @@ func (s *Sampler) penalized(logits []float32) []float32 {
 // that bucket's tokens are sorted, so a cut costs O(len(c)) but when one
 // bucket is crowded. The result, in id order, reuses c.
 func (s *Sampler) cut(c []cand, bkt []uint16, byWeight bool, limit float64) []cand {
-	edge, cum := edgeOf(&s.hist, limit)
-	if edge == buckets {
+	edge, cum := edgeOf(s.hist, limit)
+	if edge == len(s.hist) {
 		return c
 	}
 	e := s.edge[:0]
