@@ -19,7 +19,6 @@ type scratch struct {
 	cands []cand           // the tokens still in the draw, in id order
 	bkt   []uint16         // the bucket of each of cands
 	edge  []cand           // the tokens of the bucket a cut falls in
-	_     [0]func()        // not comparable
 }
 
 // Buckets for the top-k and top-p cuts: a bucket spans 1/bucketsPerNat of
@@ -384,9 +383,9 @@ func (s *Sampler) penalized(logits []float32) []float32 {
 // less than limit. The measure is a count (top-k: limit k), or with
 // byWeight the weight (top-p: limit p times the total). c is in id order,
 // with each token's bucket in bkt; it must hold every token of the buckets
-// up to the one where the cut falls, whose measures are in s.hist. Only
-// that bucket's tokens are sorted, so a cut costs O(len(c)) but when one
-// bucket is crowded. The result, in id order, reuses c.
+// up to the one where the cut falls, whose measures are in s.hist. Within
+// that bucket the cut is found by selection, not by sorting, so a cut costs
+// O(len(c)). The result, in id order, reuses c.
 func (s *Sampler) cut(c []cand, bkt []uint16, byWeight bool, limit float64) []cand {
 	edge, cum := edgeOf(s.hist, limit)
 	if edge == len(s.hist) {
@@ -398,24 +397,79 @@ func (s *Sampler) cut(c []cand, bkt []uint16, byWeight bool, limit float64) []ca
 			e = append(e, x)
 		}
 	}
-	// Stable: e is in id order, so ties keep the lower id first.
-	slices.SortStableFunc(e, func(a, b cand) int { return cmp.Compare(b.l, a.l) })
-	n := 0
-	for ; n < len(e) && cum < limit; n++ {
-		if byWeight {
-			cum += e[n].w
-		} else {
-			cum++
-		}
-	}
-	last := e[max(n, 1)-1] // cum < limit before the edge, so n ≥ 1
 	s.edge = e
+	last := lastKept(e, byWeight, cum, limit)
 	kept := c[:0]
 	for i, x := range c {
-		b := int(bkt[i])
-		if b < edge || b == edge && (x.l > last.l || x.l == last.l && x.id <= last.id) {
+		if b := int(bkt[i]); b < edge || b == edge && !ranksBefore(last, x) {
 			kept = append(kept, x)
 		}
 	}
 	return kept
+}
+
+// ranksBefore reports whether a comes before b in the order of the cuts:
+// the larger logit first, the lower id on ties.
+func ranksBefore(a, b cand) bool {
+	return a.l > b.l || a.l == b.l && a.id < b.id
+}
+
+// lastKept returns the last token a cut keeps among e (which it reorders),
+// taking them in the order of ranksBefore while the measure before them,
+// starting from cum (below limit), stays below limit; the last of e when it
+// never reaches it. It is a quickselect on the measure (expected O(len(e)));
+// after many unlucky pivots it sorts what is left.
+func lastKept(e []cand, byWeight bool, cum, limit float64) cand {
+	measure := func(x cand) float64 {
+		if byWeight {
+			return x.w
+		}
+		return 1
+	}
+	for depth := 0; len(e) > 16 && depth < 64; depth++ {
+		// The median of the first, middle and last as the pivot, moved to the end.
+		n, mid := len(e), len(e)/2
+		if ranksBefore(e[mid], e[0]) {
+			e[mid], e[0] = e[0], e[mid]
+		}
+		if ranksBefore(e[n-1], e[0]) {
+			e[n-1], e[0] = e[0], e[n-1]
+		}
+		if ranksBefore(e[mid], e[n-1]) {
+			e[mid], e[n-1] = e[n-1], e[mid]
+		}
+		p := e[n-1]
+		i, ahead := 0, 0.0 // e[:i] rank before p; ahead is their measure
+		for j := range n - 1 {
+			if ranksBefore(e[j], p) {
+				ahead += measure(e[j])
+				e[i], e[j] = e[j], e[i]
+				i++
+			}
+		}
+		e[i], e[n-1] = e[n-1], e[i]
+		switch {
+		case cum+ahead >= limit: // the cut falls before p
+			e = e[:i]
+		case cum+ahead+measure(p) >= limit || i == n-1: // at p
+			return p
+		default: // after p
+			cum += ahead + measure(p)
+			e = e[i+1:]
+		}
+	}
+	slices.SortFunc(e, func(a, b cand) int {
+		switch {
+		case a.id == b.id:
+			return 0
+		case ranksBefore(a, b):
+			return -1
+		}
+		return 1
+	})
+	n := 0
+	for ; n < len(e) && cum < limit; n++ {
+		cum += measure(e[n])
+	}
+	return e[max(n, 1)-1] // cum < limit before e, so n ≥ 1
 }

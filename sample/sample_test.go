@@ -226,14 +226,15 @@ var chainCases = []Options{
 
 // TestProbsMatchReference: the distribution after the whole chain equals
 // the float64 reference, over vocabularies small and of Qwen's size, with
-// ties (logits on a grid), NaNs and -Infs.
+// ties (logits on a grid), crowded buckets (5000 logits within a few
+// hundredths, on a grid), NaNs and -Infs.
 func TestProbsMatchReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for ci, o := range chainCases {
 		for _, shape := range []struct {
 			v             int
 			spread, quant float64
-		}{{60, 2, 0}, {2000, 3, 0.25}, {151936, 2.5, 0}} {
+		}{{60, 2, 0}, {2000, 3, 0.25}, {5000, 0.01, 0.001}, {151936, 2.5, 0}} {
 			if shape.v > 10000 && ci%3 != 0 {
 				continue // the big vocabulary on a few cases: the sort in ref is slow
 			}
@@ -497,6 +498,7 @@ func BenchmarkNext(b *testing.B) {
 		{"greedy", Options{}},
 		{"temperature", Options{Temperature: 0.8}},
 		{"top-p", Options{Temperature: 0.8, TopP: 0.95}},
+		{"top-p-flat", Options{Temperature: 3, TopP: 0.95}},
 		{"top-k", Options{Temperature: 0.8, TopK: 40}},
 		{"top-k+top-p+min-p", Options{Temperature: 0.7, TopK: 20, TopP: 0.8, MinP: 0.05}},
 		{"penalties+top-p", Options{Temperature: 0.8, TopP: 0.95, RepetitionPenalty: 1.1, PresencePenalty: 0.5}},
