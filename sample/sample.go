@@ -37,9 +37,15 @@
 // [Resolve] merges a checkpoint's defaults (generation_config.json, read by
 // package weights) with the user's settings into [Options].
 //
-// Each step costs O(V) for a vocabulary of V: the top-k and top-p cuts
-// place the tokens in buckets of their logit and sort only the bucket where
-// the cut falls.
+// The penalized logits are rounded to float32, as the logits are; the rest
+// is in float64, with weights below e^−708 of the top token's taken as 0.
+//
+// Each step costs O(V) for a vocabulary of V: no sort. One pass (in chunks
+// on several goroutines, its sums added in a fixed order so that the draws
+// do not depend on their number) places every token in a bucket of (l −
+// max)/T and sums each bucket's count, or weight; a cut keeps the buckets
+// before the one where it falls and finds its place in that one by
+// selection.
 package sample
 
 import (
