@@ -142,3 +142,13 @@ func (g GenerationConfig) Sampling() sample.Params {
 		RepetitionPenalty: g.RepetitionPenalty,
 	}
 }
+
+// Stopping returns the file's end-of-sequence ids and token limit (0, no
+// limit, when max_new_tokens is not set) as a Stopper's options.
+func (g GenerationConfig) Stopping() sample.StopOptions {
+	o := sample.StopOptions{EOS: g.EOSTokenIDs}
+	if g.MaxNewTokens != nil {
+		o.MaxTokens = *g.MaxNewTokens
+	}
+	return o
+}

@@ -59,6 +59,7 @@ func TestParseGenerationConfig(t *testing.T) {
 	require.Equal(t, 1.05, *g.RepetitionPenalty)
 	require.Equal(t, 2048, *g.MaxNewTokens)
 	require.Equal(t, 151643, *g.BOSTokenID)
+	require.Equal(t, sample.StopOptions{EOS: []int{151645, 151643}, MaxTokens: 2048}, g.Stopping())
 
 	g, err = ParseGenerationConfig("g.json", []byte(`{"eos_token_id": null, "pad_token_id": null, "top_k": 40.0}`))
 	require.NoError(t, err)
