@@ -110,3 +110,28 @@ func TestParseGenerationConfigBad(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// FuzzGenerationConfig: any input parses or is refused with an error that
+// names the file; what parses is within the documented ranges.
+func FuzzGenerationConfig(f *testing.F) {
+	f.Add([]byte(`{"do_sample": true, "eos_token_id": [1, 2], "temperature": 0.6, "top_k": 20, "top_p": 0.95}`))
+	f.Add([]byte(`{"eos_token_id": 7, "pad_token_id": null, "min_p": 0.1, "repetition_penalty": 1.1, "max_new_tokens": 5}`))
+	f.Add([]byte(`{"temperature": NaN, "eos_token_id": [Infinity]}`))
+	f.Add([]byte(`{"top_k": 1e30, "eos_token_id": {"a": 1}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := ParseGenerationConfig("g.json", data)
+		if err != nil {
+			require.Contains(t, err.Error(), "g.json")
+			return
+		}
+		if g.TopP != nil {
+			require.True(t, *g.TopP > 0 && *g.TopP <= 1)
+		}
+		for _, id := range g.EOSTokenIDs {
+			require.GreaterOrEqual(t, id, 0)
+		}
+		_, err = sample.Resolve(sample.Options{}, g.Sampling(), sample.Params{})
+		require.NoError(t, err, "a file that parses resolves")
+	})
+}
