@@ -323,7 +323,7 @@ func (sc scale) z(l float32) float64 {
 
 // bucketOf places a z ≤ 0 among the buckets of the cuts.
 func bucketOf(z float64) uint16 {
-	t := -z * bucketsPerNat
+	t := z * -bucketsPerNat
 	if !(t < buckets-1) {
 		return buckets - 1
 	}
