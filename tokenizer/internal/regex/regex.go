@@ -239,10 +239,21 @@ type machine struct {
 const maxDepth = 100000
 
 // FindAll appends to dst the [start, end) byte offsets of the successive
+// non-overlapping matches in s; see FindEach.
+func (re *Regexp) FindAll(s string, dst [][2]int) ([][2]int, error) {
+	err := re.FindEach(s, func(start, end int) error {
+		dst = append(dst, [2]int{start, end})
+		return nil
+	})
+	return dst, err
+}
+
+// FindEach calls fn with the [start, end) byte offsets of the successive
 // non-overlapping matches in s, as Oniguruma's find_iter in Rust gives them:
 // each search starts where the last match ended, and an empty match right
-// after the previous match is skipped by moving on one character.
-func (re *Regexp) FindAll(s string, dst [][2]int) ([][2]int, error) {
+// after the previous match is skipped by moving on one character. It stops
+// at the first error fn returns.
+func (re *Regexp) FindEach(s string, fn func(start, end int) error) error {
 	m := &machine{s: s, budget: 1_000_000 + 1000*len(s)}
 	if re.loops > 0 {
 		m.cnt = make([]int, re.loops)
@@ -252,7 +263,7 @@ func (re *Regexp) FindAll(s string, dst [][2]int) ([][2]int, error) {
 	for lastEnd <= len(s) {
 		start, end, ok := re.search(m, lastEnd)
 		if m.over {
-			return dst, fmt.Errorf("%w: pattern %q on %d bytes", ErrBudget, re.src, len(s))
+			return fmt.Errorf("%w: pattern %q on %d bytes", ErrBudget, re.src, len(s))
 		}
 		if !ok {
 			break
@@ -267,9 +278,11 @@ func (re *Regexp) FindAll(s string, dst [][2]int) ([][2]int, error) {
 			continue
 		}
 		lastEnd, lastMatch = end, end
-		dst = append(dst, [2]int{start, end})
+		if err := fn(start, end); err != nil {
+			return err
+		}
 	}
-	return dst, nil
+	return nil
 }
 
 // search finds the leftmost match starting at or after from.
