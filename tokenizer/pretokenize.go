@@ -252,7 +252,8 @@ func parseMetaspace(o *object) (replacement rune, scheme prependScheme, split bo
 		err = fmt.Errorf("%s: unknown prepend_scheme %q", o.at("prepend_scheme"), name)
 		return
 	}
-	// The legacy add_prefix_space: false means never.
+	// The legacy add_prefix_space: false means never (and contradicts
+	// any other scheme).
 	if o.has("add_prefix_space") {
 		add, e := o.boolean("add_prefix_space", true)
 		if e != nil {
@@ -260,6 +261,10 @@ func parseMetaspace(o *object) (replacement rune, scheme prependScheme, split bo
 			return
 		}
 		if !add {
+			if o.has("prepend_scheme") && scheme != prependNever {
+				err = fmt.Errorf("%s: add_prefix_space false contradicts prepend_scheme %q", o.path, name)
+				return
+			}
 			scheme = prependNever
 		}
 	}

@@ -293,10 +293,31 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 		step, next := t.pre[i], chain[i+1]
 		chain[i] = func(p piece) error { return step.split(p, next) }
 	}
-	err := t.added.split(t.added.raw, text, func(s string, start, id int) error {
+	err := t.extract(text, func(p piece, id int) error {
 		if id >= 0 {
 			ids = append(ids, id)
 			return nil
+		}
+		return chain[0](p)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: encode: %w", err)
+	}
+	if addSpecial && t.post != nil {
+		ids = t.post.process(ids)
+	}
+	return ids, nil
+}
+
+// extract splits the added tokens out of text, as the library's
+// AddedVocabulary::extract_and_normalize: first those matched in the raw
+// text, then, after each stretch between them is normalized, those matched
+// in the normalized text. It calls emit with each added token's id and
+// the text it covers, or with a non-empty normalized piece and id -1.
+func (t *Tokenizer) extract(text string, emit func(p piece, id int) error) error {
+	return t.added.split(t.added.raw, text, func(s string, start, id int) error {
+		if id >= 0 {
+			return emit(piece{text: s}, id)
 		}
 		if s == "" {
 			return nil
@@ -310,22 +331,14 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 		orig0 := start == 0
 		return t.added.split(t.added.norm, s, func(s string, start, id int) error {
 			if id >= 0 {
-				ids = append(ids, id)
-				return nil
+				return emit(piece{text: s}, id)
 			}
 			if s == "" {
 				return nil
 			}
-			return chain[0](piece{text: s, orig0: orig0 && start == 0})
+			return emit(piece{text: s, orig0: orig0 && start == 0}, -1)
 		})
 	})
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: encode: %w", err)
-	}
-	if addSpecial && t.post != nil {
-		ids = t.post.process(ids)
-	}
-	return ids, nil
 }
 
 // Decode returns the text of ids, through the tokenizer's decoder; with
