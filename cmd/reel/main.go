@@ -50,6 +50,7 @@ func commands() []command {
 		{"check", "compare a model's logits with a golden.json", runCheck},
 		{"bench", "measure prefill and decode tokens/s", runBench},
 		{"ops", "list the ops, their math and which backends have kernels", runOps},
+		{"tokenize", "encode stdin's text to token ids with a tokenizer.json, or decode ids", runTokenize},
 	}
 }
 

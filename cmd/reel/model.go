@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unicode"
 
 	reelroot "github.com/reel-runtime/reel"
 	"github.com/reel-runtime/reel/models/dory"
@@ -128,14 +129,11 @@ func (f *modelFlags) session(ctx context.Context, m *dory.Model) (*loaded, error
 	return l, nil
 }
 
-// parseIDs reads "1,2,3".
+// parseIDs reads "1,2,3" (or ids separated by whitespace, or both).
 func parseIDs(s string) ([]int, error) {
 	var ids []int
-	for i, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	for i, f := range fields {
 		v, err := strconv.Atoi(f)
 		if err != nil {
 			return nil, fmt.Errorf("token %d: %q is not an integer id", i, f)
