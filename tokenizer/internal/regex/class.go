@@ -60,6 +60,15 @@ func (c *class) has(r rune) bool {
 	return c.slowHas(r)
 }
 
+// mayStart reports whether a match whose first-rune set is c can start
+// with r (-1 at the end of the text); a nil c may start anywhere.
+func (c *class) mayStart(r rune) bool {
+	if c == nil {
+		return true
+	}
+	return r >= 0 && c.has(r)
+}
+
 // slowHas answers without the bitmap.
 func (c *class) slowHas(r rune) bool {
 	return c.union(r) != c.negate

@@ -44,7 +44,10 @@ type inst struct {
 	runes []rune
 	cls   *class
 	alts  []*inst
-	sub   *inst
+	// altFirst[k] holds the runes alts[k] can start with; nil where it
+	// can match the empty string (or the set is unknown).
+	altFirst []*class
+	sub      *inst
 
 	min, max   int // opStar, opRepLoop; max -1 is unbounded
 	lazy       bool
@@ -115,6 +118,14 @@ func (re *Regexp) compile(n *node, next *inst) *inst {
 		in := &inst{op: opAlt, next: next}
 		for _, s := range n.subs {
 			in.alts = append(in.alts, re.compile(s, next))
+			f, nullable := firstSet(s)
+			if nullable {
+				f = nil
+			}
+			if f != nil {
+				f.build()
+			}
+			in.altFirst = append(in.altFirst, f)
 		}
 		return in
 	case nRepeat:
@@ -339,11 +350,16 @@ func runeAt(s string, i int) (rune, int) {
 // depth first; on success m.end (or m.subEnd) holds where it ended.
 func (m *machine) run(pc *inst, i int) bool {
 	m.depth++
-	defer func() { m.depth-- }()
 	if m.depth > maxDepth {
 		m.over = true
-		return false
 	}
+	ok := m.exec(pc, i)
+	m.depth--
+	return ok
+}
+
+// exec is run's body.
+func (m *machine) exec(pc *inst, i int) bool {
 	s := m.s
 	for {
 		m.steps++
@@ -401,8 +417,22 @@ func (m *machine) run(pc *inst, i int) bool {
 			i += w
 			pc = pc.next
 		case opAlt:
+			// Skip the alternatives that cannot start with the rune at i.
+			r := rune(-1)
+			if i < len(s) {
+				r, _ = runeAt(s, i)
+			}
 			last := len(pc.alts) - 1
-			for _, a := range pc.alts[:last] {
+			for last >= 0 && !pc.altFirst[last].mayStart(r) {
+				last--
+			}
+			if last < 0 {
+				return false
+			}
+			for k, a := range pc.alts[:last] {
+				if !pc.altFirst[k].mayStart(r) {
+					continue
+				}
 				if m.run(a, i) {
 					return true
 				}
