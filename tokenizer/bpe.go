@@ -76,6 +76,11 @@ func parseBPE(o *object) (*bpe, error) {
 		}
 		maxID = max(maxID, id)
 	}
+	// Ids index a slice: a vocabulary whose ids leave most of it empty
+	// would make it huge.
+	if maxID >= 2*len(m.vocab)+1<<16 {
+		return nil, fmt.Errorf("%s: ids up to %d for %d tokens: too sparse", o.at("vocab"), maxID, len(m.vocab))
+	}
 	m.tokens = make([]string, maxID+1)
 	m.has = make([]bool, maxID+1)
 	for tok, id := range m.vocab {

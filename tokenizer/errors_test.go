@@ -47,6 +47,7 @@ func TestParseErrors(t *testing.T) {
 		{`{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "unk_token": "<unk>"}}`, []string{"model.unk_token", `"<unk>"`}},
 		{`{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}}`, []string{"model.dropout", "not supported"}},
 		{`{"model": {"type": "BPE", "vocab": [1, 2], "merges": []}}`, []string{"model.vocab"}},
+		{`{"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}}`, []string{"model.vocab", "sparse"}},
 		{`{"added_tokens": [{"id": 7, "content": "<x>"}], ` + model + `}`, []string{"added_tokens[0]", `"<x>"`, "id 7", "gives it 2"}},
 		{`{"version": "2.0", ` + model + `}`, []string{"version", `"2.0"`}},
 		{`{"model": `, []string{"not a tokenizer.json"}},

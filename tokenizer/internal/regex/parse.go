@@ -81,6 +81,7 @@ type node struct {
 type parser struct {
 	src   string
 	pos   int
+	depth int  // of groups, bounded by maxNesting
 	fold  bool // (?i)
 	dotNL bool // (?m) in Oniguruma: dot matches a newline
 }
@@ -325,9 +326,17 @@ func (p *parser) literal(c rune) *node {
 	return &node{kind: nLiteral, runes: runes}
 }
 
+// maxNesting bounds the nesting of groups and classes.
+const maxNesting = 1000
+
 // parseGroup parses what follows a '('.
 func (p *parser) parseGroup() (*node, error) {
 	open := p.pos - 1
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxNesting {
+		return nil, p.errorf("groups nested deeper than %d", maxNesting)
+	}
 	var look *node
 	if p.consume("?") {
 		switch {
@@ -587,6 +596,11 @@ func (p *parser) hexDigits(n int) rune {
 // unions; && intersections are not supported.
 func (p *parser) parseClass() (*class, error) {
 	open := p.pos - 1
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxNesting {
+		return nil, p.errorf("classes nested deeper than %d", maxNesting)
+	}
 	cls := newClass()
 	if p.consume("^") {
 		cls.negate = true

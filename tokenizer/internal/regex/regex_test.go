@@ -163,7 +163,7 @@ func TestInvalidUTF8(t *testing.T) {
 }
 
 func TestCompileErrors(t *testing.T) {
-	for _, p := range []string{`(a`, `a)`, `[a`, `*a`, `\p{Nope}`, `(?<=a+)b`, `\1`, `[[:alpha:]]`, `[a&&b]`, `\q`, `(?x)a`} {
+	for _, p := range []string{strings.Repeat("(", 2000) + "a" + strings.Repeat(")", 2000), strings.Repeat("[", 2000) + "a", `(a`, `a)`, `[a`, `*a`, `\p{Nope}`, `(?<=a+)b`, `\1`, `[[:alpha:]]`, `[a&&b]`, `\q`, `(?x)a`} {
 		if _, err := Compile(p); err == nil {
 			t.Errorf("Compile(%q) succeeded", p)
 		}
