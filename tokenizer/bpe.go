@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -114,7 +115,15 @@ func (m *bpe) parseMerges(o *object) error {
 	if isNull(raw) {
 		return fmt.Errorf("%s: missing", path)
 	}
-	if err := json.Unmarshal(raw, &strs); err == nil {
+	// The first element says which spelling the list uses.
+	first := bytes.TrimSpace(raw)
+	if len(first) > 0 && first[0] == '[' {
+		first = bytes.TrimSpace(first[1:])
+	}
+	if len(first) > 0 && first[0] == '"' {
+		if err := json.Unmarshal(raw, &strs); err != nil {
+			return fmt.Errorf("%s: want a list of \"a b\" strings: %w", path, err)
+		}
 		for i, line := range strs {
 			if strings.HasPrefix(line, "#version") {
 				continue
