@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/text v0.23.0
 	gonum.org/v1/gonum v0.17.0
 	gorgonia.org/tensor v0.9.24
 )

@@ -51,6 +51,7 @@ func commands() []command {
 		{"bench", "measure prefill and decode tokens/s", runBench},
 		{"ops", "list the ops, their math and which backends have kernels", runOps},
 		{"template", "render a conversation with a tokenizer's chat template", runTemplate},
+		{"tokenize", "encode stdin's text to token ids with a tokenizer.json, or decode ids", runTokenize},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unicode"
 
 	reelroot "github.com/reel-runtime/reel"
 	"github.com/reel-runtime/reel/graph"
@@ -208,22 +209,24 @@ func (f *modelFlags) synthetic(name, dtype string, stderr interface{ Write([]byt
 	return a.Synthetic[name](dt, 1)
 }
 
-// parseIDs reads "1,2,3": every entry an integer, none empty.
+// parseIDs reads "1,2,3" (ids separated by commas, whitespace or both):
+// every entry an integer, none empty between two commas.
 func parseIDs(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	var ids []int
-	for i, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			return nil, fmt.Errorf("token %d is empty", i)
+	for i, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			return nil, fmt.Errorf("entry %d between commas is empty", i)
 		}
-		v, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("token %d: %q is not an integer id", i, f)
+		for _, f := range strings.FieldsFunc(part, unicode.IsSpace) {
+			v, err := strconv.Atoi(f)
+			if err != nil {
+				return nil, fmt.Errorf("token %d: %q is not an integer id", len(ids), f)
+			}
+			ids = append(ids, v)
 		}
-		ids = append(ids, v)
 	}
 	return ids, nil
 }
