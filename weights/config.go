@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +30,11 @@ type Config struct {
 	nonFinite map[string]string // field path -> "NaN", "Infinity" or "-Infinity"
 }
 
-// ReadConfig reads and parses the config.json file at path.
+// ReadConfig reads and parses the config.json file at path: a regular file
+// of at most MaxConfigLen bytes that, if it is a symbolic link, resolves
+// inside its own folder (see ResolveIn).
 func ReadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFileIn(filepath.Dir(path), filepath.Base(path), MaxConfigLen)
 	if err != nil {
 		return nil, err
 	}
@@ -374,6 +376,43 @@ func (c *Config) Int(key string, def int) (int, error) {
 	return v, nil
 }
 
+// IntIn returns the integer field key as Int does, or def if it is missing
+// or null, and checks that the value is within [lo, hi]: an error names the
+// file, the field, the value and the range. def itself is not checked.
+func (c *Config) IntIn(key string, def, lo, hi int) (int, error) {
+	raw, ok, err := c.value(key)
+	if err != nil || !ok {
+		return def, err
+	}
+	v, err := c.parseInt(key, raw)
+	if err != nil {
+		return def, err
+	}
+	if v < lo || v > hi {
+		return def, fmt.Errorf("%s: field %q = %d: want %d to %d", c.path, key, v, lo, hi)
+	}
+	return v, nil
+}
+
+// FloatIn returns the number field key as Float does, or def if it is
+// missing or null, and checks that the value is within [lo, hi]: an error
+// names the file, the field, the value and the range. def itself is not
+// checked.
+func (c *Config) FloatIn(key string, def, lo, hi float64) (float64, error) {
+	raw, ok, err := c.value(key)
+	if err != nil || !ok {
+		return def, err
+	}
+	v, err := c.parseFloat(key, raw)
+	if err != nil {
+		return def, err
+	}
+	if !(v >= lo && v <= hi) {
+		return def, fmt.Errorf("%s: field %q = %v: want %v to %v", c.path, key, v, lo, hi)
+	}
+	return v, nil
+}
+
 // Float returns the number field key, or def if it is missing or null.
 func (c *Config) Float(key string, def float64) (float64, error) {
 	raw, ok, err := c.value(key)
@@ -509,6 +548,20 @@ func (g *Getter) note(err error) {
 // Int is Config.Int with the error kept for Err.
 func (g *Getter) Int(key string, def int) int {
 	v, err := g.c.Int(key, def)
+	g.note(err)
+	return v
+}
+
+// IntIn is Config.IntIn with the error kept for Err.
+func (g *Getter) IntIn(key string, def, lo, hi int) int {
+	v, err := g.c.IntIn(key, def, lo, hi)
+	g.note(err)
+	return v
+}
+
+// FloatIn is Config.FloatIn with the error kept for Err.
+func (g *Getter) FloatIn(key string, def, lo, hi float64) float64 {
+	v, err := g.c.FloatIn(key, def, lo, hi)
 	g.note(err)
 	return v
 }
