@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Config is a parsed config.json: a JSON object read through typed getters
@@ -24,10 +25,18 @@ import (
 // JSON. A Config accepts them in the file but reports them as errors naming
 // the field when the field is read, for example
 // `config.json: field "rope_theta" is NaN`.
+//
+// A Config may be read from several goroutines at once.
 type Config struct {
 	path      string
 	root      map[string]json.RawMessage
 	nonFinite map[string]string // field path -> "NaN", "Infinity" or "-Infinity"
+
+	// objects caches the nested objects parsed by lookup, by dotted path,
+	// so that reading many fields of a large nested object (text_config)
+	// parses it once; nil for a value that is not an object.
+	mu      sync.Mutex
+	objects map[string]map[string]json.RawMessage
 }
 
 // ReadConfig reads and parses the config.json file at path: a regular file
@@ -198,13 +207,30 @@ func (c *Config) lookup(key string) (json.RawMessage, bool) {
 		if i == len(parts)-1 {
 			return v, true
 		}
-		var next map[string]json.RawMessage
-		if json.Unmarshal(v, &next) != nil || next == nil {
+		if cur = c.object(strings.Join(parts[:i+1], "."), v); cur == nil {
 			return nil, false
 		}
-		cur = next
 	}
 	return nil, false
+}
+
+// object returns the nested object at the dotted path, whose text is v,
+// parsed once and cached; nil if v is not an object.
+func (c *Config) object(path string, v json.RawMessage) map[string]json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if obj, ok := c.objects[path]; ok {
+		return obj
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		obj = nil
+	}
+	if c.objects == nil {
+		c.objects = make(map[string]map[string]json.RawMessage)
+	}
+	c.objects[path] = obj
+	return obj
 }
 
 // checkFinite reports a NaN or infinity at the field key or inside it.
