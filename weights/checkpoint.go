@@ -141,7 +141,7 @@ func (c *Checkpoint) openIndex() error {
 	path := filepath.Join(c.dir, IndexFile)
 	data, err := ReadFileIn(c.dir, IndexFile, MaxIndexLen)
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", c.dir, err)
+		return err
 	}
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`
