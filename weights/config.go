@@ -487,10 +487,63 @@ func (c *Config) array(key, want string) (elems []json.RawMessage, ok bool, err 
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	if jsonKind(raw) != "array" || json.Unmarshal(raw, &elems) != nil {
+	if jsonKind(raw) != "array" {
 		return nil, false, c.typeErr(key, want, raw)
 	}
+	elems, err = splitArray(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: field %q: %w", c.path, key, err)
+	}
 	return elems, true, nil
+}
+
+// MaxArrayLen is the most elements Ints, Floats and Strings read from an
+// array field: far more than a model has layers, and few enough that a
+// hostile array cannot make a reader allocate without bound.
+const MaxArrayLen = 1 << 16
+
+// splitArray splits the text of a valid JSON array into its elements'
+// texts (slices of raw, not copies), refusing more than MaxArrayLen.
+func splitArray(raw json.RawMessage) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	depth, start := 0, -1
+	for i := 0; i < len(raw); i++ {
+		switch b := raw[i]; b {
+		case '"':
+			if start < 0 {
+				start = i
+			}
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			depth++
+			if depth > 1 && start < 0 {
+				start = i
+			}
+		case ']', '}', ',':
+			if b != ',' {
+				depth--
+			}
+			if depth == 1 && b == ',' || depth == 0 {
+				if start >= 0 {
+					if len(out) == MaxArrayLen {
+						return nil, fmt.Errorf("more than %d elements", MaxArrayLen)
+					}
+					out = append(out, bytes.TrimSpace(raw[start:i]))
+				}
+				start = -1
+			}
+		case ' ', '\t', '\n', '\r':
+		default:
+			if start < 0 && depth == 1 {
+				start = i
+			}
+		}
+	}
+	return out, nil
 }
 
 // Ints returns the array of integers in the field key, or nil if it is

@@ -1,12 +1,14 @@
 package weights
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -360,5 +362,44 @@ func TestConfigBounded(t *testing.T) {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("error %v, want one with %q", c.err, c.want)
 		}
+	}
+}
+
+func TestSplitArray(t *testing.T) {
+	for _, text := range []string{
+		`[]`, `[ ]`, `[1]`, ` [ 1 , -2.5e3 ,true,null ] `, `["a,b", "c\"],[d", "\\"]`,
+		`[[1,2],[3],[]]`, `[{"a":[1,{"b":"]"}]}, {}]`, "[\n\t1,\n\t2\n]",
+	} {
+		var want []json.RawMessage
+		if err := json.Unmarshal([]byte(text), &want); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		got, err := splitArray(json.RawMessage(strings.TrimSpace(text)))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d elements %q, want %d", text, len(got), got, len(want))
+		}
+		for i := range got {
+			if string(got[i]) != string(want[i]) {
+				t.Errorf("%s: element %d = %s, want %s", text, i, got[i], want[i])
+			}
+		}
+	}
+	big := "[" + strings.TrimSuffix(strings.Repeat("1,", MaxArrayLen+1), ",") + "]"
+	cfg, err := ParseConfig("config.json", []byte(`{"a": `+big+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = cfg.Ints("a")
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `field "a": more than 65536 elements`) {
+		t.Errorf("Ints of %d elements: %v", MaxArrayLen+1, err)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 8<<20 {
+		t.Errorf("Ints of %d elements allocated %d bytes", MaxArrayLen+1, d)
 	}
 }

@@ -233,11 +233,13 @@ func (c *Config) Validate() error {
 		}
 	}
 	for i, p := range c.Profiles {
+		suffix := [2]string{"", "_2"}[i]
 		if !(p.Theta >= 1 && p.Theta <= math.MaxFloat32) {
-			return fmt.Errorf("rope profile %d: theta %v: want 1 to %v", i+1, p.Theta, math.MaxFloat32)
+			return fmt.Errorf("rope_theta%s = %v (rope profile %d): want 1 to %v", suffix, p.Theta, i+1, math.MaxFloat32)
 		}
 		if p.Rotary <= 0 || p.Rotary%2 != 0 || p.Rotary > c.HeadDim {
-			return fmt.Errorf("rope profile %d: %d rotary dims must be even, positive and at most head_dim %d", i+1, p.Rotary, c.HeadDim)
+			return fmt.Errorf("partial_rotary_factor%s gives %d rotary dims (rope profile %d): they must be even, positive and at most head_dim %d",
+				suffix, p.Rotary, i+1, c.HeadDim)
 		}
 	}
 	if !(c.Std > 0) || math.IsInf(c.Std, 0) {

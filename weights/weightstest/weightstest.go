@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -286,4 +287,86 @@ var ExtremeValues = []string{
 	"9223372036854775807", "-9223372036854775808", "9223372036854775783",
 	"4294967296", "4294967297", "1000000000", "1e18",
 	`"7"`, "true", "null", "[]", "{}",
+}
+
+// ConfigCase is a hostile config.json: a good checkpoint's with Fields set
+// (as SetFields sets them).
+type ConfigCase struct {
+	Name   string
+	Fields map[string]string
+	// Want are words of which the error must hold at least one, such as
+	// the field's name; none: the case may load, or fail naming the file.
+	Want []string
+	// Setup, if set, changes the copied folder further before the fields
+	// are set (a FIFO, a link, a tensor file).
+	Setup func(t testing.TB, dir string)
+}
+
+// FieldCases returns a ConfigCase for each numeric field of the config.json
+// at path (NumericFields) and more (fields the file has as null or lacks),
+// and each of ExtremeValues. Each case's error must name its field
+// (without an array index) or a tensor.
+func FieldCases(t testing.TB, path string, more ...string) []ConfigCase {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := NumericFields(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var out []ConfigCase
+	for _, f := range append(fields, more...) {
+		base, _, _ := strings.Cut(f, "[")
+		if i := strings.LastIndexByte(base, '.'); i >= 0 {
+			base = base[i+1:]
+		}
+		for _, v := range ExtremeValues {
+			out = append(out, ConfigCase{Name: f + "=" + v, Fields: map[string]string{f: v}, Want: []string{base, "tensor"}})
+		}
+	}
+	return out
+}
+
+// Probe runs load on a copy of the checkpoint folder src changed by each
+// case, under the budget b. load reads the folder and returns the logits
+// of a forward (a model's Load, a session, one token). Each case must give
+// an error that names the folder's path and holds one of its Want words, or
+// logits that are all finite: never a panic, a hang, an allocation past the
+// budget or a NaN.
+func Probe(t *testing.T, src string, b Budget, cases []ConfigCase, load func(dir string) ([]float32, error)) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			dir := CopyDir(t, src)
+			if c.Setup != nil {
+				c.Setup(t, dir)
+			}
+			if len(c.Fields) > 0 {
+				SetFields(t, filepath.Join(dir, "config.json"), c.Fields)
+			}
+			var logits []float32
+			err := Run(t, b, func() error {
+				var err error
+				logits, err = load(dir)
+				return err
+			})
+			if err == nil {
+				for i, x := range logits {
+					if x != x || x > math.MaxFloat32 || x < -math.MaxFloat32 {
+						t.Fatalf("loaded, but logit %d is %v", i, x)
+					}
+				}
+				return
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, dir) {
+				t.Errorf("error %q does not name the folder %s", msg, dir)
+			}
+			msg = strings.ReplaceAll(msg, dir, "<dir>") // its name holds the test's
+			if len(c.Want) > 0 && !slices.ContainsFunc(c.Want, func(w string) bool { return strings.Contains(msg, w) }) {
+				t.Errorf("error %q holds none of %q", msg, c.Want)
+			}
+		})
+	}
 }

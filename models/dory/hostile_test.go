@@ -1,0 +1,89 @@
+package dory
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reel-runtime/reel/weights"
+	"github.com/reel-runtime/reel/weights/weightstest"
+)
+
+// hostileBudget bounds one hostile case: Load, a session and a one-token
+// forward of the tiny checkpoint (0.9 MB) allocate a few MB.
+var hostileBudget = weightstest.Budget{Time: 20 * time.Second, Alloc: 64 << 20}
+
+var tinyDir = filepath.Join(testdata, "dory", "dory-tiny-per_loop")
+
+// loadAndForward is what `reel logits` does: Load, a CPU session, one
+// token's forward with the config's loops.
+func loadAndForward(dir string) ([]float32, error) {
+	m, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	s, err := NewSession(m, Options{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	defer s.Close()
+	d, err := s.Forward([]int{1}, 0, m.Config.Loops, WantLast)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return d.Data().([]float32), nil
+}
+
+// TestHostileConfigs loads copies of the tiny checkpoint whose config.json
+// has every numeric field set to every extreme value (weightstest's: zero,
+// negatives, fractions, int64 and float64 extremes, overflowing products,
+// NaN and infinities, wrong types), the issue's cases (a billion-row window,
+// a million sub-layers, scales whose fold is infinite, heads × head_dim
+// wrapping around) and hostile files, then runs a token: each gives an
+// error naming the folder and the field (or a tensor), or finite logits,
+// within a time and allocation budget.
+func TestHostileConfigs(t *testing.T) {
+	million := strings.Repeat("S-*-", 250000)
+	cases := []weightstest.ConfigCase{
+		{Name: "window of a billion", Fields: map[string]string{"swa_window_size": "1000000000"}, Want: []string{"swa_window_size"}},
+		{Name: "window past max_position_embeddings", Fields: map[string]string{"swa_window_size": "4097"}, Want: []string{"swa_window_size"}},
+		{Name: "window at max_position_embeddings", Fields: map[string]string{"swa_window_size": "4096"}},
+		{Name: "a million sub-layers", Fields: map[string]string{
+			"hybrid_layer_pattern": `"` + million + `"`, "num_hidden_layers": "1000000", "n_input_layers": "0",
+			"n_recurrent_layers": "1000000", "n_output_layers": "0", "rope_profile_layers": "", "no_rope_layers": "",
+		}, Want: []string{"num_hidden_layers"}},
+		{Name: "a million-entry rope_profile_layers", Fields: map[string]string{
+			"rope_profile_layers": "[" + strings.TrimSuffix(strings.Repeat("1,", 1000000), ",") + "]",
+		}, Want: []string{"rope_profile_layers"}},
+		{Name: "init_method_std 1e-300", Fields: map[string]string{"init_method_std": "1e-300"}, Want: []string{"init_method_std"}},
+		{Name: "init_method_std 1e-12", Fields: map[string]string{"init_method_std": "1e-12"}, Want: []string{"init_method_std"}},
+		{Name: "ngpt_alpha_init 1e300", Fields: map[string]string{"ngpt_alpha_init": "1e300"}, Want: []string{"ngpt_alpha_init"}},
+		{Name: "ngpt_alpha_init 1e11", Fields: map[string]string{"ngpt_alpha_init": "1e11"}, Want: []string{"ngpt_alpha_init"}},
+		{Name: "gate logit scale 1e300", Fields: map[string]string{"attention_output_gate_logit_scale_init": "1e300"},
+			Want: []string{"attention_output_gate_logit_scale_init"}},
+		{Name: "heads × head_dim wraps", Fields: map[string]string{
+			"num_attention_heads": "4294967296", "num_key_value_heads": "4294967296", "attention_head_dim": "4294967296", "head_dim": "4294967296",
+		}, Want: []string{"num_attention_heads", "attention_head_dim"}},
+		{Name: "vocab × hidden wraps", Fields: map[string]string{"vocab_size": "4294967297", "hidden_size": "4294967296"},
+			Want: []string{"vocab_size", "hidden_size"}},
+		{Name: "rope theta below 1", Fields: map[string]string{"rope_theta": "1e-300"}, Want: []string{"theta"}},
+		{Name: "partial rotary factor 1e300", Fields: map[string]string{"partial_rotary_factor": "1e300"}, Want: []string{"rotary"}},
+		{Name: "config.json is a FIFO", Setup: func(t testing.TB, dir string) {
+			weightstest.Mkfifo(t, filepath.Join(dir, "config.json"))
+		}, Want: []string{"config.json"}},
+		{Name: "config.json links to /dev/zero", Setup: func(t testing.TB, dir string) {
+			weightstest.Symlink(t, "/dev/zero", filepath.Join(dir, "config.json"))
+		}, Want: []string{"config.json"}},
+		{Name: "model.safetensors is a FIFO", Setup: func(t testing.TB, dir string) {
+			weightstest.Mkfifo(t, filepath.Join(dir, weights.SingleFile))
+		}, Want: []string{weights.SingleFile}},
+		{Name: "model.safetensors links to /etc/passwd", Setup: func(t testing.TB, dir string) {
+			weightstest.Symlink(t, "/etc/passwd", filepath.Join(dir, weights.SingleFile))
+		}, Want: []string{weights.SingleFile}},
+	}
+	cases = append(cases, weightstest.FieldCases(t, filepath.Join(tinyDir, "config.json"), "attention_output_gate_logit_scale_init")...)
+	weightstest.Probe(t, tinyDir, hostileBudget, cases, loadAndForward)
+}
