@@ -364,7 +364,7 @@ func (c *Config) validatePLE(ch int) error {
 		return fmt.Errorf("eos_token_id = %d: PLE layers need the end-of-sequence id", c.EOS)
 	}
 	if c.EOS >= c.Vocab || c.EOS > math.MaxInt32 {
-		return fmt.Errorf("eos_token_id = %d: outside the vocabulary of %d", c.EOS, c.Vocab)
+		return fmt.Errorf("eos_token_id = %d: outside the vocabulary (vocab_size %d)", c.EOS, c.Vocab)
 	}
 	return checkSizes(
 		tensorSize{"hc_count × hidden_size × ple_embed_dim", []int{ch, c.PLEDim}},
