@@ -1,12 +1,15 @@
 package qwen4
 
 import (
+	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/weights"
 	"github.com/reel-runtime/reel/weights/weightstest"
 )
@@ -87,10 +90,75 @@ func TestHostileConfigs(t *testing.T) {
 			weightstest.Symlink(t, "/etc/passwd", filepath.Join(dir, weights.SingleFile))
 		}, Want: []string{weights.SingleFile}},
 	}
+	cases = append(cases, tensorCases...)
 	for _, c := range weightstest.FieldCases(t, filepath.Join(tinyDir, "config.json")) {
 		// the n-gram table's rows are checked against the heads' sizes
 		c.Want = append(c.Want, "n-gram table")
 		cases = append(cases, c)
 	}
 	weightstest.Probe(t, tinyDir, hostileBudget, cases, loadAndForward)
+}
+
+// rewrite makes a Setup that writes the tiny checkpoint's tensors, edited,
+// into the folder.
+func rewrite(edit func([]weights.NamedTensor) []weights.NamedTensor) func(testing.TB, string) {
+	return func(t testing.TB, dir string) {
+		t.Helper()
+		if err := weights.Rewrite(tinyDir, dir, nil, edit); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// editTensor makes a Setup that changes the tensor called name.
+func editTensor(name string, f func(*weights.NamedTensor)) func(testing.TB, string) {
+	return rewrite(func(ts []weights.NamedTensor) []weights.NamedTensor {
+		for i := range ts {
+			if ts[i].Name == name {
+				f(&ts[i])
+			}
+		}
+		return ts
+	})
+}
+
+// setInt64s sets an i64 tensor's first elements.
+func setInt64s(vs ...int64) func(*weights.NamedTensor) {
+	return func(nt *weights.NamedTensor) {
+		for i, v := range vs {
+			binary.LittleEndian.PutUint64(nt.Data[8*i:], uint64(v))
+		}
+	}
+}
+
+const pleConst = "model.layers.1.ple.ple_embedding."
+
+// tensorCases are hostile tensors of a checkpoint whose config is good.
+var tensorCases = []weightstest.ConfigCase{
+	{Name: "tensor: a norm in i32", Setup: editTensor("model.layers.3.self_attn.q_norm.weight", func(nt *weights.NamedTensor) {
+		nt.DType = graph.I32
+	}), Want: []string{"q_norm.weight: dtype i32"}},
+	{Name: "tensor: an expert in f16", Setup: editTensor("model.layers.0.mlp.experts.1.up_proj.weight", func(nt *weights.NamedTensor) {
+		nt.DType, nt.Shape = graph.F16, []int{nt.Shape[0], 2 * nt.Shape[1]}
+	}), Want: []string{"experts.1.up_proj.weight"}},
+	{Name: "tensor: PLE table size negative", Setup: editTensor(pleConst+"ngram_heads_vocab_sizes", setInt64s(-5)),
+		Want: []string{"PLE head 0"}},
+	{Name: "tensor: PLE table offset past the table", Setup: editTensor(pleConst+"ngram_heads_offsets", setInt64s(1<<40)),
+		Want: []string{"n-gram table"}},
+	{Name: "tensor: PLE offset + size overflow", Setup: rewrite(func(ts []weights.NamedTensor) []weights.NamedTensor {
+		for i := range ts {
+			switch ts[i].Name {
+			case pleConst + "ngram_heads_vocab_sizes":
+				setInt64s(1 << 62)(&ts[i])
+			case pleConst + "ngram_heads_offsets":
+				setInt64s(1 << 62)(&ts[i])
+			}
+		}
+		return ts
+	}), Want: []string{"n-gram table", "PLE head 0", "head 0 has table size"}},
+	{Name: "tensor: file cut short", Setup: func(t testing.TB, dir string) {
+		if err := os.Truncate(filepath.Join(dir, weights.SingleFile), 3000000); err != nil {
+			t.Fatal(err)
+		}
+	}, Want: []string{weights.SingleFile}},
 }
