@@ -42,6 +42,11 @@ type Checkpoint struct {
 //   - otherwise every *.safetensors file in dir, which must not share tensor
 //     names.
 //
+// Every file is opened through ResolveIn: a file, or a folder on its path,
+// may be a symbolic link only to a target inside dir (or inside the blobs
+// folder of the Hugging Face cache dir is a snapshot of); only regular files
+// are opened, and the index is read up to MaxIndexLen bytes.
+//
 // The caller must Close the Checkpoint.
 func Open(dir string) (*Checkpoint, error) {
 	st, err := os.Stat(dir)
@@ -68,15 +73,25 @@ func Open(dir string) (*Checkpoint, error) {
 	return c, nil
 }
 
+// isFile reports whether path names something other than a folder (a
+// dangling link included, so that opening it gives the error).
 func isFile(path string) bool {
 	st, err := os.Stat(path)
-	return err == nil && !st.IsDir()
+	if err != nil {
+		_, err = os.Lstat(path)
+		return err == nil
+	}
+	return !st.IsDir()
 }
 
 // open opens the file named name in the checkpoint folder and keeps it for
 // Close.
 func (c *Checkpoint) open(name string) (*File, error) {
-	f, err := OpenFile(filepath.Join(c.dir, name))
+	real, err := ResolveIn(c.dir, name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openFile(real, filepath.Join(c.dir, name))
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +139,9 @@ func (c *Checkpoint) openAll() error {
 // openIndex opens the shards named by the index file.
 func (c *Checkpoint) openIndex() error {
 	path := filepath.Join(c.dir, IndexFile)
-	data, err := os.ReadFile(path)
+	data, err := ReadFileIn(c.dir, IndexFile, MaxIndexLen)
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", c.dir, err)
+		return err
 	}
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Config is a parsed config.json: a JSON object read through typed getters
@@ -24,15 +25,25 @@ import (
 // JSON. A Config accepts them in the file but reports them as errors naming
 // the field when the field is read, for example
 // `config.json: field "rope_theta" is NaN`.
+//
+// A Config may be read from several goroutines at once.
 type Config struct {
 	path      string
 	root      map[string]json.RawMessage
 	nonFinite map[string]string // field path -> "NaN", "Infinity" or "-Infinity"
+
+	// objects caches the nested objects parsed by lookup, by dotted path,
+	// so that reading many fields of a large nested object (text_config)
+	// parses it once; nil for a value that is not an object.
+	mu      sync.Mutex
+	objects map[string]map[string]json.RawMessage
 }
 
-// ReadConfig reads and parses the config.json file at path.
+// ReadConfig reads and parses the config.json file at path: a regular file
+// of at most MaxConfigLen bytes that, if it is a symbolic link, resolves
+// inside its own folder (see ResolveIn).
 func ReadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFileIn(filepath.Dir(path), filepath.Base(path), MaxConfigLen)
 	if err != nil {
 		return nil, err
 	}
@@ -196,13 +207,30 @@ func (c *Config) lookup(key string) (json.RawMessage, bool) {
 		if i == len(parts)-1 {
 			return v, true
 		}
-		var next map[string]json.RawMessage
-		if json.Unmarshal(v, &next) != nil || next == nil {
+		if cur = c.object(strings.Join(parts[:i+1], "."), v); cur == nil {
 			return nil, false
 		}
-		cur = next
 	}
 	return nil, false
+}
+
+// object returns the nested object at the dotted path, whose text is v,
+// parsed once and cached; nil if v is not an object.
+func (c *Config) object(path string, v json.RawMessage) map[string]json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if obj, ok := c.objects[path]; ok {
+		return obj
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		obj = nil
+	}
+	if c.objects == nil {
+		c.objects = make(map[string]map[string]json.RawMessage)
+	}
+	c.objects[path] = obj
+	return obj
 }
 
 // checkFinite reports a NaN or infinity at the field key or inside it.
@@ -374,6 +402,43 @@ func (c *Config) Int(key string, def int) (int, error) {
 	return v, nil
 }
 
+// IntIn returns the integer field key as Int does, or def if it is missing
+// or null, and checks that the value is within [lo, hi]: an error names the
+// file, the field, the value and the range. def itself is not checked.
+func (c *Config) IntIn(key string, def, lo, hi int) (int, error) {
+	raw, ok, err := c.value(key)
+	if err != nil || !ok {
+		return def, err
+	}
+	v, err := c.parseInt(key, raw)
+	if err != nil {
+		return def, err
+	}
+	if v < lo || v > hi {
+		return def, fmt.Errorf("%s: field %q = %d: want %d to %d", c.path, key, v, lo, hi)
+	}
+	return v, nil
+}
+
+// FloatIn returns the number field key as Float does, or def if it is
+// missing or null, and checks that the value is within [lo, hi]: an error
+// names the file, the field, the value and the range. def itself is not
+// checked.
+func (c *Config) FloatIn(key string, def, lo, hi float64) (float64, error) {
+	raw, ok, err := c.value(key)
+	if err != nil || !ok {
+		return def, err
+	}
+	v, err := c.parseFloat(key, raw)
+	if err != nil {
+		return def, err
+	}
+	if !(v >= lo && v <= hi) {
+		return def, fmt.Errorf("%s: field %q = %v: want %v to %v", c.path, key, v, lo, hi)
+	}
+	return v, nil
+}
+
 // Float returns the number field key, or def if it is missing or null.
 func (c *Config) Float(key string, def float64) (float64, error) {
 	raw, ok, err := c.value(key)
@@ -422,10 +487,63 @@ func (c *Config) array(key, want string) (elems []json.RawMessage, ok bool, err 
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	if jsonKind(raw) != "array" || json.Unmarshal(raw, &elems) != nil {
+	if jsonKind(raw) != "array" {
 		return nil, false, c.typeErr(key, want, raw)
 	}
+	elems, err = splitArray(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: field %q: %w", c.path, key, err)
+	}
 	return elems, true, nil
+}
+
+// MaxArrayLen is the most elements Ints, Floats and Strings read from an
+// array field: far more than a model has layers, and few enough that a
+// hostile array cannot make a reader allocate without bound.
+const MaxArrayLen = 1 << 16
+
+// splitArray splits the text of a valid JSON array into its elements'
+// texts (slices of raw, not copies), refusing more than MaxArrayLen.
+func splitArray(raw json.RawMessage) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	depth, start := 0, -1
+	for i := 0; i < len(raw); i++ {
+		switch b := raw[i]; b {
+		case '"':
+			if start < 0 {
+				start = i
+			}
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			depth++
+			if depth > 1 && start < 0 {
+				start = i
+			}
+		case ']', '}', ',':
+			if b != ',' {
+				depth--
+			}
+			if depth == 1 && b == ',' || depth == 0 {
+				if start >= 0 {
+					if len(out) == MaxArrayLen {
+						return nil, fmt.Errorf("more than %d elements", MaxArrayLen)
+					}
+					out = append(out, bytes.TrimSpace(raw[start:i]))
+				}
+				start = -1
+			}
+		case ' ', '\t', '\n', '\r':
+		default:
+			if start < 0 && depth == 1 {
+				start = i
+			}
+		}
+	}
+	return out, nil
 }
 
 // Ints returns the array of integers in the field key, or nil if it is
@@ -509,6 +627,20 @@ func (g *Getter) note(err error) {
 // Int is Config.Int with the error kept for Err.
 func (g *Getter) Int(key string, def int) int {
 	v, err := g.c.Int(key, def)
+	g.note(err)
+	return v
+}
+
+// IntIn is Config.IntIn with the error kept for Err.
+func (g *Getter) IntIn(key string, def, lo, hi int) int {
+	v, err := g.c.IntIn(key, def, lo, hi)
+	g.note(err)
+	return v
+}
+
+// FloatIn is Config.FloatIn with the error kept for Err.
+func (g *Getter) FloatIn(key string, def, lo, hi float64) float64 {
+	v, err := g.c.FloatIn(key, def, lo, hi)
 	g.note(err)
 	return v
 }

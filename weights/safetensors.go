@@ -20,7 +20,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,37 +98,38 @@ type File struct {
 
 // OpenFile opens and validates the safetensors file at path. The file is
 // memory-mapped read-only where the system allows it, and read into memory
-// otherwise. The caller must Close the File; slices returned by Bytes are
-// invalid after that.
-func OpenFile(path string) (*File, error) {
-	f, err := os.Open(path)
+// otherwise. Only a regular file is opened (see OpenRegular: a FIFO or a
+// device is refused without blocking). The caller must Close the File;
+// slices returned by Bytes are invalid after that.
+//
+// A mapped file must not be changed or truncated while it is open: reading
+// a page that a truncation removed kills the process (SIGBUS), as with any
+// memory-mapped file.
+func OpenFile(path string) (*File, error) { return openFile(path, path) }
+
+// openFile is OpenFile of the file at path, named shown in errors and by
+// Path.
+func openFile(path, shown string) (*File, error) {
+	f, size, err := openRegular(path, shown, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	size := st.Size()
 	if size < 8 {
-		return nil, fmt.Errorf("%s: %d bytes, too short for a safetensors file (the header length alone is 8)", path, size)
+		return nil, fmt.Errorf("%s: %d bytes, too short for a safetensors file (the header length alone is 8)", shown, size)
 	}
 	if uint64(size) > math.MaxInt {
-		return nil, fmt.Errorf("%s: %d bytes, too large to address", path, size)
+		return nil, fmt.Errorf("%s: %d bytes, too large to address", shown, size)
 	}
 	data, err := mmapFile(f, int(size))
 	mapped := err == nil
 	if !mapped {
 		data = make([]byte, size)
 		if _, err := io.ReadFull(f, data); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", shown, err)
 		}
 	}
-	sf, err := parse(path, data)
+	sf, err := parse(shown, data)
 	if err != nil {
 		if mapped {
 			munmap(data)

@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/reel-runtime/reel/weights"
 )
 
 // MaxLoops is the most passes of the recurrent block a call may ask for.
@@ -162,45 +164,62 @@ func (c *Config) Ordinal(i int) int {
 	return n
 }
 
-// Validate checks everything a forward relies on, with errors that name the field.
+// maxFold bounds the factors the scale vectors are folded with at load
+// (1/σ₀, √head_dim/σ₀, √g₀/σ₀, α₀/σ₀): squared, they stay finite in f32
+// with stored values up to 1e7, so a config cannot make the folded weights,
+// and every logit, infinite or NaN.
+const maxFold = 1e12
+
+// Validate checks everything a forward relies on, with errors that name the
+// field: every size within its range (weights.MaxDim, weights.MaxLayers,
+// weights.MaxPositions), every tensor's size computed without overflow, and
+// the scales in ranges that keep the folded weights finite.
 func (c *Config) Validate() error {
-	pos := func(name string, v int) error {
-		if v <= 0 {
-			return fmt.Errorf("%s = %d: must be positive", name, v)
-		}
-		return nil
-	}
 	for _, f := range []struct {
-		n string
-		v int
-	}{{"vocab_size", c.Vocab}, {"hidden_size", c.Hidden}, {"intermediate_size", c.FFN}, {"num_attention_heads", c.Heads},
-		{"num_key_value_heads", c.KVHeads}, {"attention_head_dim", c.HeadDim}, {"n_recurrent_loops", c.Loops}} {
-		if err := pos(f.n, f.v); err != nil {
-			return err
+		n         string
+		v, lo, hi int
+	}{{"vocab_size", c.Vocab, 1, weights.MaxDim}, {"hidden_size", c.Hidden, 1, weights.MaxDim},
+		{"intermediate_size", c.FFN, 1, weights.MaxDim}, {"num_attention_heads", c.Heads, 1, weights.MaxDim},
+		{"num_key_value_heads", c.KVHeads, 1, weights.MaxDim}, {"attention_head_dim", c.HeadDim, 1, weights.MaxDim},
+		{"n_recurrent_loops", c.Loops, 1, MaxLoops}, {"max_position_embeddings", c.MaxPositionEmbed, 0, weights.MaxPositions},
+		{"num_hidden_layers", len(c.Pattern), 1, weights.MaxLayers}} {
+		if f.v < f.lo || f.v > f.hi {
+			return fmt.Errorf("%s = %d: want %d to %d", f.n, f.v, f.lo, f.hi)
 		}
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
-	if c.Loops > MaxLoops {
-		return fmt.Errorf("n_recurrent_loops = %d: at most %d", c.Loops, MaxLoops)
-	}
-	if len(c.Pattern) == 0 {
-		return fmt.Errorf("hybrid_layer_pattern is empty")
+	for _, p := range []struct {
+		what    string
+		factors []int
+	}{{"vocab_size × hidden_size", []int{c.Vocab, c.Hidden}}, {"intermediate_size × hidden_size", []int{c.FFN, c.Hidden}},
+		{"num_attention_heads × attention_head_dim × hidden_size", []int{c.Heads, c.HeadDim, c.Hidden}}} {
+		if _, err := weights.MulInts(4, p.factors...); err != nil {
+			return fmt.Errorf("%s: the tensor's f32 bytes overflow: %w", p.what, err)
+		}
 	}
 	for i, k := range c.Pattern {
 		if k != 'S' && k != '*' && k != '-' {
 			return fmt.Errorf("hybrid_layer_pattern[%d] = %q: want S, * or -", i, k)
 		}
 	}
-	if c.NIn < 0 || c.NRec < 0 || c.NOut < 0 || c.NIn+c.NRec+c.NOut != len(c.Pattern) {
+	if c.NIn < 0 || c.NRec < 0 || c.NOut < 0 || c.NIn > len(c.Pattern) || c.NRec > len(c.Pattern) || c.NOut > len(c.Pattern) ||
+		c.NIn+c.NRec+c.NOut != len(c.Pattern) {
 		return fmt.Errorf("n_input_layers %d + n_recurrent_layers %d + n_output_layers %d must equal the %d sub-layers", c.NIn, c.NRec, c.NOut, len(c.Pattern))
 	}
 	if c.NRec == 0 {
 		return fmt.Errorf("n_recurrent_layers is 0: a Dory needs a recurrent block")
 	}
-	if strings.ContainsRune(c.Pattern, 'S') && c.Window <= 0 {
-		return fmt.Errorf("swa_window_size = %d: must be positive when the pattern has sliding layers", c.Window)
+	if strings.ContainsRune(c.Pattern, 'S') {
+		hi := weights.MaxPositions
+		if c.MaxPositionEmbed > 0 {
+			hi = c.MaxPositionEmbed
+		}
+		if c.Window <= 0 || c.Window > hi {
+			return fmt.Errorf("swa_window_size = %d: want 1 to %d (max_position_embeddings, or the limit of %d) when the pattern has sliding layers",
+				c.Window, hi, weights.MaxPositions)
+		}
 	}
 	if len(c.LayerProfile) != len(c.Pattern) {
 		return fmt.Errorf("rope_profile_layers has %d entries for %d sub-layers", len(c.LayerProfile), len(c.Pattern))
@@ -214,21 +233,34 @@ func (c *Config) Validate() error {
 		}
 	}
 	for i, p := range c.Profiles {
-		if !(p.Theta > 0) || math.IsInf(p.Theta, 0) {
-			return fmt.Errorf("rope profile %d: theta %v must be positive and finite", i+1, p.Theta)
+		suffix := [2]string{"", "_2"}[i]
+		if !(p.Theta >= 1 && p.Theta <= math.MaxFloat32) {
+			return fmt.Errorf("rope_theta%s = %v (rope profile %d): want 1 to %v", suffix, p.Theta, i+1, math.MaxFloat32)
 		}
 		if p.Rotary <= 0 || p.Rotary%2 != 0 || p.Rotary > c.HeadDim {
-			return fmt.Errorf("rope profile %d: %d rotary dims must be even, positive and at most head_dim %d", i+1, p.Rotary, c.HeadDim)
+			return fmt.Errorf("partial_rotary_factor%s gives %d rotary dims (rope profile %d): they must be even, positive and at most head_dim %d",
+				suffix, p.Rotary, i+1, c.HeadDim)
 		}
 	}
 	if !(c.Std > 0) || math.IsInf(c.Std, 0) {
-		return fmt.Errorf("init_method_std = %v: must be positive", c.Std)
+		return fmt.Errorf("init_method_std = %v: must be positive and finite", c.Std)
 	}
 	if !(c.GateLogitScale > 0) || math.IsInf(c.GateLogitScale, 0) {
-		return fmt.Errorf("attention_output_gate_logit_scale_init = %v: must be positive", c.GateLogitScale)
+		return fmt.Errorf("attention_output_gate_logit_scale_init = %v: must be positive and finite", c.GateLogitScale)
 	}
 	if math.IsNaN(c.AlphaInit) || math.IsInf(c.AlphaInit, 0) {
 		return fmt.Errorf("ngpt_alpha_init = %v: must be finite", c.AlphaInit)
+	}
+	for _, f := range []struct {
+		what string
+		v    float64
+	}{{"1 / init_method_std", 1 / c.Std}, {"√attention_head_dim / init_method_std", math.Sqrt(float64(c.HeadDim)) / c.Std},
+		{"√attention_output_gate_logit_scale_init / init_method_std", math.Sqrt(c.GateLogitScale) / c.Std},
+		{"|ngpt_alpha_init| / init_method_std", math.Abs(c.AlphaInit) / c.Std}} {
+		if !(f.v <= maxFold) {
+			return fmt.Errorf("init_method_std = %v, ngpt_alpha_init = %v, attention_output_gate_logit_scale_init = %v: %s = %v, more than %v: the folded scales would overflow",
+				c.Std, c.AlphaInit, c.GateLogitScale, f.what, f.v, maxFold)
+		}
 	}
 	return nil
 }

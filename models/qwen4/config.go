@@ -172,107 +172,207 @@ func (c *Config) Recurrent() bool {
 	return len(c.PLELayers) > 0 || slices.Contains(c.Layers, GDN)
 }
 
-// Validate checks everything a forward relies on, with errors naming the field.
-func (c *Config) Validate() error {
-	for _, f := range []struct {
-		n string
-		v int
-	}{{"vocab_size", c.Vocab}, {"hidden_size", c.Hidden}, {"hc_count", c.Streams}, {"hc_lowrank", c.Rank},
-		{"num_experts", c.Experts}, {"num_experts_per_tok", c.TopK}, {"moe_intermediate_size", c.ExpertFFN},
-		{"shared_expert_intermediate_size", c.SharedFFN}} {
-		if f.v <= 0 {
-			return fmt.Errorf("%s = %d: must be positive", f.n, f.v)
-		}
-	}
-	if !(c.Eps > 0) || math.IsInf(c.Eps, 0) {
-		return fmt.Errorf("rms_norm_eps = %v: must be positive and finite", c.Eps)
-	}
-	if len(c.Layers) == 0 {
-		return fmt.Errorf("num_hidden_layers = 0: a model needs layers")
-	}
-	if c.TopK > c.Experts {
-		return fmt.Errorf("num_experts_per_tok = %d: more than the %d experts", c.TopK, c.Experts)
-	}
-	if slices.Contains(c.Layers, GDN) {
-		for _, f := range []struct {
-			n string
-			v int
-		}{{"linear_num_key_heads", c.KeyHeads}, {"linear_key_head_dim", c.KeyDim}, {"linear_num_value_heads", c.ValueHeads},
-			{"linear_value_head_dim", c.ValueDim}} {
-			if f.v <= 0 {
-				return fmt.Errorf("%s = %d: must be positive", f.n, f.v)
-			}
-		}
-		if c.ValueHeads%c.KeyHeads != 0 {
-			return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.ValueHeads, c.KeyHeads)
-		}
-		if c.ConvKernel < 2 {
-			return fmt.Errorf("linear_conv_kernel_dim = %d: must be at least 2", c.ConvKernel)
-		}
-		if c.OutGate != ops.ActSigmoid && c.OutGate != ops.ActSiLU {
-			return fmt.Errorf("output_gate_type = %q: want sigmoid or silu", c.OutGate)
-		}
-	}
-	if slices.Contains(c.Layers, QSA) || c.MTPLayers > 0 {
-		for _, f := range []struct {
-			n string
-			v int
-		}{{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
-			{"indexer_n_heads", c.IndexHeads}, {"indexer_head_dim", c.IndexDim}, {"indexer_compress_ratio", c.Block},
-			{"indexer_budget", c.Budget}} {
-			if f.v <= 0 {
-				return fmt.Errorf("%s = %d: must be positive", f.n, f.v)
-			}
-		}
-		if c.Heads%c.KVHeads != 0 {
-			return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
-		}
-		if c.Rotary <= 0 || c.Rotary%2 != 0 || c.Rotary > c.HeadDim || c.Rotary > c.IndexDim {
-			return fmt.Errorf("partial_rotary_factor gives %d rotary dims: they must be even, positive and at most head_dim %d and indexer_head_dim %d",
-				c.Rotary, c.HeadDim, c.IndexDim)
-		}
-		if !(c.Theta > 0) || math.IsInf(c.Theta, 0) {
-			return fmt.Errorf("rope_theta = %v: must be positive and finite", c.Theta)
-		}
-		if c.Budget%c.Block != 0 {
-			return fmt.Errorf("indexer_budget %d is not a multiple of indexer_compress_ratio %d", c.Budget, c.Block)
-		}
-	}
-	if c.MTPLayers < 0 || c.MTPLayers > 1 {
-		return fmt.Errorf("mtp_num_hidden_layers = %d: want 0 or 1", c.MTPLayers)
-	}
-	if len(c.PLELayers) > 0 {
-		for i, li := range c.PLELayers {
-			if li < 0 || li >= len(c.Layers) {
-				return fmt.Errorf("ple_layer_ids[%d] = %d: want 1 to %d (one-based)", i, li+1, len(c.Layers))
-			}
-			if slices.Index(c.PLELayers, li) != i {
-				return fmt.Errorf("ple_layer_ids[%d] = %d: listed twice", i, li+1)
-			}
-		}
-		if c.NGram < 2 {
-			return fmt.Errorf("ngram_size = %d: must be at least 2", c.NGram)
-		}
-		if c.HeadsPerNGram <= 0 {
-			return fmt.Errorf("heads_per_ngram = %d: must be positive", c.HeadsPerNGram)
-		}
-		if c.PLEDim <= 0 || c.PLEDim%c.PLEHeads() != 0 {
-			return fmt.Errorf("ple_embed_dim = %d: must be a positive multiple of the %d table heads", c.PLEDim, c.PLEHeads())
-		}
-		if c.PLEConvKernel < 2 {
-			return fmt.Errorf("ple_conv_kernel_size = %d: must be at least 2", c.PLEConvKernel)
-		}
-		if c.EOS < 0 {
-			return fmt.Errorf("eos_token_id = %d: PLE layers need the end-of-sequence id", c.EOS)
-		}
-		if c.EOS >= c.Vocab || c.EOS > math.MaxInt32 {
-			return fmt.Errorf("eos_token_id = %d: outside the vocabulary of %d", c.EOS, c.Vocab)
-		}
-		if c.PLEShards < 0 {
-			return fmt.Errorf("split_ngram_parts = %d: must not be negative", c.PLEShards)
+// Limits of Qwen4-Exp's own fields, beside the generic ones of package
+// weights (MaxDim, MaxLayers, MaxPositions). Each is far above the released
+// model's and keeps the work a config asks for before its tensors are
+// checked (the PLE hash constants above all: a trial division per candidate
+// prime) to a fraction of a second.
+const (
+	// MaxNGram bounds ngram_size (released: 3).
+	MaxNGram = 16
+	// MaxPLEHeads bounds a PLE layer's table heads, (ngram_size − 1) ×
+	// heads_per_ngram (released: 16).
+	MaxPLEHeads = 1 << 10
+	// MaxNGramBase bounds ngram_vocab_size_base (released: 2·10⁷), the
+	// number the table sizes are the next primes after.
+	MaxNGramBase = 1 << 36
+	// MaxKeep bounds the key blocks a QSA query keeps, indexer_budget /
+	// indexer_compress_ratio (released: 512): the selection is that many
+	// ids per row.
+	MaxKeep = 1 << 16
+)
+
+// intRange is a field that must lie within [lo, hi].
+type intRange struct {
+	name      string
+	v, lo, hi int
+}
+
+// checkRanges returns an error naming the first field out of its range.
+func checkRanges(fs ...intRange) error {
+	for _, f := range fs {
+		if f.v < f.lo || f.v > f.hi {
+			return fmt.Errorf("%s = %d: want %d to %d", f.name, f.v, f.lo, f.hi)
 		}
 	}
 	return nil
+}
+
+// tensorSize is a tensor (or state) whose f32 bytes, the product of
+// factors and 4, must not overflow an int.
+type tensorSize struct {
+	what    string
+	factors []int
+}
+
+// checkSizes returns an error naming the first size that overflows.
+func checkSizes(ts ...tensorSize) error {
+	for _, t := range ts {
+		if _, err := weights.MulInts(4, t.factors...); err != nil {
+			return fmt.Errorf("%s: the f32 bytes overflow: %w", t.what, err)
+		}
+	}
+	return nil
+}
+
+// Validate checks everything a forward relies on, with errors naming the
+// field: every size within its range, every tensor's and state's size
+// computed without overflow (so that no product wraps around to a wrong
+// shape), and the floats in ranges that keep the math finite.
+func (c *Config) Validate() error {
+	const maxDim = weights.MaxDim
+	if err := checkRanges(
+		intRange{"vocab_size", c.Vocab, 1, maxDim}, intRange{"hidden_size", c.Hidden, 1, maxDim},
+		intRange{"hc_count", c.Streams, 1, maxDim}, intRange{"hc_lowrank", c.Rank, 1, maxDim},
+		intRange{"num_experts", c.Experts, 1, maxDim}, intRange{"num_experts_per_tok", c.TopK, 1, max(c.Experts, 1)},
+		intRange{"moe_intermediate_size", c.ExpertFFN, 1, maxDim},
+		intRange{"shared_expert_intermediate_size", c.SharedFFN, 1, maxDim},
+		intRange{"num_hidden_layers", len(c.Layers), 1, weights.MaxLayers},
+		intRange{"mtp_num_hidden_layers", c.MTPLayers, 0, 1},
+		intRange{"max_position_embeddings", c.MaxPositions, 0, weights.MaxPositions}); err != nil {
+		return err
+	}
+	if !(c.Eps >= minEps && c.Eps <= 1) {
+		return fmt.Errorf("rms_norm_eps = %v: want %v to 1", c.Eps, minEps)
+	}
+	ch, err := weights.MulInts(c.Streams, c.Hidden)
+	if err != nil {
+		return fmt.Errorf("hc_count × hidden_size: %w", err)
+	}
+	if err := checkSizes(
+		tensorSize{"vocab_size × hidden_size", []int{c.Vocab, c.Hidden}},
+		tensorSize{"hc_lowrank × hc_count × hidden_size", []int{c.Rank, ch}},
+		tensorSize{"hc_count × hc_count × hidden_size", []int{c.Streams, ch}},
+		tensorSize{"num_experts × hidden_size", []int{c.Experts, c.Hidden}},
+		tensorSize{"num_experts × 2 × moe_intermediate_size × hidden_size", []int{c.Experts, 2, c.ExpertFFN, c.Hidden}},
+		tensorSize{"shared_expert_intermediate_size × hidden_size", []int{c.SharedFFN, c.Hidden}}); err != nil {
+		return err
+	}
+	if slices.Contains(c.Layers, GDN) {
+		if err := c.validateGDN(); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(c.Layers, QSA) || c.MTPLayers > 0 {
+		if err := c.validateQSA(); err != nil {
+			return err
+		}
+	}
+	if len(c.PLELayers) > 0 {
+		return c.validatePLE(ch)
+	}
+	return nil
+}
+
+// minEps is the smallest rms_norm_eps: the smallest normal f32.
+const minEps = 0x1p-126
+
+func (c *Config) validateGDN() error {
+	if err := checkRanges(
+		intRange{"linear_num_key_heads", c.KeyHeads, 1, weights.MaxDim},
+		intRange{"linear_key_head_dim", c.KeyDim, 1, weights.MaxDim},
+		intRange{"linear_num_value_heads", c.ValueHeads, 1, weights.MaxDim},
+		intRange{"linear_value_head_dim", c.ValueDim, 1, weights.MaxDim},
+		intRange{"linear_conv_kernel_dim", c.ConvKernel, 2, weights.MaxDim}); err != nil {
+		return err
+	}
+	if c.ValueHeads%c.KeyHeads != 0 {
+		return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.ValueHeads, c.KeyHeads)
+	}
+	if c.OutGate != ops.ActSigmoid && c.OutGate != ops.ActSiLU {
+		return fmt.Errorf("output_gate_type = %q: want sigmoid or silu", c.OutGate)
+	}
+	qk, err1 := weights.MulInts(2, c.KeyHeads, c.KeyDim)
+	vd, err2 := weights.MulInts(c.ValueHeads, c.ValueDim)
+	conv, err3 := weights.AddInts(qk, vd)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("the GDN conv channels 2 × linear_num_key_heads × linear_key_head_dim + linear_num_value_heads × linear_value_head_dim: %w", err)
+	}
+	return checkSizes(
+		tensorSize{"the GDN conv channels × hidden_size", []int{conv, c.Hidden}},
+		tensorSize{"the GDN conv channels × linear_conv_kernel_dim", []int{conv, c.ConvKernel}},
+		tensorSize{"linear_num_value_heads × linear_value_head_dim × hidden_size", []int{vd, c.Hidden}},
+		tensorSize{"the GDN state, linear_num_value_heads × linear_key_head_dim × linear_value_head_dim", []int{c.ValueHeads, c.KeyDim, c.ValueDim}})
+}
+
+func (c *Config) validateQSA() error {
+	if err := checkRanges(
+		intRange{"num_attention_heads", c.Heads, 1, weights.MaxDim},
+		intRange{"num_key_value_heads", c.KVHeads, 1, weights.MaxDim},
+		intRange{"head_dim", c.HeadDim, 1, weights.MaxDim},
+		intRange{"indexer_n_heads", c.IndexHeads, 1, weights.MaxDim},
+		intRange{"indexer_head_dim", c.IndexDim, 1, weights.MaxDim},
+		intRange{"indexer_compress_ratio", c.Block, 1, weights.MaxPositions},
+		intRange{"indexer_budget", c.Budget, 1, weights.MaxPositions}); err != nil {
+		return err
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if c.Rotary <= 0 || c.Rotary%2 != 0 || c.Rotary > c.HeadDim || c.Rotary > c.IndexDim {
+		return fmt.Errorf("partial_rotary_factor gives %d rotary dims: they must be even, positive and at most head_dim %d and indexer_head_dim %d",
+			c.Rotary, c.HeadDim, c.IndexDim)
+	}
+	if !(c.Theta >= 1 && c.Theta <= math.MaxFloat32) {
+		return fmt.Errorf("rope_theta = %v: want 1 to %v", c.Theta, math.MaxFloat32)
+	}
+	if c.Budget%c.Block != 0 {
+		return fmt.Errorf("indexer_budget %d is not a multiple of indexer_compress_ratio %d", c.Budget, c.Block)
+	}
+	if c.Keep() > MaxKeep {
+		return fmt.Errorf("indexer_budget %d / indexer_compress_ratio %d = %d blocks kept: at most %d", c.Budget, c.Block, c.Keep(), MaxKeep)
+	}
+	return checkSizes(
+		tensorSize{"2 × num_attention_heads × head_dim × hidden_size", []int{2, c.Heads, c.HeadDim, c.Hidden}},
+		tensorSize{"num_key_value_heads × head_dim × hidden_size", []int{c.KVHeads, c.HeadDim, c.Hidden}},
+		tensorSize{"(indexer_n_heads + 1) × indexer_head_dim × hidden_size", []int{c.IndexHeads + 1, c.IndexDim, c.Hidden}})
+}
+
+func (c *Config) validatePLE(ch int) error {
+	for i, li := range c.PLELayers {
+		if li < 0 || li >= len(c.Layers) {
+			return fmt.Errorf("ple_layer_ids[%d] = %d: want 1 to %d (one-based)", i, li+1, len(c.Layers))
+		}
+		if slices.Index(c.PLELayers, li) != i {
+			return fmt.Errorf("ple_layer_ids[%d] = %d: listed twice", i, li+1)
+		}
+	}
+	if err := checkRanges(
+		intRange{"ngram_size", c.NGram, 2, MaxNGram},
+		intRange{"heads_per_ngram", c.HeadsPerNGram, 1, MaxPLEHeads},
+		intRange{"ple_embed_dim", c.PLEDim, 1, weights.MaxDim},
+		intRange{"ple_conv_kernel_size", c.PLEConvKernel, 2, weights.MaxDim},
+		intRange{"ngram_vocab_size_base", c.NGramBase, 2, MaxNGramBase},
+		intRange{"make_ngram_vocab_size_divisible_by", c.NGramDivisible, 1, weights.MaxDim},
+		intRange{"split_ngram_parts", c.PLEShards, 0, weights.MaxDim}); err != nil {
+		return err
+	}
+	if heads := c.PLEHeads(); heads > MaxPLEHeads {
+		return fmt.Errorf("(ngram_size %d − 1) × heads_per_ngram %d = %d table heads: at most %d", c.NGram, c.HeadsPerNGram, heads, MaxPLEHeads)
+	}
+	if c.PLEDim%c.PLEHeads() != 0 {
+		return fmt.Errorf("ple_embed_dim = %d: must be a positive multiple of the %d table heads", c.PLEDim, c.PLEHeads())
+	}
+	if c.EOS < 0 {
+		return fmt.Errorf("eos_token_id = %d: PLE layers need the end-of-sequence id", c.EOS)
+	}
+	if c.EOS >= c.Vocab || c.EOS > math.MaxInt32 {
+		return fmt.Errorf("eos_token_id = %d: outside the vocabulary (vocab_size %d)", c.EOS, c.Vocab)
+	}
+	return checkSizes(
+		tensorSize{"hc_count × hidden_size × ple_embed_dim", []int{ch, c.PLEDim}},
+		tensorSize{"hc_count × hidden_size × ple_conv_kernel_size", []int{ch, c.PLEConvKernel}},
+		tensorSize{"the PLE history, hc_count × hidden_size × ple_conv_kernel_size × ngram_size", []int{ch, c.PLEConvKernel, c.NGram}})
 }
 
 // ConfigFromJSON reads a Qwen4-Exp config.json (the text model's, or a
@@ -301,7 +401,7 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	}
 	c.Streams = g.Int(key("hc_count"), 0)
 	c.Rank = g.Int(key("hc_lowrank"), 0)
-	layers := g.Int(key("num_hidden_layers"), 0)
+	layers := g.IntIn(key("num_hidden_layers"), 0, 0, weights.MaxLayers)
 	types := g.Strings(key("layer_types"))
 	c.KeyHeads = g.Int(key("linear_num_key_heads"), 0)
 	c.KeyDim = g.Int(key("linear_key_head_dim"), 0)
@@ -317,11 +417,11 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	}
 	// rope: rope_parameters (transformers 5) or the older top-level fields
 	theta := g.Float(key("rope_theta"), 10000)
-	partial := g.Float(key("partial_rotary_factor"), 1)
+	partial := g.FloatIn(key("partial_rotary_factor"), 1, 0, 1)
 	ropeType := "default"
 	if has("rope_parameters") {
 		theta = g.Float(key("rope_parameters.rope_theta"), theta)
-		partial = g.Float(key("rope_parameters.partial_rotary_factor"), partial)
+		partial = g.FloatIn(key("rope_parameters.partial_rotary_factor"), partial, 0, 1)
 		ropeType = g.String(key("rope_parameters.rope_type"), ropeType)
 	}
 	if has("rope_scaling") {
@@ -401,12 +501,6 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	}
 	for _, id := range pleIDs {
 		c.PLELayers = append(c.PLELayers, id-1)
-	}
-	if len(c.PLELayers) > 0 && c.NGramBase <= 1 {
-		return c, fmt.Errorf("%s: ngram_vocab_size_base = %d: must be more than 1", cfg.Path(), c.NGramBase)
-	}
-	if c.NGramDivisible <= 0 {
-		return c, fmt.Errorf("%s: make_ngram_vocab_size_divisible_by = %d: must be positive", cfg.Path(), c.NGramDivisible)
 	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
