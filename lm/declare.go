@@ -64,12 +64,13 @@ func Declarations(gs ...*graph.Graph) ([]Declared, error) {
 }
 
 // StoredDType gives a weight's dtype as the checkpoint stores it, for
-// graphs built to read matrices as stored (graph.Invalid for a name the
-// checkpoint lacks: the declaration check then names it missing).
+// graphs built to read matrices as stored. A name the checkpoint lacks, or
+// stores in a dtype no weight has, gets f32, so that the graph builds and
+// LoadWeights names the tensor (missing, or of a dtype it cannot read).
 func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
 	return func(name string) graph.DType {
 		info, err := ck.Info(name)
-		if err != nil {
+		if err != nil || !info.DType.IsFloat() {
 			return graph.F32
 		}
 		return info.DType

@@ -267,7 +267,8 @@ func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []stri
 		return lm.Tensor{}, nil, false, nil
 	}
 	shape := []int{d.Shape[1] / len(parts), d.Shape[2]}
-	t := lm.Tensor{DType: d.DType, Shape: d.Shape, Data: make([]byte, 0, lm.Tensor{Shape: d.Shape}.Len()*d.DType.Size())}
+	// Every expert's tensors are checked before the stack is made: a
+	// router of many experts over a few stored must not allocate for all.
 	var reads []string
 	for e := range d.Shape[0] {
 		for _, part := range parts {
@@ -284,13 +285,16 @@ func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []stri
 			case info.DType != d.DType:
 				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", name, info.DType, d.DType)
 			}
-			data, err := r.ck.Bytes(n)
-			if err != nil {
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: %w", name, err)
-			}
-			t.Data = append(t.Data, data...)
 			reads = append(reads, n)
 		}
+	}
+	t := lm.Tensor{DType: d.DType, Shape: d.Shape, Data: make([]byte, 0, lm.Tensor{Shape: d.Shape}.Len()*d.DType.Size())}
+	for _, n := range reads {
+		data, err := r.ck.Bytes(n)
+		if err != nil {
+			return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: %w", n, err)
+		}
+		t.Data = append(t.Data, data...)
 	}
 	return t, reads, true, nil
 }
