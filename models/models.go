@@ -66,6 +66,9 @@ type Param struct {
 type Options struct {
 	lm.SessionOptions
 	Params map[string]string
+	// Drafting says the session will draft tokens (models.Drafter): a
+	// model runs its draft head, and keeps its caches, only then.
+	Drafting bool
 }
 
 // CheckParams says whether o sets only params of known, naming the first

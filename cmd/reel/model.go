@@ -34,6 +34,8 @@ type modelFlags struct {
 	// reuseLogits: the command samples each token's logits and drops them
 	// (lm.SessionOptions.ReuseLogits).
 	reuseLogits bool
+	// drafting: the command drafts tokens (models.Options.Drafting).
+	drafting bool
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
@@ -75,7 +77,7 @@ func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options
 		Options:     lm.Options{Backend: be, Logger: logger(ctx)},
 		Chunk:       f.chunk,
 		ReuseLogits: f.reuseLogits,
-	}, Params: map[string]string{}}
+	}, Params: map[string]string{}, Drafting: f.drafting}
 	for n, v := range f.params {
 		if *v != "" {
 			o.Params[n] = *v

@@ -50,6 +50,7 @@ distribution (greedy: the very tokens).`, stderr)
 	if *draft > 0 && *draft >= mf.chunk {
 		return usagef("--draft %d: a window of %d rows is more than a chunk of %d (--chunk)", *draft, *draft+1, mf.chunk)
 	}
+	mf.drafting = *draft > 0
 	ids, err := parseIDs(*promptIDs)
 	if err != nil {
 		return usagef("--prompt-ids: %v", err)

@@ -27,7 +27,7 @@ func init() {
 		},
 		InfoFields: []string{"layer_types", "hc_count", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
 			"shared_expert_intermediate_size", "linear_num_key_heads", "linear_num_value_heads", "ple_layer_ids"},
-		Params: []models.Param{{Name: "mtp", Usage: "qwen4: run the MTP draft head when the checkpoint has one: on or off"}},
+		Params: []models.Param{{Name: "mtp", Usage: "qwen4: run the MTP draft head when the checkpoint has one: on or off (default: on when drafting)"}},
 	})
 }
 
@@ -62,15 +62,17 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*
 	return nil, fmt.Errorf("qwen4: unknown stage %q: want forward, draft or settle", stage)
 }
 
-// NewSession starts a session; the MTP head runs unless o's mtp param is
-// off.
+// NewSession starts a session; the MTP head runs when the session will
+// draft (o.Drafting) or o's mtp param is on, and not when it is off.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
 	if err := o.CheckParams("qwen4", "mtp"); err != nil {
 		return nil, err
 	}
-	noMTP := false
+	noMTP := !o.Drafting
 	switch o.Params["mtp"] {
-	case "", "on":
+	case "":
+	case "on":
+		noMTP = false
 	case "off":
 		noMTP = true
 	default:
