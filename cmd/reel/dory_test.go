@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models/qwen4"
 	"github.com/reel-runtime/reel/planner"
 )
@@ -219,7 +220,7 @@ func TestWeightBytesReadMoE(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 	c := m.Config
-	g, err := qwen4.Build(&c, qwen4.Key{Stage: qwen4.Forward, Want: qwen4.WantLast, Rows: 1}, m)
+	g, err := qwen4.Build(&c, qwen4.Key{Stage: qwen4.Forward, Want: lm.WantLast, Rows: 1}, m)
 	require.NoError(t, err)
 	p, _, err := planner.Plan(g, planner.Options{Fuse: true})
 	require.NoError(t, err)

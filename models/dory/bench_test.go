@@ -1,6 +1,7 @@
 package dory
 
 import (
+	"github.com/reel-runtime/reel/lm"
 	"path/filepath"
 	"testing"
 
@@ -56,7 +57,7 @@ func BenchmarkDecode(b *testing.B) {
 // rolling back to the prompt before the slots' rewind margin runs out, and
 // reports tokens/s.
 func benchDecode(b *testing.B, s *Session, m *Model) {
-	if _, err := s.Forward(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, WantNone); err != nil {
+	if _, err := s.Forward(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, lm.WantNone); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -66,7 +67,7 @@ func benchDecode(b *testing.B, s *Session, m *Model) {
 				b.Fatal(err)
 			}
 		}
-		if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, WantLast); err != nil {
+		if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, lm.WantLast); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -82,7 +83,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.Reset()
-				if _, err := s.Forward(prompt, 0, m.Config.Loops, WantLast); err != nil {
+				if _, err := s.Forward(prompt, 0, m.Config.Loops, lm.WantLast); err != nil {
 					b.Fatal(err)
 				}
 			}

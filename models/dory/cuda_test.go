@@ -2,6 +2,7 @@ package dory
 
 import (
 	"encoding/json"
+	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestCUDAGolden(t *testing.T) {
 		var last []float32
 		for a := 0; a < len(c.IDs); a += c.Chunk {
 			b := min(a+c.Chunk, len(c.IDs))
-			out, err := s.Forward(c.IDs[a:b], a, c.Loops, WantLast)
+			out, err := s.Forward(c.IDs[a:b], a, c.Loops, lm.WantLast)
 			require.NoError(t, err)
 			last = rowsOf(t, out)[0]
 		}
@@ -76,7 +77,7 @@ func TestCUDAReplayEqualsEager(t *testing.T) {
 	run := func(eager bool) ([][]float32, *Session) {
 		be := cudaBackend(t, cuda.Options{Eager: eager})
 		s := newSession(t, m, Options{Backend: be})
-		_, err := s.Forward(testIDs, 0, 2, WantNone)
+		_, err := s.Forward(testIDs, 0, 2, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, testIDs[:20], 1, 2), s
 	}

@@ -83,7 +83,7 @@ func TestGolden(t *testing.T) {
 		var last []float32
 		for a := 0; a < len(c.IDs); a += c.Chunk {
 			b := min(a+c.Chunk, len(c.IDs))
-			out, err := s.Forward(c.IDs[a:b], a, c.Loops, WantLast)
+			out, err := s.Forward(c.IDs[a:b], a, c.Loops, lm.WantLast)
 			require.NoError(t, err)
 			last = rowsOf(t, out)[0]
 		}
@@ -114,7 +114,7 @@ func TestGoTinyGreedy(t *testing.T) {
 	t.Run("teacher forced", func(t *testing.T) {
 		s := newSession(t, m, Options{})
 		seq := append(append([]int{}, g.Prompt...), g.GreedyIDs[:len(g.GreedyIDs)-1]...)
-		out, err := s.Forward(seq, 0, loops, WantAll)
+		out, err := s.Forward(seq, 0, loops, lm.WantAll)
 		require.NoError(t, err)
 		rows := rowsOf(t, out)
 		for i := len(g.Prompt) - 1; i < len(seq); i++ {
@@ -124,12 +124,12 @@ func TestGoTinyGreedy(t *testing.T) {
 	})
 	t.Run("free running", func(t *testing.T) {
 		s := newSession(t, m, Options{})
-		out, err := s.Forward(g.Prompt, 0, loops, WantLast)
+		out, err := s.Forward(g.Prompt, 0, loops, lm.WantLast)
 		require.NoError(t, err)
 		next := sample.Argmax(rowsOf(t, out)[0])
 		got := []int{next}
 		for len(got) < len(g.GreedyIDs) {
-			out, err = s.Forward([]int{next}, s.Pos(), loops, WantLast)
+			out, err = s.Forward([]int{next}, s.Pos(), loops, lm.WantLast)
 			require.NoError(t, err)
 			next = sample.Argmax(rowsOf(t, out)[0])
 			got = append(got, next)
@@ -143,7 +143,7 @@ func forwardIn(t *testing.T, s *Session, ids []int, chunk, loops int) [][]float3
 	var rows [][]float32
 	for a := 0; a < len(ids); a += chunk {
 		b := min(a+chunk, len(ids))
-		out, err := s.Forward(ids[a:b], s.Pos(), loops, WantAll)
+		out, err := s.Forward(ids[a:b], s.Pos(), loops, lm.WantAll)
 		require.NoError(t, err)
 		rows = append(rows, rowsOf(t, out)...)
 	}
@@ -190,16 +190,16 @@ func TestReuseLogits(t *testing.T) {
 	plain := newSession(t, m, Options{Chunk: 4})
 	reuse := newSession(t, m, Options{Chunk: 4, ReuseLogits: true})
 	all := func(s *Session) []float32 {
-		d, err := s.Forward(testIDs[:10], 0, 2, WantAll)
+		d, err := s.Forward(testIDs[:10], 0, 2, lm.WantAll)
 		require.NoError(t, err)
 		return append([]float32(nil), d.Data().([]float32)...)
 	}
 	require.Equal(t, all(plain), all(reuse), "ten ids in chunks of four")
 	var prev *float32
 	for i, id := range testIDs[10:16] {
-		a, err := plain.Forward([]int{id}, 10+i, 2, WantLast)
+		a, err := plain.Forward([]int{id}, 10+i, 2, lm.WantLast)
 		require.NoError(t, err)
-		b, err := reuse.Forward([]int{id}, 10+i, 2, WantLast)
+		b, err := reuse.Forward([]int{id}, 10+i, 2, lm.WantLast)
 		require.NoError(t, err)
 		got := b.Data().([]float32)
 		require.Equal(t, a.Data().([]float32), got, "token %d", i)
@@ -242,14 +242,14 @@ func TestGate(t *testing.T) {
 	prompt, rest := testIDs[:8], testIDs[8:]
 	run := func(opts Options, loops int) ([][]float32, *Session) {
 		s := newSession(t, m, opts)
-		_, err := s.Forward(prompt, 0, loops, WantNone)
+		_, err := s.Forward(prompt, 0, loops, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, rest, 1, loops), s
 	}
 	// The prompt runs two loops in the gated runs; the references' prompt does too.
 	ref := func(decodeLoops int) [][]float32 {
 		s := newSession(t, m, Options{})
-		_, err := s.Forward(prompt, 0, 2, WantNone)
+		_, err := s.Forward(prompt, 0, 2, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, rest, 1, decodeLoops)
 	}
@@ -267,7 +267,7 @@ func TestBadInput(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-per_loop"))
 	s := newSession(t, m, Options{})
 	ref := forwardIn(t, newSession(t, m, Options{}), testIDs[:5], 5, 2)
-	_, err := s.Forward(testIDs[:3], 0, 2, WantNone)
+	_, err := s.Forward(testIDs[:3], 0, 2, lm.WantNone)
 	require.NoError(t, err)
 	cases := []struct {
 		name  string
@@ -286,12 +286,12 @@ func TestBadInput(t *testing.T) {
 		{"other loops per_loop", []int{1}, 3, 3, "per_loop"},
 	}
 	for _, c := range cases {
-		_, err := s.Forward(c.ids, c.pos, c.loops, WantLast)
+		_, err := s.Forward(c.ids, c.pos, c.loops, lm.WantLast)
 		require.ErrorContains(t, err, c.want, c.name)
 		require.Equal(t, 3, s.Pos(), c.name)
 	}
 	require.Error(t, s.Rollback(4))
-	out, err := s.Forward(testIDs[3:5], 3, 2, WantAll)
+	out, err := s.Forward(testIDs[3:5], 3, 2, lm.WantAll)
 	require.NoError(t, err)
 	requireClose(t, ref[3:], rowsOf(t, out), 2e-4, "after errors")
 }
@@ -301,7 +301,7 @@ func TestClosedSession(t *testing.T) {
 	s, err := NewSession(m, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	_, err = s.Forward([]int{1}, 0, 2, WantLast)
+	_, err = s.Forward([]int{1}, 0, 2, lm.WantLast)
 	require.ErrorContains(t, err, "closed")
 	_, err = NewSession(nil, Options{})
 	require.Error(t, err)
@@ -318,7 +318,7 @@ func FuzzForward(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := newSession(t, m, Options{Chunk: 4})
 		for len(data) >= 4 {
-			n, pos, loops, want := int(data[0]%6), int(data[1]%8), int(data[2]%18), Want(data[3]%4)
+			n, pos, loops, want := int(data[0]%6), int(data[1]%8), int(data[2]%18), lm.Want(data[3]%4)
 			data = data[4:]
 			if n == 5 {
 				_ = s.Rollback(pos)
@@ -330,12 +330,12 @@ func FuzzForward(f *testing.F) {
 				data = data[1:]
 			}
 			out, err := s.Forward(ids, pos, loops, want)
-			if err == nil && want != WantNone && out == nil {
+			if err == nil && want != lm.WantNone && out == nil {
 				t.Fatalf("no logits for want %s", want)
 			}
 		}
 		p := s.Pos()
-		if _, err := s.Forward([]int{1, 2}, p, 2, WantLast); err != nil {
+		if _, err := s.Forward([]int{1, 2}, p, 2, lm.WantLast); err != nil {
 			t.Fatalf("a good call after the fuzzed ones: %v", err)
 		}
 	})

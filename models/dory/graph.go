@@ -51,28 +51,11 @@ func ParseStage(s string) (Stage, error) {
 	return 0, fmt.Errorf("unknown stage %q: want one of %v", s, stageNames)
 }
 
-// Want says which rows' logits a forward computes (lm.Want, shared with
-// the other models).
-type Want = lm.Want
-
-// What a forward leaves as logits.
-const (
-	// WantNone computes no logits: the call only extends the cache.
-	WantNone = lm.WantNone
-	// WantLast computes the last row's logits.
-	WantLast = lm.WantLast
-	// WantAll computes every row's logits.
-	WantAll = lm.WantAll
-)
-
-// ParseWant reads none, last or all.
-func ParseWant(s string) (Want, error) { return lm.ParseWant(s) }
-
 // Key identifies one stage graph: plans are built once per key.
 type Key struct {
 	Stage Stage
 	Loops int
-	Want  Want
+	Want  lm.Want
 	Rows  int
 }
 
@@ -204,10 +187,10 @@ func (g *builder) recurrent(loop int, state, input *graph.Value) *graph.Value {
 }
 
 // head computes the wanted rows' logits: H·h ⊙ logit_scale/σ₀.
-func (g *builder) head(h *graph.Value, want Want) *graph.Value {
+func (g *builder) head(h *graph.Value, want lm.Want) *graph.Value {
 	c, b := g.c, g.b
 	defer b.Push("head")()
-	if want == WantLast && g.rows > 1 {
+	if want == lm.WantLast && g.rows > 1 {
 		h = ops.SliceRows(b, h, g.rows-1, g.rows)
 	}
 	logits := ops.MatMul(b, h, g.matrix("lm_head.weight", c.Vocab, c.Hidden))
@@ -229,7 +212,7 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 	if k.Stage != All && k.Rows != 1 {
 		return nil, fmt.Errorf("dory: stage %s runs one row, not %d", k.Stage, k.Rows)
 	}
-	if k.Stage != All && k.Stage != First && k.Want == WantNone {
+	if k.Stage != All && k.Stage != First && k.Want == lm.WantNone {
 		return nil, fmt.Errorf("dory: stage %s reads out logits: want last or all", k.Stage)
 	}
 	if dt == nil {
@@ -279,7 +262,7 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 		defer b.Push("output block")()
 		h = g.block(c.NIn+c.NRec, c.Layers(), 0, h)
 	}()
-	if k.Want != WantNone {
+	if k.Want != lm.WantNone {
 		b.Output(g.head(h, k.Want))
 	}
 	return b.Graph()

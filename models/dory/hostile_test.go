@@ -2,6 +2,7 @@ package dory
 
 import (
 	"fmt"
+	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func loadAndForward(dir string) ([]float32, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	defer s.Close()
-	d, err := s.Forward([]int{1}, 0, m.Config.Loops, WantLast)
+	d, err := s.Forward([]int{1}, 0, m.Config.Loops, lm.WantLast)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

@@ -80,7 +80,7 @@ func (c *Config) Parameters() int {
 // stored as dt says (nil: bf16): those its graphs read (the one-loop
 // forward reads every one).
 func (c *Config) declarations(dt func(string) graph.DType) ([]lm.Declared, error) {
-	g, err := BuildStage(c, Key{Stage: All, Loops: 1, Want: WantLast, Rows: 1}, dt)
+	g, err := BuildStage(c, Key{Stage: All, Loops: 1, Want: lm.WantLast, Rows: 1}, dt)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package dory
 
 import (
+	"github.com/reel-runtime/reel/lm"
 	"math"
 	"path/filepath"
 	"testing"
@@ -44,7 +45,7 @@ func TestFusedEqualsUnfused(t *testing.T) {
 			plain, ps := run(false)
 			requireClose(t, fused, plain, 1e-5, name+" fused vs unfused")
 			require.Equal(t, ps.GateOne, fs.GateOne, "the gate decides the same")
-			for _, k := range []Key{{Stage: All, Loops: 2, Want: WantAll, Rows: 1}, {Stage: All, Loops: 2, Want: WantAll, Rows: 8}} {
+			for _, k := range []Key{{Stage: All, Loops: 2, Want: lm.WantAll, Rows: 1}, {Stage: All, Loops: 2, Want: lm.WantAll, Rows: 8}} {
 				pf, _, ok1 := fs.Planned(k)
 				pp, _, ok2 := ps.Planned(k)
 				if ok1 && ok2 {
@@ -62,11 +63,11 @@ func TestFusedEqualsUnfused(t *testing.T) {
 func TestCacheRecordsOnce(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-last_loop"))
 	s := newSession(t, m, Options{Capacity: 64})
-	_, err := s.Forward(testIDs[:5], 0, 2, WantNone)
+	_, err := s.Forward(testIDs[:5], 0, 2, lm.WantNone)
 	require.NoError(t, err)
 	before := s.Stats()
 	for i := 0; i < 50; i++ {
-		_, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), 2, WantLast)
+		_, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), 2, lm.WantLast)
 		require.NoError(t, err)
 	}
 	st := s.Stats()
@@ -77,7 +78,7 @@ func TestCacheRecordsOnce(t *testing.T) {
 	// Position 55 to 70 crosses the capacity of 64: the full slots double once.
 	before = s.Stats()
 	for i := 0; i < 15; i++ {
-		_, err := s.Forward([]int{i}, s.Pos(), 2, WantLast)
+		_, err := s.Forward([]int{i}, s.Pos(), 2, lm.WantLast)
 		require.NoError(t, err)
 	}
 	st = s.Stats()
@@ -85,7 +86,7 @@ func TestCacheRecordsOnce(t *testing.T) {
 	require.Equal(t, 14, st.Hits-before.Hits)
 
 	before = s.Stats()
-	_, err = s.Forward([]int{1}, s.Pos(), 3, WantLast)
+	_, err = s.Forward([]int{1}, s.Pos(), 3, lm.WantLast)
 	require.NoError(t, err)
 	st = s.Stats()
 	require.Equal(t, 1, st.Plans-before.Plans, "three loops is a new key")
@@ -102,10 +103,10 @@ func TestReplayEqualsFresh(t *testing.T) {
 	for i := range testIDs {
 		b := newSession(t, m, Options{})
 		for j := 0; j < i; j++ {
-			_, err := b.Forward(testIDs[j:j+1], j, 2, WantNone)
+			_, err := b.Forward(testIDs[j:j+1], j, 2, lm.WantNone)
 			require.NoError(t, err)
 		}
-		out, err := b.Forward(testIDs[i:i+1], i, 2, WantLast)
+		out, err := b.Forward(testIDs[i:i+1], i, 2, lm.WantLast)
 		require.NoError(t, err)
 		fresh := rowsOf(t, out)[0]
 		for j := range fresh {

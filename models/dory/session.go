@@ -113,7 +113,7 @@ type graphs struct {
 }
 
 func (g graphs) Vocab() int { return g.c.Vocab }
-func (g graphs) Key(rows int, want Want) capture.Key {
+func (g graphs) Key(rows int, want lm.Want) capture.Key {
 	return Key{Stage: All, Loops: g.loops, Want: want, Rows: rows}
 }
 func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
@@ -202,15 +202,15 @@ func (s *Session) Rollback(n int) error {
 
 // Forward runs ids at positions pos0, pos0+1, ... through loops passes of the
 // recurrent block and returns the wanted logits as a [rows, vocab] f32 tensor
-// (nil for WantNone). pos0 must equal Pos(). On an error the cache is as
+// (nil for lm.WantNone). pos0 must equal Pos(). On an error the cache is as
 // before the call.
-func (s *Session) Forward(ids []int, pos0, loops int, want Want) (*tensor.Dense, error) {
+func (s *Session) Forward(ids []int, pos0, loops int, want lm.Want) (*tensor.Dense, error) {
 	if err := s.check(pos0, loops); err != nil {
 		return nil, err
 	}
-	d, err := s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w Want) ([]float32, error) {
+	d, err := s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w lm.Want) ([]float32, error) {
 		lc := loops
-		if w == WantNone && s.opts.PromptLoops > 0 && s.c.KV == LastLoop {
+		if w == lm.WantNone && s.opts.PromptLoops > 0 && s.c.KV == LastLoop {
 			lc = min(loops, s.opts.PromptLoops)
 		}
 		return s.chunk(ids, pos, lc, w)
@@ -247,11 +247,11 @@ func (s *Session) filledAt(i int) int {
 }
 
 // chunk runs up to Chunk rows: one plan, or the gate's stages for one row.
-func (s *Session) chunk(ids []int, pos, loops int, want Want) ([]float32, error) {
+func (s *Session) chunk(ids []int, pos, loops int, want lm.Want) ([]float32, error) {
 	rows := len(ids)
 	var out []float32
 	var err error
-	if s.opts.Gate.Kind != NoGate && rows == 1 && want != WantNone && loops == 2 {
+	if s.opts.Gate.Kind != NoGate && rows == 1 && want != lm.WantNone && loops == 2 {
 		out, err = s.gated(ids, pos, want)
 	} else {
 		out, err = s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: rows}, ids, pos)
@@ -271,14 +271,14 @@ func (s *Session) chunk(ids []int, pos, loops int, want Want) ([]float32, error)
 }
 
 // gated runs one token under the early-exit gate.
-func (s *Session) gated(ids []int, pos int, want Want) ([]float32, error) {
-	key := func(st Stage, w Want) Key { return Key{Stage: st, Loops: 2, Want: w, Rows: 1} }
-	stage := func(st Stage, w Want) ([]float32, error) { return s.stage(key(st, w), ids, pos) }
+func (s *Session) gated(ids []int, pos int, want lm.Want) ([]float32, error) {
+	key := func(st Stage, w lm.Want) Key { return Key{Stage: st, Loops: 2, Want: w, Rows: 1} }
+	stage := func(st Stage, w lm.Want) ([]float32, error) { return s.stage(key(st, w), ids, pos) }
 	s.GateTokens++
 	switch s.opts.Gate.Kind {
 	case GateConf:
 		if !s.exits.probe() {
-			if _, err := stage(First, WantNone); err != nil {
+			if _, err := stage(First, lm.WantNone); err != nil {
 				return nil, err
 			}
 			return stage(SecondFresh, want)
@@ -295,7 +295,7 @@ func (s *Session) gated(ids []int, pos int, want Want) ([]float32, error) {
 		}
 		return stage(SecondRead, want)
 	default:
-		if _, err := stage(First, WantNone); err != nil {
+		if _, err := stage(First, lm.WantNone); err != nil {
 			return nil, err
 		}
 		carry, _ := s.StateBuffer(StateLoop)

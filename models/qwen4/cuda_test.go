@@ -2,6 +2,7 @@ package qwen4
 
 import (
 	"errors"
+	"github.com/reel-runtime/reel/lm"
 	"path/filepath"
 	"testing"
 
@@ -51,12 +52,12 @@ func TestCUDASnapshotAndDraft(t *testing.T) {
 	cpu := newSession(t, m, Options{})
 	gpu := newSession(t, m, Options{Backend: be})
 	for _, s := range []*Session{cpu, gpu} {
-		_, err := s.Forward(ids[:10], 0, WantLast)
+		_, err := s.Forward(ids[:10], 0, lm.WantLast)
 		require.NoError(t, err)
 	}
-	want, _, err := cpu.DraftRows(cpu.hidden, ids[10:11], 9, WantLast)
+	want, _, err := cpu.DraftRows(cpu.hidden, ids[10:11], 9, lm.WantLast)
 	require.NoError(t, err)
-	got, _, err := gpu.DraftRows(gpu.hidden, ids[10:11], 9, WantLast)
+	got, _, err := gpu.DraftRows(gpu.hidden, ids[10:11], 9, lm.WantLast)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, rowsOf(t, got), rowsOf(t, want)), 1e-3, "the head's logits")
 	drafts, err := gpu.Draft(ids[10], 3)
@@ -64,14 +65,14 @@ func TestCUDASnapshotAndDraft(t *testing.T) {
 	require.Len(t, drafts, 3)
 
 	require.NoError(t, gpu.Snapshot())
-	first, err := gpu.Forward(ids[10:14], 10, WantAll)
+	first, err := gpu.Forward(ids[10:14], 10, lm.WantAll)
 	require.NoError(t, err)
 	a := rowsOf(t, first)
 	require.NoError(t, gpu.Rollback(10))
-	again, err := gpu.Forward(ids[10:14], 10, WantAll)
+	again, err := gpu.Forward(ids[10:14], 10, lm.WantAll)
 	require.NoError(t, err)
 	require.Equal(t, 0.0, maxDiff(t, rowsOf(t, again), a), "after the rollback")
-	ref, err := cpu.Forward(ids[10:14], 10, WantAll)
+	ref, err := cpu.Forward(ids[10:14], 10, lm.WantAll)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, a, rowsOf(t, ref)), 1e-3, "cuda against the cpu")
 }
@@ -87,11 +88,11 @@ func TestCUDAVerify(t *testing.T) {
 		var next [][]float32
 		var acc []int
 		for _, s := range []*Session{newSession(t, m, Options{}), newSession(t, m, Options{Backend: be})} {
-			_, err := s.Forward(ids, 0, WantLast)
+			_, err := s.Forward(ids, 0, lm.WantLast)
 			require.NoError(t, err)
 			a, _, err := s.Verify(want[0], drafts)
 			require.NoError(t, err)
-			out, err := s.Forward([]int{want[a+1]}, s.Pos(), WantLast)
+			out, err := s.Forward([]int{want[a+1]}, s.Pos(), lm.WantLast)
 			require.NoError(t, err)
 			acc = append(acc, a)
 			next = append(next, rowsOf(t, out)[0])

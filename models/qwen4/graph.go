@@ -40,27 +40,10 @@ func (s Stage) String() string {
 	return "forward"
 }
 
-// Want says which rows' logits a graph computes (lm.Want, shared with the
-// other models).
-type Want = lm.Want
-
-// What a forward leaves as logits.
-const (
-	// WantNone computes no logits: the call only extends the caches.
-	WantNone = lm.WantNone
-	// WantLast computes the last row's logits.
-	WantLast = lm.WantLast
-	// WantAll computes every row's logits.
-	WantAll = lm.WantAll
-)
-
-// ParseWant reads none, last or all.
-func ParseWant(s string) (Want, error) { return lm.ParseWant(s) }
-
 // Key identifies one graph: plans are built once per key.
 type Key struct {
 	Stage Stage
-	Want  Want
+	Want  lm.Want
 	Rows  int
 	// Hidden adds the final hyper-state of every row [rows, C·H] as an
 	// output after the logits (the MTP head's input; a Draft graph always
@@ -152,7 +135,7 @@ type graphs struct {
 
 func (g graphs) Vocab() int { return g.m.Config.Vocab }
 
-func (g graphs) Key(rows int, want Want) capture.Key {
+func (g graphs) Key(rows int, want lm.Want) capture.Key {
 	return Key{Stage: Forward, Want: want, Rows: rows, Hidden: g.mtp}
 }
 
@@ -375,10 +358,10 @@ func (g *builder) layer(li int, x, ids *graph.Value) *graph.Value {
 
 // head mixes the streams of the wanted rows with the final gated residual
 // (mixer, no inject) and applies lm_head.
-func (g *builder) head(mixer string, x *graph.Value, want Want) *graph.Value {
+func (g *builder) head(mixer string, x *graph.Value, want lm.Want) *graph.Value {
 	c, b := g.c, g.b
 	defer b.Push("head")()
-	if want == WantLast && g.rows > 1 {
+	if want == lm.WantLast && g.rows > 1 {
 		x = ops.SliceRows(b, x, g.rows-1, g.rows)
 	}
 	u, _ := g.residualIn(mixer, x)
@@ -387,7 +370,7 @@ func (g *builder) head(mixer string, x *graph.Value, want Want) *graph.Value {
 
 // Build builds the graph of a key: the forward of k.Rows rows, or the MTP
 // head's. w describes the stored weights (nil: from the config alone).
-// The graph's outputs are the logits (unless WantNone) and then, with
+// The graph's outputs are the logits (unless lm.WantNone) and then, with
 // k.Hidden or for Draft, the final hyper-state of every row.
 func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	if err := c.Validate(); err != nil {
@@ -402,7 +385,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	if w == nil {
 		w = declaring{configModel(*c), func(string) graph.DType { return graph.BF16 }}
 	}
-	if k.Stage == Settle && (k.TapeRows < k.Rows || k.Want != WantNone || k.Hidden || k.Tape) {
+	if k.Stage == Settle && (k.TapeRows < k.Rows || k.Want != lm.WantNone || k.Hidden || k.Tape) {
 		return nil, fmt.Errorf("qwen4: settle %d rows of a tape of %d (want none, no hidden, no tape)", k.Rows, k.TapeRows)
 	}
 	if k.Tape && k.Stage != Forward {
@@ -436,7 +419,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	default:
 		return nil, fmt.Errorf("qwen4: unknown stage %d", int(k.Stage))
 	}
-	if k.Want != WantNone {
+	if k.Want != lm.WantNone {
 		b.Output(g.head(mixer, x, k.Want))
 	}
 	if k.Hidden || k.Stage == Draft {

@@ -3,6 +3,7 @@ package qwen4
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/reel-runtime/reel/lm"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func loadAndForward(dir string) ([]float32, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	defer s.Close()
-	d, err := s.Forward([]int{3}, 0, WantLast)
+	d, err := s.Forward([]int{3}, 0, lm.WantLast)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

@@ -3,6 +3,7 @@ package qwen4
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/reel-runtime/reel/lm"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -230,7 +231,7 @@ func TestLoadLayouts(t *testing.T) {
 		t.Run(lc.name, func(t *testing.T) {
 			m := loadModel(t, copyCheckpoint(t, name, lc.config, lc.tensors))
 			s := newSession(t, m, Options{})
-			out, err := s.Forward(gc.IDs, 0, WantAll)
+			out, err := s.Forward(gc.IDs, 0, lm.WantAll)
 			require.NoError(t, err)
 			require.Less(t, maxDiff(t, rowsOf(t, out), gc.Full), 1e-4)
 		})

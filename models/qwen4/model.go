@@ -154,9 +154,9 @@ func onePlus(name string) func(w []float32) {
 // lists the weights they declare, each named with its layer ("layer 3",
 // "mtp", "head").
 func (m *Model) declare(dtype func(name string) graph.DType) ([]lm.Declared, error) {
-	keys := []Key{{Stage: Forward, Want: WantLast, Rows: 1}}
+	keys := []Key{{Stage: Forward, Want: lm.WantLast, Rows: 1}}
 	if m.HasMTP {
-		keys = append(keys, Key{Stage: Draft, Want: WantLast, Rows: 1})
+		keys = append(keys, Key{Stage: Draft, Want: lm.WantLast, Rows: 1})
 	}
 	var gs []*graph.Graph
 	for _, k := range keys {

@@ -23,7 +23,7 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 		first, next = pos, ids[1:]
 	}
 	if len(next) > 0 {
-		k := Key{Stage: Draft, Want: WantNone, Rows: len(next)}
+		k := Key{Stage: Draft, Want: lm.WantNone, Rows: len(next)}
 		if _, err := s.Run(k, first, len(next), lm.Inputs{IDs: next, F32: map[string][]float32{InputHidden: pairs}}); err != nil {
 			return fmt.Errorf("mtp (the forward itself ran: the cache holds %d positions): %w", s.Pos(), err)
 		}
@@ -58,7 +58,7 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 	h, tok := s.hidden, next
 	var out []int
 	for j := 0; j < n; j++ {
-		logits, hs, err := s.DraftRows(h, []int{tok}, s.Pos()-1+j, WantLast)
+		logits, hs, err := s.DraftRows(h, []int{tok}, s.Pos()-1+j, lm.WantLast)
 		if err != nil {
 			return out, err
 		}
@@ -71,12 +71,12 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 
 // DraftRows runs the MTP head over rows: row t pairs hidden[t] (a final
 // hyper-state [C·H] at position pos0+t) with ids[t] (the token at pos0+t+1).
-// It returns the wanted logits [rows or 1, vocab] (nil for WantNone) and the
+// It returns the wanted logits [rows or 1, vocab] (nil for lm.WantNone) and the
 // head's own final hyper-states [rows, C·H] (the next draft's hidden). It
 // writes the head's cache at those positions (pos0 may not pass the
 // positions the cache holds: a forward fills it up to Pos()−1) and leaves
 // the main model's state alone.
-func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want Want) (logits, hs *tensor.Dense, err error) {
+func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want) (logits, hs *tensor.Dense, err error) {
 	if !s.mtp {
 		return nil, nil, fmt.Errorf("qwen4: draft: the session has no MTP head")
 	}
@@ -101,7 +101,7 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want Want) (l
 		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
 	s.mtpPos = pos0 + len(ids)
-	if want != WantNone {
+	if want != lm.WantNone {
 		lg, err := s.Logits(outs[0], pos0, len(ids), want)
 		if err != nil {
 			return nil, nil, fmt.Errorf("qwen4: draft: %w", err)

@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"github.com/reel-runtime/reel/lm"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -170,7 +171,7 @@ func TestMTPHead(t *testing.T) {
 	f := newMTPFixture(t)
 	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:17]
 	eq := newSession(t, loadModel(t, f.equivalent), Options{})
-	out, err := eq.Forward(ids, 0, WantAll)
+	out, err := eq.Forward(ids, 0, lm.WantAll)
 	require.NoError(t, err)
 	ref := rowsOf(t, out)
 
@@ -178,7 +179,7 @@ func TestMTPHead(t *testing.T) {
 	require.True(t, m.HasMTP)
 	s := newSession(t, m, Options{Capacity: 4})
 	require.True(t, s.MTP())
-	lg, hs, err := s.DraftRows(f.repeated(ids), ids, 0, WantAll)
+	lg, hs, err := s.DraftRows(f.repeated(ids), ids, 0, lm.WantAll)
 	require.NoError(t, err)
 	d := maxDiff(t, rowsOf(t, lg), ref)
 	require.Less(t, d, 1e-4)
@@ -187,15 +188,15 @@ func TestMTPHead(t *testing.T) {
 
 	var inc [][]float32
 	for _, r := range [][2]int{{0, 6}, {6, 7}, {7, 12}, {12, 17}} {
-		lg, _, err := s.DraftRows(f.repeated(ids[r[0]:r[1]]), ids[r[0]:r[1]], r[0], WantAll)
+		lg, _, err := s.DraftRows(f.repeated(ids[r[0]:r[1]]), ids[r[0]:r[1]], r[0], lm.WantAll)
 		require.NoError(t, err)
 		inc = append(inc, rowsOf(t, lg)...)
 	}
 	require.Less(t, maxDiff(t, inc, ref), 1e-4)
 
-	_, _, err = s.DraftRows(f.repeated(ids[:2]), ids[:1], 0, WantAll)
+	_, _, err = s.DraftRows(f.repeated(ids[:2]), ids[:1], 0, lm.WantAll)
 	require.ErrorContains(t, err, "hidden values for 1 rows")
-	_, _, err = s.DraftRows(f.repeated(ids[:1]), []int{999}, 0, WantAll)
+	_, _, err = s.DraftRows(f.repeated(ids[:1]), []int{999}, 0, lm.WantAll)
 	require.ErrorContains(t, err, "id 999 is outside")
 }
 
@@ -209,7 +210,7 @@ func TestMTPSession(t *testing.T) {
 	m := loadModel(t, f.withHead)
 
 	off := newSession(t, m, Options{NoMTP: true})
-	out, err := off.Forward(ids[:n], 0, WantAll)
+	out, err := off.Forward(ids[:n], 0, lm.WantAll)
 	require.NoError(t, err)
 	plain := rowsOf(t, out)
 
@@ -218,7 +219,7 @@ func TestMTPSession(t *testing.T) {
 	var hidden []float32
 	var main [][]float32
 	for p := 0; p < n; p++ {
-		out, err := one.Forward(ids[p:p+1], p, WantLast)
+		out, err := one.Forward(ids[p:p+1], p, lm.WantLast)
 		require.NoError(t, err)
 		main = append(main, rowsOf(t, out)...)
 		hidden = append(hidden, one.hidden...)
@@ -226,17 +227,17 @@ func TestMTPSession(t *testing.T) {
 	require.Equal(t, 0.0, maxDiff(t, main, plain), "the head changes no main logit")
 	// the reference: the head over every pair at once on a fresh cache
 	ref := newSession(t, m, Options{})
-	lg, _, err := ref.DraftRows(hidden, ids[1:n+1], 0, WantAll)
+	lg, _, err := ref.DraftRows(hidden, ids[1:n+1], 0, lm.WantAll)
 	require.NoError(t, err)
 	want := rowsOf(t, lg)[n-1:]
 
 	for _, chunk := range []int{1, 5, 64} {
 		s := newSession(t, m, Options{Chunk: chunk, Capacity: 4})
-		out, err := s.Forward(ids[:n], 0, WantAll)
+		out, err := s.Forward(ids[:n], 0, lm.WantAll)
 		require.NoError(t, err)
 		require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), plain))
 		require.Equal(t, hidden[(n-1)*len(s.hidden):], s.hidden)
-		lg, hs, err := s.DraftRows(s.hidden, ids[n:n+1], n-1, WantLast)
+		lg, hs, err := s.DraftRows(s.hidden, ids[n:n+1], n-1, lm.WantLast)
 		require.NoError(t, err)
 		d := maxDiff(t, rowsOf(t, lg), want)
 		require.Less(t, d, 1e-5, "chunk %d", chunk)
@@ -245,7 +246,7 @@ func TestMTPSession(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, drafts, 2)
 		require.Equal(t, sample.Argmax(lg.Data().([]float32)), drafts[0])
-		lg2, _, err := s.DraftRows(hs.Data().([]float32), drafts[:1], n, WantLast)
+		lg2, _, err := s.DraftRows(hs.Data().([]float32), drafts[:1], n, lm.WantLast)
 		require.NoError(t, err)
 		require.Equal(t, sample.Argmax(lg2.Data().([]float32)), drafts[1])
 	}
@@ -257,7 +258,7 @@ func TestMTPSession(t *testing.T) {
 // with the logits of every step.
 func greedy(t *testing.T, s *Session, ids []int, n int) ([]int, [][]float32) {
 	t.Helper()
-	out, err := s.Forward(ids, 0, WantLast)
+	out, err := s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	lg := rowsOf(t, out)[0]
 	var toks []int
@@ -265,7 +266,7 @@ func greedy(t *testing.T, s *Session, ids []int, n int) ([]int, [][]float32) {
 	for range n {
 		next := sample.Argmax(lg)
 		toks = append(toks, next)
-		out, err := s.Forward([]int{next}, s.Pos(), WantLast)
+		out, err := s.Forward([]int{next}, s.Pos(), lm.WantLast)
 		require.NoError(t, err)
 		lg = rowsOf(t, out)[0]
 		steps = append(steps, lg)
@@ -306,7 +307,7 @@ func TestVerify(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSession(t, m, Options{})
-			_, err := s.Forward(ids, 0, WantLast)
+			_, err := s.Forward(ids, 0, lm.WantLast)
 			require.NoError(t, err)
 			require.NoError(t, s.Snapshot())
 			accepted, lg, err := s.Verify(want[0], c.drafts)
@@ -314,16 +315,16 @@ func TestVerify(t *testing.T) {
 			require.Equal(t, c.accept, accepted)
 			require.Equal(t, len(ids)+1+accepted, s.Pos())
 			require.Equal(t, want[accepted+1], sample.Argmax(lg), "the token after the window")
-			_, _, settled := s.Planned(Key{Stage: Settle, Want: WantNone, Rows: accepted + 1, TapeRows: len(c.drafts) + 1})
+			_, _, settled := s.Planned(Key{Stage: Settle, Want: lm.WantNone, Rows: accepted + 1, TapeRows: len(c.drafts) + 1})
 			require.Equal(t, accepted < len(c.drafts), settled, "a refusal settles from the tape")
 			// the session goes on as greedy decoding does
-			out, err := s.Forward([]int{want[accepted+1]}, s.Pos(), WantLast)
+			out, err := s.Forward([]int{want[accepted+1]}, s.Pos(), lm.WantLast)
 			require.NoError(t, err)
 			require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), [][]float32{steps[accepted+1]}))
 			drafts, err := s.Draft(sample.Argmax(steps[accepted+1]), 2)
 			require.NoError(t, err)
 			ref := newSession(t, m, Options{})
-			_, err = ref.Forward(append(slices.Clone(ids), want[:accepted+2]...), 0, WantLast)
+			_, err = ref.Forward(append(slices.Clone(ids), want[:accepted+2]...), 0, lm.WantLast)
 			require.NoError(t, err)
 			refDrafts, err := ref.Draft(sample.Argmax(steps[accepted+1]), 2)
 			require.NoError(t, err)
@@ -339,7 +340,7 @@ func TestVerify(t *testing.T) {
 func TestVerifyFunc(t *testing.T) {
 	m, ids, want, steps := speculation(t, 6)
 	s := newSession(t, m, Options{})
-	_, err := s.Forward(ids, 0, WantLast)
+	_, err := s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	var seen [][]float32
 	var offered []int
@@ -362,7 +363,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 	m, ids, want, _ := speculation(t, 24)
 
 	s := newSession(t, m, Options{})
-	out, err := s.Forward(ids, 0, WantLast)
+	out, err := s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	next := sample.Argmax(rowsOf(t, out)[0])
 	var got []int
@@ -385,7 +386,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 	// random: windows of 0 to 5 drafts, every prefix length accepted
 	rng := rand.New(rand.NewPCG(5, 9))
 	s = newSession(t, m, Options{})
-	out, err = s.Forward(ids, 0, WantLast)
+	out, err = s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	next = sample.Argmax(rowsOf(t, out)[0])
 	got = got[:0]
@@ -410,14 +411,14 @@ func TestVerifyErrors(t *testing.T) {
 	f := newMTPFixture(t)
 	m := loadModel(t, f.withHead)
 	s := newSession(t, m, Options{Chunk: 4})
-	_, err := s.Forward([]int{1, 2, 3}, 0, WantLast)
+	_, err := s.Forward([]int{1, 2, 3}, 0, lm.WantLast)
 	require.NoError(t, err)
 	_, _, err = s.Verify(1, []int{2, 3, 4, 5})
 	require.ErrorContains(t, err, "more than a chunk of 4")
 	_, _, err = s.Verify(1, []int{m.Config.Vocab})
 	require.ErrorContains(t, err, "outside")
 	require.Equal(t, 3, s.Pos(), "a refused window changes nothing")
-	out, err := s.Forward([]int{4}, 3, WantLast)
+	out, err := s.Forward([]int{4}, 3, lm.WantLast)
 	require.NoError(t, err)
 	require.NotNil(t, out)
 }
@@ -448,7 +449,7 @@ func FuzzSession(f *testing.F) {
 			data = data[2:]
 			switch op {
 			case 0:
-				_, _ = s.Forward(take(arg%6), s.Pos()-arg%3+1, Want(arg%3))
+				_, _ = s.Forward(take(arg%6), s.Pos()-arg%3+1, lm.Want(arg%3))
 			case 1:
 				if ids := take(1 + arg%5); len(ids) > 0 {
 					_, _, _ = s.Verify(ids[0], ids[1:])
@@ -462,12 +463,12 @@ func FuzzSession(f *testing.F) {
 			case 5:
 				s.Reset()
 			case 6:
-				_, _, _ = s.DraftRows(make([]float32, arg%3), take(1), arg%5, WantLast)
+				_, _, _ = s.DraftRows(make([]float32, arg%3), take(1), arg%5, lm.WantLast)
 			}
 		}
-		if _, err := s.Forward([]int{1, 2}, s.Pos(), WantLast); err != nil {
+		if _, err := s.Forward([]int{1, 2}, s.Pos(), lm.WantLast); err != nil {
 			s.Reset()
-			if _, err := s.Forward([]int{1, 2}, 0, WantLast); err != nil {
+			if _, err := s.Forward([]int{1, 2}, 0, lm.WantLast); err != nil {
 				t.Fatalf("a good call after a Reset: %v", err)
 			}
 		}
@@ -489,7 +490,7 @@ func TestVerifyWithoutRecurrence(t *testing.T) {
 	ids := []int{5, 9, 17, 3, 30, 2, 8}
 	want, steps := greedy(t, newSession(t, m, Options{}), ids, 5)
 	s := newSession(t, m, Options{})
-	_, err = s.Forward(ids, 0, WantLast)
+	_, err = s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	a, _, err := s.Verify(want[0], []int{want[1], (want[2] + 1) % c.Vocab, want[3]})
 	require.NoError(t, err)
@@ -498,18 +499,18 @@ func TestVerifyWithoutRecurrence(t *testing.T) {
 	early, err := s.Draft(want[2], 2)
 	require.NoError(t, err)
 	at := newSession(t, m, Options{})
-	_, err = at.Forward(append(slices.Clone(ids), want[:2]...), 0, WantLast)
+	_, err = at.Forward(append(slices.Clone(ids), want[:2]...), 0, lm.WantLast)
 	require.NoError(t, err)
 	refEarly, err := at.Draft(want[2], 2)
 	require.NoError(t, err)
 	require.Equal(t, refEarly, early)
-	out, err := s.Forward([]int{want[2]}, s.Pos(), WantLast)
+	out, err := s.Forward([]int{want[2]}, s.Pos(), lm.WantLast)
 	require.NoError(t, err)
 	require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), [][]float32{steps[2]}))
 	got, err := s.Draft(want[3], 2)
 	require.NoError(t, err)
 	ref := newSession(t, m, Options{})
-	_, err = ref.Forward(append(slices.Clone(ids), want[:3]...), 0, WantLast)
+	_, err = ref.Forward(append(slices.Clone(ids), want[:3]...), 0, lm.WantLast)
 	require.NoError(t, err)
 	refDrafts, err := ref.Draft(want[3], 2)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package qwen4
 
 import (
 	"encoding/json"
+	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -110,7 +111,7 @@ func checkGolden(t *testing.T, s *Session, gold golden, tol float64) (worstFull,
 	t.Helper()
 	for ci, gc := range gold.Cases {
 		s.Reset()
-		out, err := s.Forward(gc.IDs, 0, WantAll)
+		out, err := s.Forward(gc.IDs, 0, lm.WantAll)
 		require.NoError(t, err)
 		d := maxDiff(t, rowsOf(t, out), gc.Full)
 		require.Less(t, d, tol, "case %d full", ci)
@@ -118,11 +119,11 @@ func checkGolden(t *testing.T, s *Session, gold golden, tol float64) (worstFull,
 
 		s.Reset()
 		half := len(gc.IDs) / 2
-		out, err = s.Forward(gc.IDs[:half], 0, WantAll)
+		out, err = s.Forward(gc.IDs[:half], 0, lm.WantAll)
 		require.NoError(t, err)
 		inc := rowsOf(t, out)
 		for p := half; p < len(gc.IDs); p++ {
-			out, err := s.Forward(gc.IDs[p:p+1], p, WantLast)
+			out, err := s.Forward(gc.IDs[p:p+1], p, lm.WantLast)
 			require.NoError(t, err)
 			inc = append(inc, rowsOf(t, out)...)
 		}
@@ -153,7 +154,7 @@ func TestChunkedPrefill(t *testing.T) {
 			ids := longest(readGolden(t, dir))
 			m := loadModel(t, dir)
 			one := newSession(t, m, Options{Chunk: 1, Capacity: 8})
-			out, err := one.Forward(ids, 0, WantAll)
+			out, err := one.Forward(ids, 0, lm.WantAll)
 			require.NoError(t, err)
 			ref := rowsOf(t, out)
 			// one plan, recorded once, updated as the slots grow from 8 rows
@@ -163,7 +164,7 @@ func TestChunkedPrefill(t *testing.T) {
 			require.Equal(t, capture.Stats{Plans: 1, Records: 1, Updates: 3, Hits: len(ids) - 4}, st)
 			for _, chunk := range []int{3, 7, 64} {
 				s := newSession(t, m, Options{Chunk: chunk, Capacity: 4})
-				out, err := s.Forward(ids, 0, WantAll)
+				out, err := s.Forward(ids, 0, lm.WantAll)
 				require.NoError(t, err)
 				d := maxDiff(t, rowsOf(t, out), ref)
 				require.Less(t, d, 1e-5, "chunk %d", chunk)
@@ -184,10 +185,10 @@ func TestFusedUnfused(t *testing.T) {
 			for i, po := range []planner.Options{planner.DefaultOptions(), {Fuse: false}} {
 				po := po
 				s := newSession(t, m, Options{Planner: &po, Chunk: 8})
-				out, err := s.Forward(ids[:20], 0, WantAll)
+				out, err := s.Forward(ids[:20], 0, lm.WantAll)
 				require.NoError(t, err)
 				got[i] = rowsOf(t, out)
-				out, err = s.Forward(ids[20:21], 20, WantLast)
+				out, err = s.Forward(ids[20:21], 20, lm.WantLast)
 				require.NoError(t, err)
 				got[i] = append(got[i], rowsOf(t, out)...)
 			}
@@ -198,18 +199,18 @@ func TestFusedUnfused(t *testing.T) {
 	}
 }
 
-// TestWantLast checks that WantLast gives the last row of WantAll.
+// TestWantLast checks that lm.WantLast gives the last row of lm.WantAll.
 func TestWantLast(t *testing.T) {
 	dir := filepath.Join(testdata, checkpoints[0])
 	gold := readGolden(t, dir)
 	m := loadModel(t, dir)
 	s := newSession(t, m, Options{Chunk: 4})
 	gc := gold.Cases[1]
-	out, err := s.Forward(gc.IDs, 0, WantLast)
+	out, err := s.Forward(gc.IDs, 0, lm.WantLast)
 	require.NoError(t, err)
 	require.Equal(t, []int{1, m.Config.Vocab}, []int(out.Shape()))
 	require.Less(t, maxDiff(t, rowsOf(t, out), gc.Full[len(gc.Full)-1:]), 1e-4)
-	out, err = s.Forward([]int{3}, len(gc.IDs), WantNone)
+	out, err = s.Forward([]int{3}, len(gc.IDs), lm.WantNone)
 	require.NoError(t, err)
 	require.Nil(t, out)
 	require.Equal(t, len(gc.IDs)+1, s.Pos())
@@ -222,16 +223,16 @@ func TestSnapshotRollback(t *testing.T) {
 	ids := longest(readGolden(t, dir))
 	m := loadModel(t, dir)
 	straight := newSession(t, m, Options{})
-	out, err := straight.Forward(ids, 0, WantAll)
+	out, err := straight.Forward(ids, 0, lm.WantAll)
 	require.NoError(t, err)
 	ref := rowsOf(t, out)
 
 	s := newSession(t, m, Options{Chunk: 4})
-	_, err = s.Forward(ids[:10], 0, WantNone)
+	_, err = s.Forward(ids[:10], 0, lm.WantNone)
 	require.NoError(t, err)
 	require.NoError(t, s.Snapshot())
 	// a wrong continuation, then back
-	_, err = s.Forward([]int{5, 6, 7, 8, 9, 10, 11}, 10, WantNone)
+	_, err = s.Forward([]int{5, 6, 7, 8, 9, 10, 11}, 10, lm.WantNone)
 	require.NoError(t, err)
 	err = s.Rollback(12)
 	require.ErrorContains(t, err, "rollback to 12")
@@ -239,18 +240,18 @@ func TestSnapshotRollback(t *testing.T) {
 	require.Equal(t, 17, s.Pos(), "a refused rollback changes nothing")
 	require.NoError(t, s.Rollback(10))
 	require.Equal(t, 10, s.Pos())
-	out, err = s.Forward(ids[10:], 10, WantAll)
+	out, err = s.Forward(ids[10:], 10, lm.WantAll)
 	require.NoError(t, err)
 	d := maxDiff(t, rowsOf(t, out), ref[10:])
 	require.Less(t, d, 1e-5)
 	// twice to the same snapshot
 	require.NoError(t, s.Rollback(10))
-	out, err = s.Forward(ids[10:], 10, WantAll)
+	out, err = s.Forward(ids[10:], 10, lm.WantAll)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, rowsOf(t, out), ref[10:]), 1e-5)
 
 	fresh := newSession(t, m, Options{})
-	_, err = fresh.Forward(ids[:4], 0, WantNone)
+	_, err = fresh.Forward(ids[:4], 0, lm.WantNone)
 	require.NoError(t, err)
 	require.ErrorContains(t, fresh.Rollback(2), "no snapshot was taken")
 	require.ErrorContains(t, fresh.Rollback(2), "cannot go back")
@@ -262,28 +263,28 @@ func TestBadInput(t *testing.T) {
 	dir := filepath.Join(testdata, checkpoints[0])
 	m := loadModel(t, dir)
 	s := newSession(t, m, Options{})
-	_, err := s.Forward([]int{1, 2, 128}, 0, WantLast)
+	_, err := s.Forward([]int{1, 2, 128}, 0, lm.WantLast)
 	require.ErrorContains(t, err, "token 2 (position 2): id 128 is outside the vocabulary of 128")
-	_, err = s.Forward([]int{-1}, 0, WantLast)
+	_, err = s.Forward([]int{-1}, 0, lm.WantLast)
 	require.ErrorContains(t, err, "id -1 is outside")
 	require.Equal(t, 0, s.Pos())
-	_, err = s.Forward(nil, 0, WantLast)
+	_, err = s.Forward(nil, 0, lm.WantLast)
 	require.ErrorContains(t, err, "empty input")
-	_, err = s.Forward([]int{1, 2}, 0, WantNone)
+	_, err = s.Forward([]int{1, 2}, 0, lm.WantNone)
 	require.NoError(t, err)
-	_, err = s.Forward([]int{3}, 3, WantLast)
+	_, err = s.Forward([]int{3}, 3, lm.WantLast)
 	require.ErrorContains(t, err, "pos0 3 does not follow the cache, which holds 2 positions")
-	_, err = s.Forward([]int{3}, 1, WantLast)
+	_, err = s.Forward([]int{3}, 1, lm.WantLast)
 	require.ErrorContains(t, err, "pos0 1 does not follow")
-	_, err = s.Forward([]int{3}, 2, Want(7))
+	_, err = s.Forward([]int{3}, 2, lm.Want(7))
 	require.ErrorContains(t, err, "unknown want 7")
 	// the session still works after the refusals
-	_, err = s.Forward([]int{3}, 2, WantLast)
+	_, err = s.Forward([]int{3}, 2, lm.WantLast)
 	require.NoError(t, err)
 	_, err = s.Draft(1, 2)
 	require.ErrorContains(t, err, "no MTP head")
 	require.NoError(t, s.Close())
-	_, err = s.Forward([]int{3}, 3, WantLast)
+	_, err = s.Forward([]int{3}, 3, lm.WantLast)
 	require.ErrorContains(t, err, "closed")
 }
 
@@ -291,7 +292,7 @@ func TestBadInput(t *testing.T) {
 // its states are the ones the session binds.
 func TestGraphScopes(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, checkpoints[0]))
-	g, err := Build(&m.Config, Key{Rows: 3, Want: WantLast}, m)
+	g, err := Build(&m.Config, Key{Rows: 3, Want: lm.WantLast}, m)
 	require.NoError(t, err)
 	scopes := map[string]bool{}
 	for _, n := range g.Nodes {
@@ -310,7 +311,7 @@ func TestGraphScopes(t *testing.T) {
 	_, err = graphs{m: m}.State("qsa.3")
 	require.ErrorContains(t, err, "no state qsa.3")
 	s := newSession(t, m, Options{})
-	_, err = s.Forward([]int{1, 2, 3}, 0, WantLast)
+	_, err = s.Forward([]int{1, 2, 3}, 0, lm.WantLast)
 	require.NoError(t, err, "the session makes and binds every state")
 	_, err = Build(&m.Config, Key{Stage: Draft, Rows: 1}, m)
 	require.ErrorContains(t, err, "no MTP head")
@@ -319,7 +320,7 @@ func TestGraphScopes(t *testing.T) {
 	// a graph from the config alone (dumps) builds too
 	c := Released()
 	c.Layers = c.Layers[:4]
-	_, err = Build(&c, Key{Rows: 2, Want: WantAll}, nil)
+	_, err = Build(&c, Key{Rows: 2, Want: lm.WantAll}, nil)
 	require.NoError(t, err)
 }
 
@@ -344,21 +345,21 @@ func TestFailedRun(t *testing.T) {
 	require.NotContains(t, gc.IDs, poison)
 	m := loadModel(t, dir)
 	s := newSession(t, m, Options{})
-	_, err := s.Forward(gc.IDs[:8], 0, WantNone)
+	_, err := s.Forward(gc.IDs[:8], 0, lm.WantNone)
 	require.NoError(t, err)
 	require.NoError(t, s.Snapshot())
-	_, err = s.Forward([]int{poison}, 8, WantLast)
+	_, err = s.Forward([]int{poison}, 8, lm.WantLast)
 	require.ErrorContains(t, err, "NaN")
 	require.ErrorContains(t, err, "layer 0")
-	_, err = s.Forward(gc.IDs[8:9], 8, WantLast)
+	_, err = s.Forward(gc.IDs[8:9], 8, lm.WantLast)
 	require.ErrorContains(t, err, "an earlier forward failed")
 	require.ErrorContains(t, s.Snapshot(), "an earlier forward failed")
 	require.NoError(t, s.Rollback(8))
-	out, err := s.Forward(gc.IDs[8:], 8, WantAll)
+	out, err := s.Forward(gc.IDs[8:], 8, lm.WantAll)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, rowsOf(t, out), gc.Full[8:]), 1e-4)
 	s.Reset()
-	out, err = s.Forward(gc.IDs, 0, WantAll)
+	out, err = s.Forward(gc.IDs, 0, lm.WantAll)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, rowsOf(t, out), gc.Full), 1e-4)
 }
@@ -372,16 +373,16 @@ func TestReuseLogits(t *testing.T) {
 	plain := newSession(t, m, Options{Chunk: 4})
 	reuse := newSession(t, m, Options{Chunk: 4, ReuseLogits: true})
 	all := func(s *Session) []float32 {
-		d, err := s.Forward(ids[:10], 0, WantAll)
+		d, err := s.Forward(ids[:10], 0, lm.WantAll)
 		require.NoError(t, err)
 		return slices.Clone(d.Data().([]float32))
 	}
 	require.Equal(t, all(plain), all(reuse), "ten ids in chunks of four")
 	var prev *float32
 	for i, id := range ids[10:16] {
-		a, err := plain.Forward([]int{id}, 10+i, WantLast)
+		a, err := plain.Forward([]int{id}, 10+i, lm.WantLast)
 		require.NoError(t, err)
-		b, err := reuse.Forward([]int{id}, 10+i, WantLast)
+		b, err := reuse.Forward([]int{id}, 10+i, lm.WantLast)
 		require.NoError(t, err)
 		got := b.Data().([]float32)
 		require.Equal(t, a.Data().([]float32), got, "token %d", i)

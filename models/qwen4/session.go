@@ -141,11 +141,11 @@ func (s *Session) Rollback(n int) error {
 }
 
 // Forward runs ids at positions pos0, pos0+1, ... and returns the wanted
-// logits as a [rows, vocab] f32 tensor (nil for WantNone). pos0 must equal
+// logits as a [rows, vocab] f32 tensor (nil for lm.WantNone). pos0 must equal
 // Pos(). A call that fails its checks changes nothing; a run that fails may
 // leave the recurrent states half-advanced, and later calls say so until a
 // Reset or a Rollback to a snapshot.
-func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error) {
+func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error) {
 	d, err := s.ForwardWith(ids, pos0, want, s.chunk)
 	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
@@ -155,7 +155,7 @@ func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error)
 
 // chunk runs one plan of the forward over ids at pos (and the MTP head over
 // the pairs it completes).
-func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
+func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	rows := len(ids)
 	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.inWindow && s.c.Recurrent()}
 	outs, err := s.Run(k, pos, rows, lm.Inputs{IDs: ids})
@@ -169,7 +169,7 @@ func (s *Session) chunk(ids []int, pos int, want Want) ([]float32, error) {
 		return nil, err
 	}
 	var logits []float32
-	if want != WantNone {
+	if want != lm.WantNone {
 		if logits, err = s.Logits(outs[0], pos, rows, want); err != nil {
 			return nil, err
 		}

@@ -34,7 +34,7 @@ func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32
 func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float32, draft int) bool) (accepted int, logits []float32, err error) {
 	ids := append([]int{next}, drafts...)
 	p0 := s.Pos()
-	if err := s.Check(ids, p0, WantAll); err != nil {
+	if err := s.Check(ids, p0, lm.WantAll); err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
 	}
 	if len(ids) > s.Chunk() {
@@ -44,7 +44,7 @@ func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float3
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
 	}
 	s.inWindow, s.windowHidden = true, nil
-	out, err := s.Forward(ids, p0, WantAll)
+	out, err := s.Forward(ids, p0, lm.WantAll)
 	s.inWindow = false
 	if err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
@@ -76,7 +76,7 @@ func (s *Session) settle(p0 int, ids []int, wrows int) error {
 	}
 	s.hidden, s.mtpPos = nil, min(s.mtpPos, p0)
 	if s.c.Recurrent() {
-		k := Key{Stage: Settle, Want: WantNone, Rows: len(ids), TapeRows: wrows}
+		k := Key{Stage: Settle, Want: lm.WantNone, Rows: len(ids), TapeRows: wrows}
 		if _, err := s.Run(k, p0, len(ids), lm.Inputs{IDs: ids}); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"github.com/reel-runtime/reel/lm"
 	"math"
 	"path/filepath"
 	"testing"
@@ -39,7 +40,7 @@ func TestSynthetic(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, m.HasMTP)
 			s := newSession(t, m, Options{})
-			out, err := s.Forward([]int{1, 2, 3, 4, 5}, 0, WantAll)
+			out, err := s.Forward([]int{1, 2, 3, 4, 5}, 0, lm.WantAll)
 			require.NoError(t, err)
 			for _, v := range out.Data().([]float32) {
 				require.False(t, math.IsNaN(float64(v)) || math.IsInf(float64(v), 0))
@@ -72,7 +73,7 @@ func TestShapes(t *testing.T) {
 		require.Equal(t, ft.Shape, bt.Shape, n)
 		require.Empty(t, bt.Data, n)
 	}
-	g, err := Build(&c, Key{Stage: Draft, Want: WantLast, Rows: 2}, bare)
+	g, err := Build(&c, Key{Stage: Draft, Want: lm.WantLast, Rows: 2}, bare)
 	require.NoError(t, err)
 	require.NotEmpty(t, g.Nodes)
 	_, err = NewSession(bare, Options{})

@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"github.com/reel-runtime/reel/lm"
 	"path/filepath"
 	"testing"
 )
@@ -13,7 +14,7 @@ func BenchmarkVerify(b *testing.B) {
 	ids := longest(readGolden(b, filepath.Join(testdata, checkpoints[0])))[:9]
 	m := loadModel(b, f.withHead)
 	s := newSession(b, m, Options{})
-	if _, err := s.Forward(ids, 0, WantLast); err != nil {
+	if _, err := s.Forward(ids, 0, lm.WantLast); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Snapshot(); err != nil {
