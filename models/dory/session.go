@@ -117,7 +117,11 @@ func (g graphs) Key(rows int, want lm.Want) capture.Key {
 	return Key{Stage: All, Loops: g.loops, Want: want, Rows: rows}
 }
 func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	return BuildStage(g.c, k.(Key), g.m.MatrixDType)
+	key, ok := k.(Key)
+	if !ok {
+		return nil, fmt.Errorf("dory: a key of type %T", k)
+	}
+	return BuildStage(g.c, key, g.m.MatrixDType)
 }
 
 // State keeps the loop's carry between stages, a sliding layer's slots as

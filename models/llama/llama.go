@@ -252,14 +252,25 @@ func (m *Model) Close() error {
 	return err
 }
 
-// graphs are a model's graphs as a session runs them.
+// graphs are a model's graphs as a session runs them (lm.Graphs).
 type graphs struct{ m *Model }
 
-func (g graphs) Vocab() int                             { return g.m.Config.Vocab }
+// Vocab is the length of a row of logits.
+func (g graphs) Vocab() int { return g.m.Config.Vocab }
+
+// Key is the key of a forward chunk: the only graph a dense model has.
 func (g graphs) Key(rows int, want lm.Want) capture.Key { return Key{Rows: rows, Want: want} }
-func (g graphs) State(string) (lm.StateSpec, error)     { return lm.StateSpec{Kind: lm.Slot}, nil }
+
+// State keeps every state (the KV slots) as a slot whose capacity doubles.
+func (g graphs) State(string) (lm.StateSpec, error) { return lm.StateSpec{Kind: lm.Slot}, nil }
+
+// Build builds a key's graph with the weights' stored dtypes.
 func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	return Build(&g.m.Config, k.(Key), g.m.tensors.DType)
+	key, ok := k.(Key)
+	if !ok {
+		return nil, fmt.Errorf("llama: a key of type %T", k)
+	}
+	return Build(&g.m.Config, key, g.m.tensors.DType)
 }
 
 // NewSession starts a session on the model's weights.
