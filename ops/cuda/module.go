@@ -96,6 +96,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 
 // launch is one bound kernel launch.
 type launch struct {
+	name        string // the kernel's, for errors
 	fn          *cu.Function
 	grid, block [3]uint32
 	shared      uint32
@@ -107,10 +108,16 @@ type launch struct {
 
 // run enqueues the launch on the backend's stream.
 func (l *launch) run(ctx *cu.Context) error {
+	var err error
 	if l.pdl {
-		return ctx.Stream().LaunchPDL(l.fn, l.grid, l.block, l.shared, l.args...)
+		err = ctx.Stream().LaunchPDL(l.fn, l.grid, l.block, l.shared, l.args...)
+	} else {
+		err = ctx.Launch(l.fn, l.grid, l.block, l.shared, l.args...)
 	}
-	return ctx.Launch(l.fn, l.grid, l.block, l.shared, l.args...)
+	if err != nil {
+		return fmt.Errorf("launch %s (grid %v, block %v, %d bytes shared): %w", l.name, l.grid, l.block, l.shared, err)
+	}
+	return nil
 }
 
 // steps is a bound node's work in order: launches, copies, cuBLAS calls.
@@ -134,7 +141,7 @@ func (s *steps) Run() error {
 
 // add appends a launch of kernel name.
 func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...any) {
-	l := &launch{fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args, pdl: s.be.pdl}
+	l := &launch{name: name, fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args, pdl: s.be.pdl}
 	ctx := s.be.ctx
 	s.work = append(s.work, func() error { return l.run(ctx) })
 }
