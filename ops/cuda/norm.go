@@ -77,7 +77,9 @@ func rowKernel(base string, n int) (string, uint32, error) {
 	case n <= 1024*8:
 		return base, threadsFor((n+3)/4, 1024), nil
 	case n <= 1024*32:
-		return base + "_wide", 1024, nil
+		// up to 32 elements a thread; the kernel is bounded to 1024 threads
+		// (__launch_bounds__), so its registers fit a full block
+		return base + "_wide", threadsFor((n+31)/32, 1024), nil
 	}
 	return "", 0, fmt.Errorf("rows of %d elements: the row kernels take at most %d", n, 1024*32)
 }

@@ -263,6 +263,9 @@ func normCases() []Case {
 	for _, s := range []wnorm{
 		{1, 1, 0, 1, graph.F32}, {3, 65, 0, 65, graph.BF16}, {4, 132, 33, 33, graph.F32},
 		{2, 132, 33, 132, graph.F16}, {1, 64, 16, 64, graph.BF16}, {40, 1000, 250, 1000, graph.F32},
+		// rows of 8K to 32K elements: CUDA's wide row kernel (32 a thread),
+		// in a full block of 1024 threads and in a partial one
+		{3, 32768, 0, 32768, graph.F32}, {2, 10240, 0, 10240, graph.BF16},
 		// a row longer than a block's registers hold (CUDA reads it twice)
 		{2, 40000, 0, 40000, graph.BF16},
 	} {
@@ -532,7 +535,8 @@ func rowCases() []Case {
 // its decomposition).
 func fusedCases() []Case {
 	var cs []Case
-	for _, s := range [][2]int{{1, 1}, {3, 65}, {7, 129}, {40, 1000}} {
+	// 10240 and 32768: CUDA's wide row kernel, part of a block and all of it
+	for _, s := range [][2]int{{1, 1}, {3, 65}, {7, 129}, {40, 1000}, {2, 10240}, {2, 32768}} {
 		rows, n := s[0], s[1]
 		const eps = 1e-6
 		name := fmt.Sprintf("slerp/%dx%d", rows, n)

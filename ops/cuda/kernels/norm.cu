@@ -56,7 +56,7 @@ extern "C" __global__ void norm_rows(const float* x, const void* w, int wt, floa
 	pdl_entry();
 	norm_body<8>(x, w, wt, y, g, last, wn, eps, rms);
 }
-extern "C" __global__ void norm_rows_wide(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps,
+extern "C" __global__ void __launch_bounds__(1024) norm_rows_wide(const float* x, const void* w, int wt, float* y, int g, int last, int wn, float eps,
                                           int rms) {
 	if (rms) prefetch_w(w, wt, norm_woff(g, last, wn), g);
 	pdl_entry();
@@ -154,7 +154,7 @@ extern "C" __global__ void rowfuse(int kind, const float* a, const float* b, con
 	pdl_entry();
 	rowfuse_body<8>(kind, a, b, v, y, n, eps);
 }
-extern "C" __global__ void rowfuse_wide(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) rowfuse_wide(int kind, const float* a, const float* b, const float* v, float* y, int n, float eps) {
 	pdl_entry();
 	rowfuse_body<32>(kind, a, b, v, y, n, eps);
 }
