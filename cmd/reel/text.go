@@ -265,12 +265,26 @@ type decoder interface {
 func (t textIO) stream() decoder {
 	switch {
 	case t.tok != nil:
-		return t.tok.NewStream(true)
+		return tokenDecoder{t.tok.NewStream(true)}
 	case t.bytes:
 		return byteDecoder{}
 	}
 	return idDecoder{}
 }
+
+// tokenDecoder is a tokenizer's stream to which an id it does not have (a
+// row of a model's vocabulary padded past the tokenizer's) is no text.
+type tokenDecoder struct{ s *tokenizer.Stream }
+
+func (d tokenDecoder) Next(id int) (string, error) {
+	text, err := d.s.Next(id)
+	if err != nil {
+		return "", nil // the stream stands as it was
+	}
+	return text, nil
+}
+
+func (d tokenDecoder) Flush() (string, error) { return d.s.Flush() }
 
 type byteDecoder struct{}
 

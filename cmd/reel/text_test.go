@@ -375,3 +375,19 @@ func TestRunBadInput(t *testing.T) {
 	require.True(t, utf8.ValidString(out), "%q", out)
 	require.True(t, strings.HasPrefix(out, "caf\uFFFD \uFFFD\uFFFD ok"), "%q", out)
 }
+
+// TestPaddedVocab: an id of a model's vocabulary padded past the
+// tokenizer's has no text, and the stream goes on.
+func TestPaddedVocab(t *testing.T) {
+	tok := loadQwen3(t)
+	dec := textIO{tok: tok}.stream()
+	var out strings.Builder
+	for _, id := range []int{9707, tok.VocabSize() + 5, 11, 1879, 0} {
+		s, err := dec.Next(id)
+		require.NoError(t, err)
+		out.WriteString(s)
+	}
+	s, err := dec.Flush()
+	require.NoError(t, err)
+	require.Equal(t, "Hello, world!", out.String()+s)
+}
