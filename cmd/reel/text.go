@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,7 +130,7 @@ func (f *genFlags) stopping(g generation, t textIO) (sample.StopOptions, error) 
 	}
 	if t.tok != nil {
 		if eos := t.tok.Config().EOS; eos != "" {
-			if id, ok := t.tok.TokenID(eos); ok && !containsInt(o.EOS, id) {
+			if id, ok := t.tok.TokenID(eos); ok && !slices.Contains(o.EOS, id) {
 				o.EOS = append(o.EOS, id)
 			}
 		}
@@ -139,15 +140,6 @@ func (f *genFlags) stopping(g generation, t textIO) (sample.StopOptions, error) 
 	}
 	o.Strings = f.stops
 	return o, o.Validate()
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // stringList is a flag that may be given several times.
