@@ -46,6 +46,7 @@ func commands() []command {
 		{"info", "summarize a checkpoint folder: config, parameters, tensors", runInfo},
 		{"dump", "print a graph as text, Graphviz DOT or JSON", runDump},
 		{"run", "generate text from a prompt (default: the embedded dory-gotiny)", runRun},
+		{"chat", "chat with a model in the terminal through its chat template", runChat},
 		{"logits", "print a model's logits for token ids as JSON", runLogits},
 		{"check", "compare a model's logits with a golden.json", runCheck},
 		{"bench", "measure prefill and decode tokens/s", runBench},

@@ -38,15 +38,9 @@ messages, {"role": ..., "content": ...} with any other fields (tool_calls,
 		return usagef("--generation-prompt and --continue exclude each other")
 	}
 	opts := chat.RenderOptions{AddGenerationPrompt: *gen, ContinueFinalMessage: *cont}
-	if *extra != "" {
-		var vars map[string]json.RawMessage // raw, so objects keep their key order
-		if err := json.Unmarshal([]byte(*extra), &vars); err != nil || vars == nil {
-			return usagef("--extra: want a JSON object")
-		}
-		opts.Extra = map[string]any{}
-		for k, v := range vars {
-			opts.Extra[k] = v
-		}
+	var err error
+	if opts.Extra, err = parseExtra(*extra); err != nil {
+		return err
 	}
 	tmpl, err := chat.LoadNamed(*dir, *name)
 	if err != nil {
