@@ -81,6 +81,7 @@ flags come from generation_config.json, as for reel run.`, stderr)
 	if err != nil {
 		return err
 	}
+	mf.drafting = gf.draft > 0
 	l, err := mf.open(ctx, false)
 	if err != nil {
 		return err

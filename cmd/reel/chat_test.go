@@ -241,7 +241,7 @@ func TestGeneratorDrafts(t *testing.T) {
 	require.NoError(t, err)
 	prompt := []int{3, 1, 4, 1, 5, 9, 2, 6}
 	gen := func(o sample.Options, draft, max int) generated {
-		s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2)}, ReuseLogits: true}})
+		s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2)}, ReuseLogits: true}, Drafting: draft > 0})
 		require.NoError(t, err)
 		defer s.Close()
 		smp, err := sample.NewSampler(o)

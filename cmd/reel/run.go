@@ -45,7 +45,7 @@ tokens).`, stderr)
 	if err := gf.parsed(fs, mf.chunk); err != nil {
 		return err
 	}
-	mf.drafting = *draft > 0
+	mf.drafting = gf.draft > 0
 	ids, err := parseIDs(*promptIDs)
 	if err != nil {
 		return usagef("--prompt-ids: %v", err)
