@@ -3,6 +3,7 @@ package qwen4
 import (
 	"encoding/binary"
 	"fmt"
+	"math/big"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -350,7 +351,11 @@ func (m *Model) readPLE(r resolver, li int, consts map[string]bool) error {
 		if hash.Sizes[h] <= 0 || hash.Offsets[h] < 0 {
 			return fmt.Errorf("%s: PLE head %d has table size %d at offset %d", where, h, hash.Sizes[h], hash.Offsets[h])
 		}
-		need = max(need, hash.Offsets[h]+hash.Sizes[h])
+		end := hash.Offsets[h] + hash.Sizes[h]
+		if end < hash.Offsets[h] {
+			return fmt.Errorf("%s: PLE head %d: offset %d + table size %d overflows (tensors %s, %s)", where, h, hash.Offsets[h], hash.Sizes[h], pleOffsets, pleSizes)
+		}
+		need = max(need, end)
 	}
 	rows := 0
 	for k := 0; c.PLEShards == 0 || k < c.PLEShards; k++ {
@@ -435,17 +440,9 @@ func splitmix64(v uint64) uint64 {
 	return v ^ v>>31
 }
 
-func isPrime(n int64) bool {
-	if n < 2 {
-		return false
-	}
-	for d := int64(2); d*d <= n; d++ {
-		if n%d == 0 {
-			return false
-		}
-	}
-	return true
-}
+// isPrime tests n exactly (ProbablyPrime(0) is Baillie-PSW, exact below
+// 2^64), in microseconds where trial division took seconds near 2^36.
+func isPrime(n int64) bool { return n >= 2 && big.NewInt(n).ProbablyPrime(0) }
 
 // PLEHash gives the hash attributes of PLE layer li (false: not a PLE
 // layer).
