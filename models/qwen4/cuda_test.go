@@ -1,7 +1,6 @@
 package qwen4
 
 import (
-	"errors"
 	"github.com/reel-runtime/reel/lm"
 	"path/filepath"
 	"testing"
@@ -9,23 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/ops/cuda"
+	"github.com/reel-runtime/reel/ops/cuda/cudatest"
 )
 
 // cudaBackend opens the CUDA backend or skips the test with the one-line
 // reason where CUDA cannot be used (no driver, no card, no NVRTC); any
 // other error, such as kernels that do not compile, fails the test.
-func cudaBackend(t *testing.T) *cuda.Backend {
-	t.Helper()
-	be, err := cuda.New(cuda.Options{})
-	if err != nil {
-		if errors.Is(err, cuda.ErrUnavailable) {
-			t.Skip(err.Error())
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	return be
-}
+func cudaBackend(t *testing.T) *cuda.Backend { return cudatest.Backend(t, cuda.Options{}) }
 
 // TestCUDAGolden: both tiny checkpoints on CUDA reproduce the transformers
 // logits within 1e-3, over whole sequences, and prefilled by half then one
