@@ -31,21 +31,8 @@ func parseDecoder(path string, raw json.RawMessage) (decoder, error) {
 	}
 	switch typ {
 	case "Sequence":
-		items, paths, err := o.list("decoders")
-		if err != nil {
-			return nil, err
-		}
-		var seq decSequence
-		for i, item := range items {
-			d, err := parseDecoder(paths[i], item)
-			if err != nil {
-				return nil, err
-			}
-			if d != nil {
-				seq = append(seq, d)
-			}
-		}
-		return seq, nil
+		seq, err := sequence(o, "decoders", parseDecoder)
+		return decSequence(seq), err
 	case "ByteLevel":
 		return byteLevelDec{}, nil
 	case "ByteFallback":

@@ -140,3 +140,24 @@ func (o *object) pattern(key string) (s string, isRegex bool, err error) {
 	}
 	return "", false, fmt.Errorf("%s: want {\"String\": ...} or {\"Regex\": ...}", o.at(key))
 }
+
+// sequence parses the list at key of a Sequence component with parse,
+// dropping the components that parse to nil (a JSON null).
+func sequence[T comparable](o *object, key string, parse func(path string, raw json.RawMessage) (T, error)) ([]T, error) {
+	items, paths, err := o.list(key)
+	if err != nil {
+		return nil, err
+	}
+	var zero T
+	var out []T
+	for i, item := range items {
+		c, err := parse(paths[i], item)
+		if err != nil {
+			return nil, err
+		}
+		if c != zero {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

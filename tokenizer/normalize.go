@@ -32,21 +32,8 @@ func parseNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 	}
 	switch typ {
 	case "Sequence":
-		items, paths, err := o.list("normalizers")
-		if err != nil {
-			return nil, err
-		}
-		var seq normSequence
-		for i, item := range items {
-			n, err := parseNormalizer(paths[i], item)
-			if err != nil {
-				return nil, err
-			}
-			if n != nil {
-				seq = append(seq, n)
-			}
-		}
-		return seq, nil
+		seq, err := sequence(o, "normalizers", parseNormalizer)
+		return normSequence(seq), err
 	case "NFC":
 		return unicodeNorm{norm.NFC}, nil
 	case "NFD":

@@ -28,21 +28,8 @@ func parsePostProcessor(path string, raw json.RawMessage) (postProcessor, error)
 	}
 	switch typ {
 	case "Sequence":
-		items, paths, err := o.list("processors")
-		if err != nil {
-			return nil, err
-		}
-		var seq postSequence
-		for i, item := range items {
-			p, err := parsePostProcessor(paths[i], item)
-			if err != nil {
-				return nil, err
-			}
-			if p != nil {
-				seq = append(seq, p)
-			}
-		}
-		return seq, nil
+		seq, err := sequence(o, "processors", parsePostProcessor)
+		return postSequence(seq), err
 	case "ByteLevel":
 		return nil, nil // it only trims offsets
 	case "TemplateProcessing":
