@@ -73,7 +73,7 @@ type Report struct {
 }
 
 // Diverged says whether a comparison is past the tolerance.
-func (r *Report) Diverged() bool { return r.First >= 0 }
+func (r Report) Diverged() bool { return r.First >= 0 }
 
 // Diff aligns two recordings by name and call and compares them in the
 // first one's order. A record of a matches the record of b of the same
