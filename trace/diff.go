@@ -278,7 +278,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			fmt.Fprintf(&sb, "%-*s  %-10s %-20s %s%s\n", width, c.Name, where, c.Op, c.Err, mark)
 			continue
 		}
-		fmt.Fprintf(&sb, "%-*s  %-10s %-20s max abs %-10.4g nmse %-10.4g%s\n", width, c.Name, where, c.Op, c.MaxAbs, c.NMSE, mark)
+		fmt.Fprintf(&sb, "%-*s  %-10s %-20s max abs %-10.4g nmse %.4g%s\n", width, c.Name, where, c.Op, c.MaxAbs, c.NMSE, mark)
 	}
 	fmt.Fprintf(&sb, "compared %d values (%s): %d past %g; %d names only in the first, %d only in the second, %d records not aligned\n",
 		len(r.Compared), r.Metric, past, r.Tol, r.OnlyA, r.OnlyB, r.Unaligned)

@@ -50,7 +50,7 @@ type Record struct {
 // PerRow says whether the record holds one row per position of its call
 // (its first extent is the call's rows), so that row i is position Pos+i.
 func (r *Record) PerRow() bool {
-	return r.Pos >= 0 && r.Rows > 0 && len(r.Shape) > 0 && r.Shape[0] == r.Rows
+	return r.Pos >= 0 && r.Rows > 0 && len(r.Shape) > 0 && r.Shape[0] == r.Rows && len(r.Data) > 0
 }
 
 // Floats decodes the record's data as float64 (any float or integer dtype).
