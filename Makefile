@@ -51,7 +51,7 @@ fuzz:
 # its package folder in a checkout, as README.md says.
 cuda-test: build
 	@set -e; \
-	for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./ops/cuda/... ./models/... 2>/dev/null); do \
+	for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./ops/cuda/... ./models/... ./trace/... 2>/dev/null); do \
 		rel=$${pkg#$$($(GO) list -m)/}; \
 		out=$(BIN)/$$(echo $$rel | tr / _).test; \
 		echo "$(GO) test -c -o $$out $$pkg"; \

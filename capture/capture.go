@@ -234,7 +234,8 @@ func (e *Engine) Profile(key Key) ([]OpTime, error) {
 // the recording's, replay; else, with a recording, update it to the new
 // buffers; else lower and record. It returns the buffers of the graph's
 // outputs, valid until the key runs again (on a device, once the backend
-// has synced).
+// has synced). A plan instrumented by the planner's Options.Trace is handed
+// to its Observe after each run.
 func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding, more ...Binding) ([]ops.Buffer, error) {
 	en, err := e.entry(key, build)
 	if err != nil {
@@ -309,6 +310,11 @@ func (e *Engine) Run(key Key, build func() (*graph.Graph, error), bind Binding, 
 	}
 	if err := en.rec.Replay(); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", key, err)
+	}
+	if t := e.opts.Trace; t != nil && t.Observe != nil {
+		if err := t.Observe(en.plan); err != nil {
+			return nil, fmt.Errorf("capture %s: trace: %w", key, err)
+		}
 	}
 	return en.plan.Outputs(), nil
 }

@@ -101,3 +101,34 @@ func (g *Graph) IsOutput(v *Value) bool {
 	}
 	return false
 }
+
+// Path names a value by where it was made, as traces do: the scope of the
+// node that made it and the value's name ("layer 3 / attn / attn_out"; a
+// temporary nobody labelled is "layer 3 / attn / t41"). An input, weight or
+// state is its name.
+func (v *Value) Path() string {
+	if v == nil || v.Kind != Temp || v.Producer == nil || v.Producer.Scope == "" {
+		if v == nil {
+			return ""
+		}
+		return v.Name
+	}
+	return v.Producer.Scope + " / " + v.Name
+}
+
+// Paths gives every value's Path by value ID, made unique: a path that
+// repeats (a label used twice in one scope) takes " (2)", " (3)", ... from
+// its second use on, in build order.
+func (g *Graph) Paths() []string {
+	out := make([]string, len(g.Values))
+	seen := make(map[string]int, len(g.Values))
+	for i, v := range g.Values {
+		p := v.Path()
+		seen[p]++
+		if n := seen[p]; n > 1 {
+			p = fmt.Sprintf("%s (%d)", p, n)
+		}
+		out[i] = p
+	}
+	return out
+}

@@ -234,6 +234,7 @@ func rewrite(p *Planned, rule string, reps []Replacement) error {
 		fusion *Fusion
 	}
 	var emitted []made
+	srcOf := map[*graph.Value]*graph.Value{}
 	emit := func(op graph.Op, attrs any, scope string, in, olds []*graph.Value) error {
 		mi, err := mapped(in)
 		if err != nil {
@@ -250,6 +251,7 @@ func rewrite(p *Planned, rule string, reps []Replacement) error {
 		}
 		for i, o := range olds {
 			vmap[o.ID] = outs[i]
+			srcOf[outs[i]] = p.srcOf[o]
 			if o.Name != fmt.Sprintf("t%d", o.ID) {
 				b.Label(outs[i], o.Name)
 			}
@@ -306,7 +308,7 @@ func rewrite(p *Planned, rule string, reps []Replacement) error {
 	for src, cur := range p.leafOf {
 		leafOf[src] = vmap[cur.ID]
 	}
-	p.Graph, p.origin, p.Fusions, p.leafOf = ng, origin, fusions, leafOf
+	p.Graph, p.origin, p.Fusions, p.leafOf, p.srcOf = ng, origin, fusions, leafOf, srcOf
 	return nil
 }
 

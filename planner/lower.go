@@ -148,6 +148,19 @@ func (pl *Lowered) Outputs() []ops.Buffer {
 	return out
 }
 
+// Traced are the buffers of the values an instrumented plan keeps, in the
+// order of Planned.Traced (arena views: valid until the plan runs again).
+func (pl *Lowered) Traced() []ops.Buffer {
+	out := make([]ops.Buffer, len(pl.p.Traced))
+	for i, t := range pl.p.Traced {
+		out[i] = pl.bufs[t.Value.ID]
+	}
+	return out
+}
+
+// Backend is the backend the plan is bound on (to read its buffers).
+func (pl *Lowered) Backend() ops.Backend { return pl.be }
+
 // Buffer is the buffer of a value of p.Graph (or a leaf of p.Source).
 func (pl *Lowered) Buffer(v *graph.Value) ops.Buffer {
 	if l := pl.p.Leaf(v); l != nil {

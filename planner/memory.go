@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -14,7 +15,9 @@ import (
 // end), then the memory of the values that die at that node is freed. An
 // output takes its input's memory in place when the op allows it (Def.InPlace),
 // the input is a temporary read only once by this node and never after, is
-// not a graph output, and has the output's size. Same graph, same offsets.
+// not a graph output, and has the output's size. A traced value
+// (Planned.Traced) lives to the end, as a graph output does. Same graph,
+// same offsets.
 type Memory struct {
 	// Align is the alignment of every offset and size (Align when 0).
 	Align int
@@ -40,7 +43,11 @@ func (m Memory) Run(p *Planned) (string, error) {
 	if len(p.Schedule) != len(g.Nodes) {
 		return "", fmt.Errorf("the schedule has %d nodes, the graph %d: schedule first", len(p.Schedule), len(g.Nodes))
 	}
-	offs, arena, temps, inPlace, err := layout(g, p.Schedule, align)
+	keep := make([]*graph.Value, len(p.Traced))
+	for i, t := range p.Traced {
+		keep[i] = t.Value
+	}
+	offs, arena, temps, inPlace, err := layout(g, p.Schedule, align, keep)
 	if err != nil {
 		return "", err
 	}
@@ -54,8 +61,9 @@ func (m Memory) Run(p *Planned) (string, error) {
 
 func roundUp(n, a int) int { return (n + a - 1) / a * a }
 
-// layout computes the placement; see Memory.
-func layout(g *graph.Graph, sched []*graph.Node, align int) (offs []Alloc, arena, temps, inPlace int, err error) {
+// layout computes the placement; see Memory. keep are values that live to
+// the end as the graph's outputs do.
+func layout(g *graph.Graph, sched []*graph.Node, align int, keep []*graph.Value) (offs []Alloc, arena, temps, inPlace int, err error) {
 	step := make([]int, len(g.Nodes))
 	for i, n := range sched {
 		step[n.ID] = i
@@ -80,7 +88,7 @@ func layout(g *graph.Graph, sched []*graph.Node, align int) (offs []Alloc, arena
 		}
 	}
 	isOut := map[*graph.Value]bool{}
-	for _, v := range g.Outputs {
+	for _, v := range append(slices.Clip(g.Outputs), keep...) {
 		isOut[v] = true
 		if v.Kind == graph.Temp {
 			offs[v.ID].Last = len(sched)

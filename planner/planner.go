@@ -35,6 +35,8 @@ type Options struct {
 	Fuse bool
 	// Skip names fusion rules to leave out (for bisecting a bad fusion).
 	Skip []string
+	// Trace, when set, instruments the plan for debugging (see Trace).
+	Trace *Trace
 }
 
 // DefaultOptions fuses unless the environment says REEL_FUSE=0;
@@ -94,17 +96,28 @@ type Planned struct {
 	TempBytes int
 	// Fusions gives, for each fused node of Graph, its rule and members.
 	Fusions map[*graph.Node]*Fusion
+	// Traced are the values an instrumented plan keeps (Options.Trace), in
+	// schedule order.
+	Traced []TracePoint
 
 	// origin maps each node of Graph to the source nodes it stands for.
 	origin map[*graph.Node][]*graph.Node
 	// leafOf maps an input, weight or state of Source to the one of Graph.
 	leafOf map[*graph.Value]*graph.Value
-	opts   Options
+	// srcOf maps each temporary of Graph to the one of Source it stands for.
+	srcOf map[*graph.Value]*graph.Value
+	opts  Options
 }
 
 // Origin lists the nodes of the source graph that a node of Graph stands for
 // (itself for a node that fusion kept).
 func (p *Planned) Origin(n *graph.Node) []*graph.Node { return p.origin[n] }
+
+// SourceValue gives the temporary of Source that a temporary of Graph
+// stands for: itself when nothing fused, the member's output a fused node's
+// output replaces otherwise; nil for a value that is not a temporary of
+// Graph.
+func (p *Planned) SourceValue(v *graph.Value) *graph.Value { return p.srcOf[v] }
 
 // Leaf gives the input, weight or state of Graph that v stands for: v itself
 // when it is one of Graph's, the value of the same name when v belongs to
@@ -191,17 +204,23 @@ type Pass interface {
 	Run(p *Planned) (summary string, err error)
 }
 
-// Passes gives the passes Plan runs for the options, in order.
+// Passes gives the passes Plan runs for the options, in order: validate,
+// fuse, schedule, trace (with opts.Trace), memory.
 func Passes(opts Options) []Pass {
 	fuse := Fuse{Off: true}
 	if opts.Fuse {
 		fuse = Fuse{Rules: Rules(opts.Skip)}
 	}
-	return []Pass{Validate{}, fuse, Schedule{}, Memory{Align: Align}}
+	passes := []Pass{Validate{}, fuse, Schedule{}}
+	if opts.Trace != nil {
+		passes = append(passes, TracePass{Match: opts.Trace.Match})
+	}
+	return append(passes, Memory{Align: Align})
 }
 
-// Plan validates, fuses (with opts.Fuse), schedules and lays out g. The
-// graph given is not changed; fusion builds a new one.
+// Plan validates, fuses (with opts.Fuse), schedules, instruments (with
+// opts.Trace) and lays out g. The graph given is not changed; fusion builds
+// a new one.
 func Plan(g *graph.Graph, opts Options) (*Planned, Report, error) {
 	if g == nil {
 		return nil, Report{}, fmt.Errorf("planner: nil graph")
@@ -236,13 +255,15 @@ func Plan(g *graph.Graph, opts Options) (*Planned, Report, error) {
 // newPlanned starts a Planned whose graph is g itself.
 func newPlanned(g *graph.Graph, opts Options) *Planned {
 	p := &Planned{Source: g, Graph: g, Fusions: map[*graph.Node]*Fusion{}, origin: map[*graph.Node][]*graph.Node{},
-		leafOf: map[*graph.Value]*graph.Value{}, opts: opts}
+		leafOf: map[*graph.Value]*graph.Value{}, srcOf: map[*graph.Value]*graph.Value{}, opts: opts}
 	for _, n := range g.Nodes {
 		p.origin[n] = []*graph.Node{n}
 	}
 	for _, v := range g.Values {
 		if v.Kind != graph.Temp {
 			p.leafOf[v] = v
+		} else {
+			p.srcOf[v] = v
 		}
 	}
 	return p

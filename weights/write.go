@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -32,6 +33,12 @@ type NamedTensor struct {
 // and is padded with spaces to a multiple of 8 bytes. Each tensor's Data must
 // hold exactly the bytes its dtype and shape call for.
 func WriteFile(path string, tensors []NamedTensor) error {
+	return WriteFileMetadata(path, tensors, nil)
+}
+
+// WriteFileMetadata is WriteFile with more __metadata__ strings beside
+// "format" (sorted by key; a "format" in meta replaces "pt").
+func WriteFileMetadata(path string, tensors []NamedTensor, meta map[string]string) error {
 	seen := make(map[string]bool, len(tensors))
 	for _, t := range tensors {
 		if err := checkNamed(t, seen); err != nil {
@@ -42,7 +49,18 @@ func WriteFile(path string, tensors []NamedTensor) error {
 	slices.SortStableFunc(order, func(a, b NamedTensor) int { return b.DType.Size() - a.DType.Size() })
 
 	var hdr bytes.Buffer
-	hdr.WriteString(`{"` + metadataKey + `":{"format":"pt"}`)
+	hdr.WriteString(`{"` + metadataKey + `":{`)
+	m := map[string]string{"format": "pt"}
+	maps.Copy(m, meta)
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			hdr.WriteByte(',')
+		}
+		writeJSONString(&hdr, k)
+		hdr.WriteByte(':')
+		writeJSONString(&hdr, m[k])
+	}
+	hdr.WriteByte('}')
 	off := 0
 	for _, t := range order {
 		hdr.WriteByte(',')

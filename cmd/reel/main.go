@@ -49,6 +49,7 @@ func commands() []command {
 		{"chat", "chat with a model in the terminal through its chat template", runChat},
 		{"logits", "print a model's logits for token ids as JSON", runLogits},
 		{"check", "compare a model's logits with a golden.json", runCheck},
+		{"trace", "record every node's values to a file, compare two recordings, find the first NaN", runTrace},
 		{"bench", "measure prefill and decode tokens/s", runBench},
 		{"ops", "list the ops, their math and which backends have kernels", runOps},
 		{"template", "render a conversation with a tokenizer's chat template", runTemplate},

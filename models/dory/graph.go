@@ -163,9 +163,9 @@ func (g *builder) sublayer(li, loop int, h *graph.Value) *graph.Value {
 	}
 	defer g.b.Push("layer %d %s", li, kind)()
 	if kind == "attn" {
-		return g.attention(li, g.c.SlotIndex(li, loop), h)
+		return g.b.Label(g.attention(li, g.c.SlotIndex(li, loop), h), "out")
 	}
-	return g.mlp(li, h)
+	return g.b.Label(g.mlp(li, h), "out")
 }
 
 // block runs sub-layers [from, to) in loop `loop`.
@@ -183,7 +183,7 @@ func (g *builder) recurrent(loop int, state, input *graph.Value) *graph.Value {
 	defer b.Push("loop %d", loop)()
 	h := ops.Mix(b, state, input, Eps)
 	h = g.block(c.NIn, c.NIn+c.NRec, loop, h)
-	return ops.L2Norm(b, h, 0, Eps)
+	return b.Label(ops.L2Norm(b, h, 0, Eps), "out")
 }
 
 // head computes the wanted rows' logits: H·h ⊙ logit_scale/σ₀.
@@ -228,7 +228,7 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 	switch k.Stage {
 	case All, First, FirstRead:
 		ids := b.Input(InputIDs, graph.I32, k.Rows)
-		h = ops.Embed(b, g.matrix("backbone.embeddings.weight", c.Vocab, c.Hidden), ids)
+		h = b.Label(ops.Embed(b, g.matrix("backbone.embeddings.weight", c.Vocab, c.Hidden), ids), "embed")
 		func() {
 			defer b.Push("input block")()
 			h = g.block(0, c.NIn, 0, h)

@@ -120,7 +120,7 @@ func Build(c *Config, k Key, dt func(name string) graph.DType) (*graph.Graph, er
 	b := graph.NewBuilder("llama/" + k.String())
 	g := &builder{c: c, b: b, dt: dt, call: ops.Call(b)}
 	embed := g.matrix("model.embed_tokens.weight", c.Vocab, c.Hidden)
-	x := ops.Embed(b, embed, b.Input(lm.InputIDs, graph.I32, k.Rows))
+	x := b.Label(ops.Embed(b, embed, b.Input(lm.InputIDs, graph.I32, k.Rows)), "embed")
 	for li := range c.Layers {
 		func() {
 			defer b.Push("layer %d", li)()
@@ -129,8 +129,12 @@ func Build(c *Config, k Key, dt func(name string) graph.DType) (*graph.Graph, er
 				defer b.Push("attn")()
 				x = ops.Add(b, x, g.attention(li, g.norm(x, p+"input_layernorm.weight")))
 			}()
-			defer b.Push("mlp")()
-			x = ops.Add(b, x, g.mlp(li, g.norm(x, p+"post_attention_layernorm.weight")))
+			var y *graph.Value
+			func() {
+				defer b.Push("mlp")()
+				y = g.mlp(li, g.norm(x, p+"post_attention_layernorm.weight"))
+			}()
+			x = b.Label(ops.Add(b, x, y), "out") // the layer's output: "layer N / out"
 		}()
 	}
 	if k.Want == lm.WantNone {
@@ -144,7 +148,7 @@ func Build(c *Config, k Key, dt func(name string) graph.DType) (*graph.Graph, er
 	if !c.Tied {
 		head = g.matrix("lm_head.weight", c.Vocab, c.Hidden)
 	}
-	b.Output(b.Label(ops.MatMul(b, g.norm(x, "model.norm.weight"), head), "logits"))
+	b.Output(b.Label(ops.MatMul(b, b.Label(g.norm(x, "model.norm.weight"), "norm"), head), "logits"))
 	return b.Graph()
 }
 

@@ -351,9 +351,14 @@ func (g *builder) layer(li int, x, ids *graph.Value) *graph.Value {
 		}
 		x = g.residualOut(pre+"attn_hyper_connection.", x, xn, y)
 	}()
-	defer b.Push("moe")()
-	u, xn := g.residualIn(pre+"mlp_hyper_connection.", x)
-	return g.residualOut(pre+"mlp_hyper_connection.", x, xn, g.moe(pre, u))
+	var xn, y *graph.Value
+	func() {
+		defer b.Push("moe")()
+		var u *graph.Value
+		u, xn = g.residualIn(pre+"mlp_hyper_connection.", x)
+		y = g.moe(pre, u)
+	}()
+	return b.Label(g.residualOut(pre+"mlp_hyper_connection.", x, xn, y), "out") // "layer N / out"
 }
 
 // head mixes the streams of the wanted rows with the final gated residual
@@ -400,7 +405,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	mixer := "model.hyper_connection_mixer."
 	switch k.Stage {
 	case Forward:
-		x = ops.HCExpand(b, ops.Embed(b, embed, ids), c.Streams)
+		x = ops.HCExpand(b, b.Label(ops.Embed(b, embed, ids), "embed"), c.Streams)
 		for li := range c.Layers {
 			x = g.layer(li, x, ids)
 		}
@@ -423,7 +428,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 		b.Output(g.head(mixer, x, k.Want))
 	}
 	if k.Hidden || k.Stage == Draft {
-		b.Output(b.Label(x, "hidden"))
+		b.Output(x) // the last layer's "out": one name with or without this output
 	}
 	return b.Graph()
 }
