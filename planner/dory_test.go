@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models/dory"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cpu"
@@ -36,14 +37,14 @@ func tinyDory(kv dory.KVMode) dory.Config {
 func doryKeys() []dory.Key {
 	var ks []dory.Key
 	for _, loops := range []int{1, 2} {
-		for _, w := range []dory.Want{dory.WantNone, dory.WantLast, dory.WantAll} {
+		for _, w := range []lm.Want{lm.WantNone, lm.WantLast, lm.WantAll} {
 			for _, rows := range []int{1, 3} {
 				ks = append(ks, dory.Key{Stage: dory.All, Loops: loops, Want: w, Rows: rows})
 			}
 		}
-		ks = append(ks, dory.Key{Stage: dory.First, Loops: loops, Want: dory.WantNone, Rows: 1})
+		ks = append(ks, dory.Key{Stage: dory.First, Loops: loops, Want: lm.WantNone, Rows: 1})
 		for _, s := range []dory.Stage{dory.FirstRead, dory.Read, dory.SecondRead, dory.SecondFresh} {
-			ks = append(ks, dory.Key{Stage: s, Loops: loops, Want: dory.WantLast, Rows: 1})
+			ks = append(ks, dory.Key{Stage: s, Loops: loops, Want: lm.WantLast, Rows: 1})
 		}
 	}
 	return ks
@@ -106,7 +107,7 @@ func TestFusedEqualsUnfusedDory(t *testing.T) {
 				require.LessOrEqual(t, maxRelDiff(t, got, ref), 1e-5)
 				require.Less(t, rep.Launches, rep.Nodes)
 				require.LessOrEqual(t, rep.ArenaBytes, rep.TempBytes)
-				if k.Stage == dory.All && k.Loops == 2 && k.Want == dory.WantLast && k.Rows == 1 {
+				if k.Stage == dory.All && k.Loops == 2 && k.Want == lm.WantLast && k.Rows == 1 {
 					t.Logf("%s: %s", k, rep.FusionString())
 				}
 			})
