@@ -30,6 +30,7 @@ func init() {
 		ModelTypes:    []string{"llama", "qwen3"},
 		Architectures: []string{"LlamaForCausalLM", "Qwen3ForCausalLM"},
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
+		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
 	})
 }
 
