@@ -18,9 +18,20 @@ const (
 	BF16
 	I32
 	I64
+	// F8E4M3 is float8_e4m3fn: a sign, 4 exponent bits (bias 7) and 3
+	// mantissa bits, no infinities, one NaN pattern per sign (S.1111.111),
+	// largest finite 448. Graphs carry it only as the elements of a
+	// block-scaled weight (ops.QuantMatMul); it is not IsFloat.
+	F8E4M3
+	// I8 is a signed byte: the codes of an 8-bit group-quantized weight.
+	I8
+	// U8 is an unsigned byte: two 4-bit codes each in a 4-bit
+	// group-quantized weight.
+	U8
 )
 
-var dtypeNames = [...]string{Invalid: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", I64: "i64"}
+var dtypeNames = [...]string{Invalid: "invalid", F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", I64: "i64",
+	F8E4M3: "f8_e4m3", I8: "i8", U8: "u8"}
 
 // String gives the short lower-case name used in dumps ("f32", "bf16").
 func (d DType) String() string {
@@ -39,6 +50,8 @@ func (d DType) Size() int {
 		return 2
 	case I64:
 		return 8
+	case F8E4M3, I8, U8:
+		return 1
 	}
 	return 0
 }
@@ -51,10 +64,17 @@ func (d DType) BlockLen() int {
 	return 1
 }
 
-// IsFloat reports whether the type holds real numbers.
+// IsFloat reports whether the type holds real numbers that kernels read
+// element by element as weights or activations (f32, f16, bf16).
 func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 }
 
-// ParseDType reads a name as String writes it; safetensors names ("BF16") are accepted too.
+// IsQuantized reports whether the type holds the codes of a quantized
+// weight, which mean numbers only with the weight's scales (f8_e4m3, i8,
+// u8).
+func (d DType) IsQuantized() bool { return d == F8E4M3 || d == I8 || d == U8 }
+
+// ParseDType reads a name as String writes it; safetensors names ("BF16",
+// "F8_E4M3") are accepted too.
 func ParseDType(s string) (DType, error) {
 	l := strings.ToLower(s)
 	for i, n := range dtypeNames {

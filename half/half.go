@@ -1,14 +1,16 @@
-// Package half converts between float32 and the 16-bit floating-point formats
-// used by model checkpoints: bfloat16 and IEEE 754 binary16 (float16), both
-// stored as uint16 bit patterns.
+// Package half converts between float32 and the narrow floating-point
+// formats used by model checkpoints: bfloat16 and IEEE 754 binary16
+// (float16), both stored as uint16 bit patterns, and float8_e4m3fn (FP8),
+// stored as a byte.
 //
 // Every conversion is exact where the value is representable and rounds to the
 // nearest value, ties to even, where it is not. NaNs stay NaNs (quiet, with the
-// sign and the top payload bits kept) and infinities stay infinities.
+// sign and the top payload bits kept) and infinities stay infinities, except
+// in FP8, which has no infinities (see F32ToE4M3).
 //
-// The bulk functions (DecodeBF16, DecodeF16, DecodeF32, EncodeBF16, EncodeF16,
-// EncodeF32) read and write little-endian bytes, the layout of safetensors and
-// GGUF files, and are meant for large memory-mapped tensors: they allocate
+// The bulk functions (DecodeBF16, DecodeF16, DecodeF32, DecodeE4M3,
+// EncodeBF16, EncodeF16, EncodeF32, EncodeE4M3) read and write
+// little-endian bytes, the layout of safetensors and GGUF files, and are meant for large memory-mapped tensors: they allocate
 // nothing and, like the built-in copy, convert min(len(dst), len(src)/width)
 // elements.
 package half

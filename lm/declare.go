@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -64,13 +65,14 @@ func Declarations(gs ...*graph.Graph) ([]Declared, error) {
 }
 
 // StoredDType gives a weight's dtype as the checkpoint stores it, for
-// graphs built to read matrices as stored. A name the checkpoint lacks, or
+// graphs built to read matrices as stored (the codes of a quantized
+// matrix: f8_e4m3, i8, u8; see Stored). A name the checkpoint lacks, or
 // stores in a dtype no weight has, gets f32, so that the graph builds and
 // LoadWeights names the tensor (missing, or of a dtype it cannot read).
 func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
 	return func(name string) graph.DType {
 		info, err := ck.Info(name)
-		if err != nil || !info.DType.IsFloat() {
+		if err != nil || !info.DType.IsFloat() && !info.DType.IsQuantized() {
 			return graph.F32
 		}
 		return info.DType
@@ -96,19 +98,36 @@ type LoadOptions struct {
 	// Fold, when not nil for a weight declared f32, is applied to its
 	// values after they are read in f32 (a scale folded at load).
 	Fold func(name string) func(x []float32)
+	// Quant, when set, is the format of the weights declared quantized in
+	// it (Stored.QuantizeFloat) that the checkpoint stores in a float
+	// type: they are quantized at load, and their declared scales made
+	// with them.
+	Quant Quant
 }
 
 // LoadWeights reads the declared weights from a checkpoint. A weight is the
 // tensor of its name, of the declared shape; declared in the checkpoint's
 // dtype it is the file's bytes (mapped, no copy), declared f32 it is read
-// and converted (a norm's scale stored in bf16, say). The errors name the
-// weight's scope and the tensor: missing, misshaped, of a dtype that
-// cannot be read as declared, and tensors of the checkpoint that no
-// declaration reads.
+// and converted (a norm's scale stored in bf16, say); the codes of a
+// quantized matrix are read as stored, or made from a float matrix with
+// its scales (LoadOptions.Quant). The errors name the weight's scope and
+// the tensor: missing, misshaped, of a dtype that cannot be read as
+// declared, and tensors of the checkpoint that no declaration reads.
 func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensors, error) {
 	ts := Tensors{}
 	read := map[string]bool{}
+	made, err := quantizeDeclared(ck, decl, o, read)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range decl {
+		if t, ok := made[d.Name]; ok {
+			if err := checkMade(d, t); err != nil {
+				return nil, err
+			}
+			ts[d.Name] = t
+			continue
+		}
 		if o.Make != nil {
 			t, reads, ok, err := o.Make(d, ck)
 			if err != nil {
@@ -141,6 +160,18 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 		read[name] = true
 		if !slices.Equal(info.Shape, d.Shape) {
 			return nil, fmt.Errorf("%s: shape %v, want %v", d.Where(), info.Shape, d.Shape)
+		}
+		if info.DType.IsQuantized() || d.DType.IsQuantized() {
+			// Codes are read as stored, never converted.
+			if info.DType != d.DType {
+				return nil, fmt.Errorf("%s: stored as %s, declared %s", d.Where(), info.DType, d.DType)
+			}
+			data, err := ck.Bytes(name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Where(), err)
+			}
+			ts[d.Name] = Tensor{DType: info.DType, Shape: d.Shape, Data: data}
+			continue
 		}
 		if !info.DType.IsFloat() {
 			return nil, fmt.Errorf("%s: dtype %s, want f32, f16 or bf16", d.Where(), info.DType)
@@ -229,4 +260,44 @@ func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u f
 		ts[d.Name] = F32Tensor(v, d.Shape...)
 	}
 	return ts, nil
+}
+
+// quantizeDeclared quantizes, for LoadOptions.Quant, the declared weights
+// of its codes' dtype that the checkpoint stores in a float type, giving
+// their codes and scales by declared name; it marks the tensors it reads.
+func quantizeDeclared(ck *weights.Checkpoint, decl []Declared, o LoadOptions, read map[string]bool) (map[string]Tensor, error) {
+	q := o.Quant
+	if q.Method == "" {
+		return nil, nil
+	}
+	made := map[string]Tensor{}
+	for _, d := range decl {
+		if d.DType != q.DType() || len(d.Shape) != 2 {
+			continue
+		}
+		name := d.Name
+		if o.Name != nil {
+			if n := o.Name(d.Name); n != "" {
+				name = n
+			}
+		}
+		info, err := ck.Info(name)
+		if err != nil || !info.DType.IsFloat() {
+			continue // read as stored, or named missing, below
+		}
+		if len(info.Shape) != 2 || info.Shape[0] != d.Shape[0] || ops.QuantCols(d.DType, info.Shape[1]) != d.Shape[1] {
+			return nil, fmt.Errorf("%s: shape %v does not make codes %v in %s", d.Where(), info.Shape, d.Shape, q)
+		}
+		data, err := ck.Bytes(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Where(), err)
+		}
+		codes, scales, err := q.Quantize(Tensor{DType: info.DType, Shape: info.Shape, Data: data})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Where(), err)
+		}
+		read[name] = true
+		made[d.Name], made[q.ScaleName(d.Name)] = codes, scales
+	}
+	return made, nil
 }

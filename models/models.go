@@ -42,6 +42,9 @@ type Arch struct {
 	Architectures []string
 	// Load reads a checkpoint folder.
 	Load func(dir string) (Model, error)
+	// LoadQuantized, when set, reads a checkpoint folder quantizing its
+	// projections at load in a format ("fp8", "q8", "q4"; see lm.Quant).
+	LoadQuantized func(dir, quant string) (Model, error)
 	// Synthetic makes models of known shapes with random weights (for
 	// benchmarks and dumps), by shape name; dt is the matrices' dtype.
 	Synthetic map[string]func(dt graph.DType, seed uint64) (Model, error)
@@ -258,6 +261,23 @@ func Load(dir string) (Model, error) {
 		return nil, err
 	}
 	return a.Load(dir)
+}
+
+// LoadQuantized is Load, quantizing the checkpoint's projections at load
+// in the format quant names ("fp8", "q8", "q4"; "" is Load); an
+// architecture that cannot is an error.
+func LoadQuantized(dir, quant string) (Model, error) {
+	if quant == "" {
+		return Load(dir)
+	}
+	a, err := For(dir)
+	if err != nil {
+		return nil, err
+	}
+	if a.LoadQuantized == nil {
+		return nil, fmt.Errorf("--quant %s: a %s model is not quantized at load", quant, a.Name)
+	}
+	return a.LoadQuantized(dir, quant)
 }
 
 // Synthetic finds a synthetic shape by name across the architectures.

@@ -19,7 +19,7 @@ func FuzzSafetensors(f *testing.F) {
 	f.Add(rawFile(`{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`, make([]byte, 8)))                                                       // past the end
 	f.Add(rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, make([]byte, 12))) // overlap
 	f.Add(rawFileLen(1<<40, `{}`, nil))                                                                                                              // header length 2^40
-	f.Add(rawFile(`{"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}}`, make([]byte, 4)))                                                    // unknown dtype
+	f.Add(rawFile(`{"w":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[0,4]}}`, make([]byte, 4)))                                                    // unknown dtype
 	f.Add(rawFile(`{"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}}`, make([]byte, 8)))                                                       // shape/bytes mismatch
 	f.Add(rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, make([]byte, 4)))                                                       // negative shape
 	f.Add(rawFile(`[1,2,3]`, nil))                                                                                                                   // not an object

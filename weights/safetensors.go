@@ -59,11 +59,14 @@ func (t TensorInfo) NBytes() int { return t.Len() * t.DType.Size() }
 // stDTypes maps the safetensors dtype names this package accepts to graph
 // dtypes.
 var stDTypes = map[string]graph.DType{
-	"F32":  graph.F32,
-	"F16":  graph.F16,
-	"BF16": graph.BF16,
-	"I32":  graph.I32,
-	"I64":  graph.I64,
+	"F32":     graph.F32,
+	"F16":     graph.F16,
+	"BF16":    graph.BF16,
+	"I32":     graph.I32,
+	"I64":     graph.I64,
+	"F8_E4M3": graph.F8E4M3,
+	"I8":      graph.I8,
+	"U8":      graph.U8,
 }
 
 // stName returns the safetensors name of d, or "" if safetensors files read
@@ -264,7 +267,7 @@ func parseEntry(name string, val json.RawMessage, bodyLen int) (entry, error) {
 	}
 	dt, ok := stDTypes[dtypeName]
 	if !ok {
-		return entry{}, fmt.Errorf("unknown dtype %q (want F32, F16, BF16, I32 or I64)", dtypeName)
+		return entry{}, fmt.Errorf("unknown dtype %q (want F32, F16, BF16, F8_E4M3, I8, U8, I32 or I64)", dtypeName)
 	}
 	shapeRaw, ok := fields["shape"]
 	if !ok {

@@ -148,8 +148,8 @@ var badCases = []struct {
 	{"missing dtype", rawFile(`{"w":{"shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), []string{`tensor "w"`, "missing dtype"}},
 	{"missing shape", rawFile(`{"w":{"dtype":"F32","data_offsets":[0,4]}}`, make([]byte, 4)), []string{`tensor "w"`, "missing shape"}},
 	{"missing offsets", rawFile(`{"w":{"dtype":"F32","shape":[1]}}`, make([]byte, 4)), []string{`tensor "w"`, "missing data_offsets"}},
-	{"unknown dtype", rawFile(`{"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}}`, make([]byte, 4)),
-		[]string{`tensor "w"`, "unknown dtype", "F8_E4M3"}},
+	{"unknown dtype", rawFile(`{"w":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[0,4]}}`, make([]byte, 4)),
+		[]string{`tensor "w"`, "unknown dtype", "F8_E5M2"}},
 	{"lower-case dtype", rawFile(`{"w":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), []string{`tensor "w"`, "dtype"}},
 	{"dtype not string", rawFile(`{"w":{"dtype":7,"shape":[1],"data_offsets":[0,4]}}`, make([]byte, 4)), []string{`tensor "w"`, "dtype"}},
 	{"negative shape", rawFile(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, make([]byte, 4)),
@@ -224,6 +224,9 @@ func TestWriteFileRoundTrip(t *testing.T) {
 		{Name: "ids", DType: graph.I64, Shape: []int{2}, Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 7), 1<<40)},
 		{Name: "n", DType: graph.I32, Shape: []int{}, Data: binary.LittleEndian.AppendUint32(nil, 5)},
 		{Name: "empty", DType: graph.F32, Shape: []int{0}, Data: nil},
+		{Name: "fp8", DType: graph.F8E4M3, Shape: []int{3}, Data: []byte{0x38, 0xfe, 0x01}},
+		{Name: "q8", DType: graph.I8, Shape: []int{2}, Data: []byte{0x81, 0x7f}},
+		{Name: "q4", DType: graph.U8, Shape: []int{1, 2}, Data: []byte{0x0f, 0xf0}},
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.safetensors")

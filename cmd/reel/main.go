@@ -54,6 +54,7 @@ func commands() []command {
 		{"ops", "list the ops, their math and which backends have kernels", runOps},
 		{"template", "render a conversation with a tokenizer's chat template", runTemplate},
 		{"tokenize", "encode stdin's text to token ids with a tokenizer.json, or decode ids", runTokenize},
+		{"perplexity", "measure a model's perplexity over a text, quantized at load or not", runPerplexity},
 	}
 }
 

@@ -66,7 +66,7 @@ func synthetic(t testing.TB, vocab int, files map[string]string) string {
 	require.NoError(t, err)
 	c, err := llama.ReadConfig(wc)
 	require.NoError(t, err)
-	g, err := llama.Build(&c, llama.Key{Rows: 1, Want: lm.WantAll}, nil)
+	g, err := llama.Build(&c, llama.Key{Rows: 1, Want: lm.WantAll}, lm.Stored{})
 	require.NoError(t, err)
 	decl, err := lm.Declarations(g)
 	require.NoError(t, err)

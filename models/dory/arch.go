@@ -31,6 +31,7 @@ func init() {
 		ModelTypes:    []string{"dory"},
 		Architectures: []string{"DoryForCausalLM"},
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
+		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
 		Synthetic:     map[string]func(graph.DType, uint64) (models.Model, error){"dory-4b": synthetic(Released), "dory-h512": synthetic(SmallBench)},
 		Shapes:        map[string]func() (models.Model, error){"dory-4b": shapes(Released), "dory-h512": shapes(SmallBench)},
 		InfoFields: []string{"attention_head_dim", "rope_theta_2", "partial_rotary_factor", "hybrid_layer_pattern", "n_input_layers",

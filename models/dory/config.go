@@ -22,6 +22,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -85,6 +86,13 @@ type Config struct {
 	AlphaInit        float64
 	GateLogitScale   float64 // g0
 	MaxPositionEmbed int
+	// Quant is the format of the projections stored quantized (the
+	// checkpoint's quantization_config, or quantized at load); the
+	// embedding, the head, the scales and the router are never quantized.
+	Quant lm.Quant
+	// quantizeFloat declares the projections stored in a float type
+	// quantized in Quant's format, for the loader to quantize them.
+	quantizeFloat bool
 }
 
 // Released is the shape of NVIDIA-Nemotron-Labs-Dory1.0-4B, for synthetic

@@ -100,8 +100,18 @@ type builder struct {
 	loops int
 }
 
+// matrix declares a matrix read whole (the embedding, the head), as stored.
 func (g *builder) matrix(name string, out, in int) *graph.Value {
-	return g.b.Weight(name, g.dt(name), out, in)
+	return g.stored().Matrix(g.b, name, out, in)
+}
+
+// linear is x·Wᵀ for the projection W [out, in] as stored, quantized or not.
+func (g *builder) linear(x *graph.Value, name string, out, in int) *graph.Value {
+	return g.stored().Linear(g.b, x, name, out, in)
+}
+
+func (g *builder) stored() lm.Stored {
+	return lm.Stored{DType: g.dt, Quant: g.c.Quant, QuantizeFloat: g.c.quantizeFloat}
 }
 
 func (g *builder) vector(name string, n int) *graph.Value {
@@ -118,10 +128,10 @@ func (g *builder) attention(li, s int, h *graph.Value) *graph.Value {
 	c, b := g.c, g.b
 	p, m := layerName(li), layerName(li)+".mixer"
 	qs, kvs := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	q := b.Label(ops.MatMul(b, h, g.matrix(m+".q_proj.weight", qs, c.Hidden)), "q")
-	k := b.Label(ops.MatMul(b, h, g.matrix(m+".k_proj.weight", kvs, c.Hidden)), "k")
-	v := b.Label(ops.MatMul(b, h, g.matrix(m+".v_proj.weight", kvs, c.Hidden)), "v")
-	gate := b.Label(ops.MatMul(b, h, g.matrix(m+".g_proj.weight", qs, c.Hidden)), "g")
+	q := b.Label(g.linear(h, m+".q_proj.weight", qs, c.Hidden), "q")
+	k := b.Label(g.linear(h, m+".k_proj.weight", kvs, c.Hidden), "k")
+	v := b.Label(g.linear(h, m+".v_proj.weight", kvs, c.Hidden), "v")
+	gate := b.Label(g.linear(h, m+".g_proj.weight", qs, c.Hidden), "g")
 	prof := c.Profiles[c.LayerProfile[li]-1]
 	nr := ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: c.HeadDim, Rotary: prof.Rotary, Theta: prof.Theta}, Eps: Eps}
 	q = ops.NormRope(b, q, g.call, g.vector(m+".sqk", qs), nr)
@@ -139,7 +149,7 @@ func (g *builder) attention(li, s int, h *graph.Value) *graph.Value {
 		Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Ring: ring,
 	})
 	y = ops.GatedNorm(b, y, gate, g.vector(m+".s_gate", qs), Eps)
-	out := b.Label(ops.MatMul(b, y, g.matrix(m+".o_proj.weight", c.Hidden, qs)), "attn_out")
+	out := b.Label(g.linear(y, m+".o_proj.weight", c.Hidden, qs), "attn_out")
 	return ops.Slerp(b, h, out, g.vector(p+".attn_alpha", c.Hidden), Eps)
 }
 
@@ -147,11 +157,11 @@ func (g *builder) attention(li, s int, h *graph.Value) *graph.Value {
 func (g *builder) mlp(li int, h *graph.Value) *graph.Value {
 	c, b := g.c, g.b
 	p, m := layerName(li), layerName(li)+".mixer"
-	gt := ops.MatMul(b, h, g.matrix(m+".gate_proj.weight", c.FFN, c.Hidden))
-	up := ops.MatMul(b, h, g.matrix(m+".up_proj.weight", c.FFN, c.Hidden))
+	gt := g.linear(h, m+".gate_proj.weight", c.FFN, c.Hidden)
+	up := g.linear(h, m+".up_proj.weight", c.FFN, c.Hidden)
 	y := ops.SwiGLU(b, gt, up, g.vector(m+".suv_gate", c.FFN), g.vector(m+".suv_up", c.FFN))
 	y = ops.L2Norm(b, y, 0, Eps)
-	out := b.Label(ops.MatMul(b, y, g.matrix(m+".down_proj.weight", c.Hidden, c.FFN)), "mlp_out")
+	out := b.Label(g.linear(y, m+".down_proj.weight", c.Hidden, c.FFN), "mlp_out")
 	return ops.Slerp(b, h, out, g.vector(p+".mlp_alpha", c.Hidden), Eps)
 }
 

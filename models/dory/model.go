@@ -36,7 +36,14 @@ type Model struct {
 // Load reads a Dory checkpoint folder (config.json and safetensors, sharded
 // or not, in f32, f16 or bf16). Every tensor the config implies must be there
 // with its shape; errors name the tensor and its sub-layer.
-func Load(dir string) (*Model, error) {
+func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
+
+// LoadQuantized is Load, quantizing at load the projections (q, k, v, g,
+// o, gate, up, down) the checkpoint stores in a float type in the format
+// of quant ("fp8", "q8", "q4"; "": none). The embedding, the head, the
+// scale vectors and the router stay as stored. A checkpoint stored
+// quantized (its config's quantization_config) is read as it is.
+func LoadQuantized(dir, quant string) (*Model, error) {
 	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
@@ -47,6 +54,18 @@ func Load(dir string) (*Model, error) {
 	c, err := ConfigFromJSON(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if c.Quant, err = lm.ReadQuant(cfg); err != nil {
+		return nil, err
+	}
+	if quant != "" && quant != c.Quant.Method {
+		if c.Quant.Method != "" {
+			return nil, fmt.Errorf("dory %s: --quant %s: the checkpoint is stored quantized in %s", dir, quant, c.Quant.Method)
+		}
+		if c.Quant, err = lm.DefaultQuant(quant); err != nil {
+			return nil, err
+		}
+		c.quantizeFloat = true
 	}
 	ck, err := weights.Open(dir)
 	if err != nil {
@@ -122,10 +141,15 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 		return nil, err
 	}
 	isRouter := func(name string) bool { return strings.HasPrefix(name, "dory.router.") }
-	ts, err := lm.LoadWeights(ck, decl, lm.LoadOptions{Fold: c.fold, Unused: isRouter})
+	o := lm.LoadOptions{Fold: c.fold, Unused: isRouter}
+	if c.quantizeFloat {
+		o.Quant = c.Quant
+	}
+	ts, err := lm.LoadWeights(ck, decl, o)
 	if err != nil {
 		return nil, err
 	}
+	c.quantizeFloat = false // loaded: the projections are stored quantized now
 	m := &Model{Config: c, ckpt: ck, tensors: ts}
 	if m.Router, err = loadRouter(ck, c.Hidden); err != nil {
 		return nil, err

@@ -30,6 +30,7 @@ func init() {
 		ModelTypes:    []string{"llama", "qwen3"},
 		Architectures: []string{"LlamaForCausalLM", "Qwen3ForCausalLM"},
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
+		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
 	})
 }
 
@@ -46,21 +47,22 @@ func (k Key) String() string { return fmt.Sprintf("forward/want=%s/rows=%d", k.W
 type builder struct {
 	c    *Config
 	b    *graph.Builder
-	dt   func(name string) graph.DType // a matrix's stored dtype
+	st   lm.Stored // how the weights are stored
 	call *graph.Value
 }
 
-// matrix declares a weight [out, in] as the checkpoint stores it.
+// matrix declares a weight [out, in] read whole (the embedding, the head),
+// as the checkpoint stores it.
 func (g *builder) matrix(name string, out, in int) *graph.Value {
-	return g.b.Weight(name, g.dt(name), out, in)
+	return g.st.Matrix(g.b, name, out, in)
 }
 
 // vector declares a weight [n] read in f32 (a norm's scale, a bias).
 func (g *builder) vector(name string, n int) *graph.Value { return g.b.Weight(name, graph.F32, n) }
 
-// linear is x·Wᵀ (+ bias).
+// linear is x·Wᵀ (+ bias), W as stored (quantized or not).
 func (g *builder) linear(x *graph.Value, name string, out, in int, bias bool) *graph.Value {
-	y := ops.MatMul(g.b, x, g.matrix(name+".weight", out, in))
+	y := g.st.Linear(g.b, x, name+".weight", out, in)
 	if bias {
 		y = ops.Add(g.b, y, g.vector(name+".bias", out))
 	}
@@ -105,20 +107,17 @@ func (g *builder) norm(x *graph.Value, name string) *graph.Value {
 	return ops.RMSNorm(g.b, x, g.vector(name, g.c.Hidden), 0, g.c.Eps)
 }
 
-// Build builds the graph of a forward chunk. dt gives each matrix's stored
-// dtype (nil: bf16).
-func Build(c *Config, k Key, dt func(name string) graph.DType) (*graph.Graph, error) {
+// Build builds the graph of a forward chunk over weights stored as st says
+// (the zero Stored: matrices in bf16).
+func Build(c *Config, k Key, st lm.Stored) (*graph.Graph, error) {
 	if k.Rows < 1 {
 		return nil, fmt.Errorf("llama: %d rows: want at least 1", k.Rows)
 	}
 	if err := k.Want.Check(); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
-	if dt == nil {
-		dt = func(string) graph.DType { return graph.BF16 }
-	}
 	b := graph.NewBuilder("llama/" + k.String())
-	g := &builder{c: c, b: b, dt: dt, call: ops.Call(b)}
+	g := &builder{c: c, b: b, st: st, call: ops.Call(b)}
 	embed := g.matrix("model.embed_tokens.weight", c.Vocab, c.Hidden)
 	x := b.Label(ops.Embed(b, embed, b.Input(lm.InputIDs, graph.I32, k.Rows)), "embed")
 	for li := range c.Layers {
@@ -159,12 +158,13 @@ type Model struct {
 	Config  Config
 	ckpt    *weights.Checkpoint
 	tensors lm.Tensors
+	quant   lm.Quant // the format of its quantized matrices
 }
 
-// declarations are the weights of a model of c whose matrices are stored
-// as dt says: those its graphs read (the all-rows graph reads every one).
-func declarations(c *Config, dt func(string) graph.DType) ([]lm.Declared, error) {
-	g, err := Build(c, Key{Rows: 1, Want: lm.WantAll}, dt)
+// declarations are the weights of a model of c whose weights are stored
+// as st says: those its graphs read (the all-rows graph reads every one).
+func declarations(c *Config, st lm.Stored) ([]lm.Declared, error) {
+	g, err := Build(c, Key{Rows: 1, Want: lm.WantAll}, st)
 	if err != nil {
 		return nil, err
 	}
@@ -172,9 +172,16 @@ func declarations(c *Config, dt func(string) graph.DType) ([]lm.Declared, error)
 }
 
 // Load reads a Llama or Qwen3 checkpoint folder: config.json and
-// safetensors (f32, f16 or bf16, sharded or not). The checkpoint must hold
-// exactly the weights the graphs declare, with their shapes.
-func Load(dir string) (*Model, error) {
+// safetensors (f32, f16 or bf16, sharded or not; the projections may be
+// stored quantized as lm.Quant describes: FP8 as published, q8, q4). The
+// checkpoint must hold exactly the weights the graphs declare, with their
+// shapes.
+func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
+
+// LoadQuantized is Load, quantizing at load the projections the checkpoint
+// stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
+// none). The embedding, the norms and the output head stay as stored.
+func LoadQuantized(dir, quant string) (*Model, error) {
 	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
@@ -183,15 +190,32 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	q, err := lm.ReadQuant(cfg)
+	if err != nil {
+		return nil, err
+	}
+	onLoad := quant != "" && quant != q.Method
+	if onLoad {
+		if q.Method != "" {
+			return nil, fmt.Errorf("llama %s: --quant %s: the checkpoint is stored quantized in %s", dir, quant, q.Method)
+		}
+		if q, err = lm.DefaultQuant(quant); err != nil {
+			return nil, err
+		}
+	}
 	ck, err := weights.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	decl, err := declarations(&c, lm.StoredDType(ck))
+	decl, err := declarations(&c, lm.Stored{DType: lm.StoredDType(ck), Quant: q, QuantizeFloat: onLoad})
 	if err == nil {
+		o := lm.LoadOptions{Unused: unused}
+		if onLoad {
+			o.Quant = q
+		}
 		var ts lm.Tensors
-		if ts, err = lm.LoadWeights(ck, decl, lm.LoadOptions{Unused: unused}); err == nil {
-			return &Model{Config: c, ckpt: ck, tensors: ts}, nil
+		if ts, err = lm.LoadWeights(ck, decl, o); err == nil {
+			return &Model{Config: c, ckpt: ck, tensors: ts, quant: q}, nil
 		}
 	}
 	ck.Close()
@@ -207,7 +231,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	decl, err := declarations(&c, func(string) graph.DType { return dt })
+	decl, err := declarations(&c, lm.Stored{DType: func(string) graph.DType { return dt }})
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +267,11 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*
 	if stage != "forward" {
 		return nil, fmt.Errorf("llama: unknown stage %q: want forward", stage)
 	}
-	return Build(&m.Config, Key{Rows: rows, Want: want}, m.tensors.DType)
+	return Build(&m.Config, Key{Rows: rows, Want: want}, m.stored())
 }
+
+// stored says how the loaded weights are stored.
+func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.tensors.DType, Quant: m.quant} }
 
 // Close releases the checkpoint's file mappings.
 func (m *Model) Close() error {
@@ -274,7 +301,7 @@ func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
 	if !ok {
 		return nil, fmt.Errorf("llama: a key of type %T", k)
 	}
-	return Build(&g.m.Config, key, g.m.tensors.DType)
+	return Build(&g.m.Config, key, g.m.stored())
 }
 
 // NewSession starts a session on the model's weights.

@@ -15,6 +15,9 @@ var kernels = func() map[string]kernelFunc {
 	for name, k := range decodeKernels {
 		m[name] = k
 	}
+	for name, k := range quantKernels {
+		m[name] = k
+	}
 	return m
 }()
 

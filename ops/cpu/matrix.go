@@ -17,6 +17,7 @@ type matrix struct {
 	rows, cols int
 	f32        []float32 // the elements, for f32
 	raw        []byte    // the little-endian elements, for bf16 and f16
+	q          *quantized
 }
 
 // matrixOf views a buffer as a rows x cols matrix.
@@ -48,14 +49,16 @@ func matrixOf(what string, b *Buffer, rows, cols int) (matrix, error) {
 }
 
 // block gives rows [lo, hi) as consecutive f32 rows: the weight's own memory
-// for f32 (which must not be written), else decoded into scratch, which must
-// hold (hi-lo)·cols elements.
+// for f32 (which must not be written), else decoded (a quantized weight:
+// dequantized) into scratch, which must hold (hi-lo)·cols elements.
 func (m *matrix) block(lo, hi int, scratch []float32) []float32 {
 	a, b := lo*m.cols, hi*m.cols
-	switch m.dt {
-	case graph.F32:
+	switch {
+	case m.q != nil:
+		m.q.rows(lo, hi, m.cols, scratch[:b-a])
+	case m.dt == graph.F32:
 		return m.f32[a:b:b]
-	case graph.BF16:
+	case m.dt == graph.BF16:
 		half.DecodeBF16(scratch[:b-a], m.raw[2*a:2*b])
 	default:
 		half.DecodeF16(scratch[:b-a], m.raw[2*a:2*b])

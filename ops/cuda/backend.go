@@ -109,6 +109,10 @@ type Backend struct {
 	// scratch are allocations made by Bind (split-K partials, tables),
 	// freed at Close.
 	scratch []cu.DevicePtr
+	// deq is the scratch of deqBytes that the prompt products with
+	// quantized weights dequantize into (dequantScratch).
+	deq      cu.DevicePtr
+	deqBytes int
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
 	// pdl launches kernels with programmatic dependent launch.

@@ -19,7 +19,7 @@ func Cases() []Case {
 		binaryCases, unaryCases, normCases,
 		ropeCases, kvWriteCases, attentionCases,
 		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases,
-		familyCases,
+		familyCases, quantCases,
 	} {
 		cs = append(cs, gen()...)
 	}

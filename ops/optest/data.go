@@ -45,6 +45,12 @@ func round(dt graph.DType, v float64) float64 {
 		return float64(half.F16ToF32(half.F32ToF16(float32(v))))
 	case graph.I32:
 		return float64(int32(v))
+	case graph.F8E4M3:
+		return float64(half.E4M3ToF32(half.F32ToE4M3(float32(v))))
+	case graph.I8:
+		return float64(int8(v))
+	case graph.U8:
+		return float64(uint8(v))
 	}
 	return v
 }

@@ -329,8 +329,9 @@ func unfuse(c Case, g *graph.Graph, leaves []*graph.Value) (*graph.Graph, []*gra
 	return ng, nl, nil
 }
 
-// Encode writes values as little-endian elements of dt (f32, bf16, f16 or
-// i32), as a case's leaves are bound.
+// Encode writes values as little-endian elements of dt (f32, bf16, f16,
+// i32, or the codes of a quantized weight: f8_e4m3, i8, u8), as a case's
+// leaves are bound.
 func Encode(dt graph.DType, vals []float64) ([]byte, error) {
 	out := make([]byte, len(vals)*dt.Size())
 	for i, v := range vals {
@@ -343,6 +344,12 @@ func Encode(dt graph.DType, vals []float64) ([]byte, error) {
 			binary.LittleEndian.PutUint16(out[2*i:], half.F32ToF16(float32(v)))
 		case graph.I32:
 			binary.LittleEndian.PutUint32(out[4*i:], uint32(int32(v)))
+		case graph.F8E4M3:
+			out[i] = half.F32ToE4M3(float32(v))
+		case graph.I8:
+			out[i] = byte(int8(v))
+		case graph.U8:
+			out[i] = byte(v)
 		default:
 			return nil, fmt.Errorf("no encoding for %s", dt)
 		}
@@ -364,6 +371,12 @@ func decode(dt graph.DType, raw []byte) ([]float64, error) {
 			out[i] = float64(half.F16ToF32(binary.LittleEndian.Uint16(raw[2*i:])))
 		case graph.I32:
 			out[i] = float64(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+		case graph.F8E4M3:
+			out[i] = float64(half.E4M3ToF32(raw[i]))
+		case graph.I8:
+			out[i] = float64(int8(raw[i]))
+		case graph.U8:
+			out[i] = float64(raw[i])
 		default:
 			return nil, fmt.Errorf("no decoding for %s", dt)
 		}

@@ -1,0 +1,237 @@
+package lm_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/optest"
+	"github.com/reel-runtime/reel/weights"
+)
+
+// gaussian is a matrix [out, in] of normal numbers of deviation sd stored
+// as dt, with its values as stored.
+func gaussian(seed uint64, dt graph.DType, out, in int, sd float64) (lm.Tensor, []float64) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	v := make([]float32, out*in)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * sd)
+	}
+	t := lm.F32Tensor(v, out, in)
+	if dt == graph.BF16 {
+		t = lm.Tensor{DType: graph.BF16, Shape: []int{out, in}, Data: make([]byte, 2*len(v))}
+		half.EncodeBF16(t.Data, v)
+		half.DecodeBF16(v, t.Data)
+	}
+	f := make([]float64, len(v))
+	for i, x := range v {
+		f[i] = float64(x)
+	}
+	return t, f
+}
+
+// refDequant dequantizes codes and scales as optest's reference reads
+// them (codes as values, 4-bit codes as bytes), from the op's statement.
+func refDequant(t *testing.T, q lm.Quant, codes, scales lm.Tensor, out, in int) []float64 {
+	t.Helper()
+	c := make([]float64, len(codes.Data))
+	for i, b := range codes.Data {
+		switch codes.DType {
+		case graph.F8E4M3:
+			c[i] = float64(half.E4M3ToF32(b))
+		case graph.I8:
+			c[i] = float64(int8(b))
+		default:
+			c[i] = float64(b)
+		}
+	}
+	s := make([]float64, scales.Len())
+	for i := range s {
+		if scales.DType == graph.F32 {
+			s[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(scales.Data[4*i:])))
+		} else {
+			s[i] = float64(half.F16ToF32(binary.LittleEndian.Uint16(scales.Data[2*i:])))
+		}
+	}
+	return optest.RefDequant(codes.DType, c, s, out, in, q.Attrs())
+}
+
+// TestQuantizeError: each format's rounding error on normal weights, as
+// NMSE against the weights, is within its bound (the error of a
+// round-to-nearest grid of the format's step: fp8 about 3 bits of mantissa,
+// q8 1/127 and q4 1/8 of a group's largest magnitude), at sizes that are
+// not multiples of the blocks; Dequantize agrees with the op's reference
+// dequantization; the largest magnitude of a block takes the format's
+// extreme code.
+func TestQuantizeError(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		dt     graph.DType
+		bound  float64
+	}{
+		{lm.QuantFP8, graph.F32, 1.1e-3}, {lm.QuantQ8, graph.F32, 3.5e-5}, {lm.QuantQ4, graph.F32, 1.2e-2},
+		{lm.QuantFP8, graph.BF16, 1.1e-3}, {lm.QuantQ8, graph.BF16, 3.5e-5}, {lm.QuantQ4, graph.BF16, 1.2e-2},
+	} {
+		q, err := lm.DefaultQuant(c.method)
+		require.NoError(t, err)
+		const out, in = 130, 300
+		w, want := gaussian(1, c.dt, out, in, 0.02)
+		codes, scales, err := q.Quantize(w)
+		require.NoError(t, err)
+		require.Equal(t, q.DType(), codes.DType)
+		require.Equal(t, []int{out, ops.QuantCols(q.DType(), in)}, codes.Shape)
+		require.Equal(t, q.ScaleDType(), scales.DType)
+		got := refDequant(t, q, codes, scales, out, in)
+		nmse := optest.NMSE(got, want)
+		t.Logf("%s from %s: NMSE %.3g", q, c.dt, nmse)
+		require.Less(t, nmse, c.bound, q.String())
+		require.Greater(t, nmse, c.bound/20, "%s: suspiciously exact", q)
+		deq, err := q.Dequantize(codes, scales, out, in)
+		require.NoError(t, err)
+		for i, v := range deq {
+			require.InDelta(t, got[i], float64(v), 1e-7*math.Abs(got[i])+1e-12, "%s element %d", q, i)
+		}
+		// Block (0, 0) holds its largest magnitude at the extreme code.
+		at, amax := 0, 0.0
+		for r := range min(out, q.BlockRows) {
+			for k := range min(in, q.BlockCols) {
+				if a := math.Abs(want[r*in+k]); a > amax {
+					at, amax = r*in+k, a
+				}
+			}
+		}
+		switch c.method {
+		case lm.QuantFP8:
+			require.Equal(t, byte(0x7e), codes.Data[at]&0x7f)
+		case lm.QuantQ8:
+			require.Equal(t, 127, int(math.Abs(float64(int8(codes.Data[at])))))
+		default:
+			stride := ops.QuantCols(q.DType(), in)
+			require.Equal(t, byte(0), codes.Data[at/in*stride+at%in/2]>>(4*(at%in%2))&15, "the peak is code -8")
+		}
+	}
+}
+
+// TestQuantizeEdges: zero blocks have zero scales and zero codes; a
+// non-finite weight and a scale past f16 are errors naming the rows and
+// columns; what is not a float matrix is refused.
+func TestQuantizeEdges(t *testing.T) {
+	q4, _ := lm.DefaultQuant(lm.QuantQ4)
+	codes, scales, err := q4.Quantize(lm.F32Tensor(make([]float32, 3*5), 3, 5))
+	require.NoError(t, err)
+	require.Equal(t, []byte{0x88, 0x88, 0x08, 0x88, 0x88, 0x08, 0x88, 0x88, 0x08}, codes.Data)
+	require.Equal(t, make([]byte, 6), scales.Data)
+	v := make([]float32, 4*40)
+	v[2*40+33] = float32(math.NaN())
+	_, _, err = q4.Quantize(lm.F32Tensor(v, 4, 40))
+	require.ErrorContains(t, err, "rows 2..2: columns 32..39: the weight NaN")
+	v[2*40+33] = 1e9
+	_, _, err = q4.Quantize(lm.F32Tensor(v, 4, 40))
+	require.ErrorContains(t, err, "past f16's range")
+	fp8, _ := lm.DefaultQuant(lm.QuantFP8)
+	v[2*40+33] = float32(math.Inf(-1))
+	_, _, err = fp8.Quantize(lm.F32Tensor(v, 4, 40))
+	require.ErrorContains(t, err, "rows 0..3: columns 0..39: the weight -Inf")
+	_, _, err = fp8.Quantize(lm.F32Tensor(v, 160))
+	require.ErrorContains(t, err, "want a float matrix")
+	_, _, err = lm.Quant{}.Quantize(lm.F32Tensor(v, 4, 40))
+	require.ErrorContains(t, err, "not a format")
+}
+
+// TestReadQuant: quantization_config as published (FP8) and as Reel
+// writes it (q8, q4, Quant.Config) reads back; what is not read is an
+// error naming the field.
+func TestReadQuant(t *testing.T) {
+	read := func(body string) (lm.Quant, error) {
+		cfg, err := weights.ParseConfig("config.json", []byte(body))
+		require.NoError(t, err)
+		return lm.ReadQuant(cfg)
+	}
+	q, err := read(`{"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}`)
+	require.NoError(t, err)
+	require.Equal(t, lm.Quant{Method: "fp8", BlockRows: 128, BlockCols: 128}, q)
+	q, err = read(`{}`)
+	require.NoError(t, err)
+	require.Equal(t, lm.Quant{}, q)
+	for _, m := range []string{lm.QuantFP8, lm.QuantQ8, lm.QuantQ4} {
+		want, err := lm.DefaultQuant(m)
+		require.NoError(t, err)
+		want.BlockCols *= 2
+		if m == lm.QuantFP8 {
+			want.BlockRows = 64
+		}
+		raw, err := jsonObject(map[string]any{"quantization_config": want.Config()})
+		require.NoError(t, err)
+		got, err := read(raw)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	for body, msg := range map[string]string{
+		`{"quantization_config": {"quant_method": "awq"}}`:                                  `quantization_config.quant_method: quantization "awq"`,
+		`{"quantization_config": {"quant_method": "q4", "bits": 8}}`:                        "quantization_config.bits 8: q4 has 4",
+		`{"quantization_config": {"quant_method": "q8", "group_size": 0}}`:                  "group_size",
+		`{"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}}`:      "weight_block_size [128]",
+		`{"quantization_config": {"quant_method": "fp8", "weight_block_size": [0, 128]}}`:   "weight_block_size [0 128]",
+		`{"quantization_config": {"quant_method": "fp8", "weight_block_size": ["a", 128]}}`: "weight_block_size",
+		`{"quantization_config": {"quant_method": 8}}`:                                      "quant_method",
+	} {
+		_, err := read(body)
+		require.ErrorContains(t, err, msg, body)
+	}
+}
+
+// TestStoredLinear: Linear reads a float matrix with matmul and a stored
+// quantized one with quant_matmul and its scales; with QuantizeFloat a
+// float one is declared quantized; Matrix refuses a quantized matrix.
+func TestStoredLinear(t *testing.T) {
+	q4, _ := lm.DefaultQuant(lm.QuantQ4)
+	fp8, _ := lm.DefaultQuant(lm.QuantFP8)
+	for _, c := range []struct {
+		st    lm.Stored
+		op    string
+		decl  []string // name:dtype[shape] of the declarations
+		fails string
+	}{
+		{lm.Stored{}, "matmul", []string{"w:bf16[300 65]"}, ""},
+		{lm.Stored{DType: func(string) graph.DType { return graph.F8E4M3 }, Quant: fp8}, "quant_matmul",
+			[]string{"w:f8_e4m3[300 65]", "w_scale_inv:f32[3 1]"}, ""},
+		{lm.Stored{DType: func(string) graph.DType { return graph.BF16 }, Quant: q4, QuantizeFloat: true}, "quant_matmul",
+			[]string{"w:u8[300 33]", "w_scale:f16[300 3]"}, ""},
+		{lm.Stored{DType: func(string) graph.DType { return graph.I8 }, Quant: q4}, "", nil, "w is stored as i8, which the quantization (q4/1x32) does not describe"},
+	} {
+		b := graph.NewBuilder("t")
+		x := b.Input("x", graph.F32, 2, 65)
+		b.Output(c.st.Linear(b, x, "w", 300, 65))
+		g, err := b.Graph()
+		if c.fails != "" {
+			require.ErrorContains(t, err, c.fails)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, c.op, g.Nodes[0].Op)
+		decl, err := lm.Declarations(g)
+		require.NoError(t, err)
+		var got []string
+		for _, d := range decl {
+			got = append(got, d.Name+":"+d.DType.String()+graph.Shape(d.Shape).String())
+		}
+		require.Equal(t, c.decl, got)
+	}
+	b := graph.NewBuilder("t")
+	lm.Stored{DType: func(string) graph.DType { return graph.U8 }, Quant: q4}.Matrix(b, "embed", 10, 4)
+	_, err := b.Graph()
+	require.ErrorContains(t, err, "weight embed is stored quantized (u8), but is read unquantized")
+}
+
+func jsonObject(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	return string(raw), err
+}

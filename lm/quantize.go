@@ -1,0 +1,180 @@
+package lm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// Quantize quantizes a matrix [out, in] stored in a float type (f32, bf16,
+// f16) in q's format: its codes and its block scales, as Quant describes
+// them. A block's scale maps its largest magnitude to the largest code
+// (fp8: 448, q8: 127, q4: the value of largest magnitude to -8), rounded
+// to the scales' dtype first, so that every code is computed with the scale
+// stored; codes round to nearest. A non-finite weight, or a block whose
+// scale does not fit in the scales' dtype, is an error naming the block.
+// Row blocks are quantized on every core.
+func (q Quant) Quantize(t Tensor) (codes, scales Tensor, err error) {
+	if len(t.Shape) != 2 || !t.DType.IsFloat() || len(t.Data) != t.Len()*t.DType.Size() {
+		return Tensor{}, Tensor{}, fmt.Errorf("quantize %s%v (%d bytes): want a float matrix", t.DType, t.Shape, len(t.Data))
+	}
+	if q.DType() == graph.Invalid || q.BlockRows < 1 || q.BlockCols < 1 {
+		return Tensor{}, Tensor{}, fmt.Errorf("quantize in %s: not a format", q)
+	}
+	out, in := t.Shape[0], t.Shape[1]
+	cdt, sdt := q.DType(), q.ScaleDType()
+	stride := ops.QuantCols(cdt, in)
+	ss := q.scaleShape(out, in)
+	codes = Tensor{DType: cdt, Shape: []int{out, stride}, Data: make([]byte, out*stride)}
+	scales = Tensor{DType: sdt, Shape: ss, Data: make([]byte, ss[0]*ss[1]*sdt.Size())}
+	bands := ss[0] // bands of BlockRows rows, one row of scales each
+	workers := min(runtime.GOMAXPROCS(0), bands, max(1, out*in/(1<<16)))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows := make([]float32, min(q.BlockRows, out)*in)
+			sc := make([]float32, ss[1])
+			for band := w * bands / workers; band < (w+1)*bands/workers; band++ {
+				r0, r1 := band*q.BlockRows, min((band+1)*q.BlockRows, out)
+				x := rows[:(r1-r0)*in]
+				decodeFloat(t.DType, x, t.Data[r0*in*t.DType.Size():r1*in*t.DType.Size()])
+				if err := q.bandScales(x, r1-r0, in, sc); err != nil {
+					errs[w] = fmt.Errorf("quantize rows %d..%d: %w", r0, r1-1, err)
+					return
+				}
+				for j, s := range sc {
+					o := (band*ss[1] + j) * sdt.Size()
+					if sdt == graph.F32 {
+						binary.LittleEndian.PutUint32(scales.Data[o:], math.Float32bits(s))
+					} else {
+						binary.LittleEndian.PutUint16(scales.Data[o:], half.F32ToF16(s))
+					}
+				}
+				for r := r0; r < r1; r++ {
+					q.encodeRow(x[(r-r0)*in:(r-r0+1)*in], sc, codes.Data[r*stride:(r+1)*stride])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return Tensor{}, Tensor{}, err
+		}
+	}
+	return codes, scales, nil
+}
+
+// decodeFloat converts little-endian elements of dt to f32.
+func decodeFloat(dt graph.DType, dst []float32, src []byte) {
+	switch dt {
+	case graph.F32:
+		half.DecodeF32(dst, src)
+	case graph.BF16:
+		half.DecodeBF16(dst, src)
+	default:
+		half.DecodeF16(dst, src)
+	}
+}
+
+// bandScales sets sc to the scales of the blocks of a band of rows x [rows,
+// in], each as stored (f16 for q8 and q4: rounded here).
+func (q Quant) bandScales(x []float32, rows, in int, sc []float32) error {
+	for j := range sc {
+		k0, k1 := j*q.BlockCols, min((j+1)*q.BlockCols, in)
+		var amax, peak float32 // the largest magnitude, and the value that has it
+		for r := range rows {
+			for _, v := range x[r*in+k0 : r*in+k1] {
+				a := float32(math.Abs(float64(v)))
+				if !(a <= math.MaxFloat32) {
+					return fmt.Errorf("columns %d..%d: the weight %v", k0, k1-1, v)
+				}
+				if a > amax {
+					amax, peak = a, v
+				}
+			}
+		}
+		var s float32
+		switch q.Method {
+		case QuantFP8:
+			s = amax / 448
+		case QuantQ8:
+			s = amax / 127
+		default:
+			s = peak / -8
+		}
+		if amax == 0 {
+			s = 0 // not -0
+		}
+		if q.ScaleDType() == graph.F16 {
+			h := half.F32ToF16(s)
+			if h&0x7c00 == 0x7c00 {
+				return fmt.Errorf("columns %d..%d: the scale %g is past f16's range", k0, k1-1, s)
+			}
+			s = half.F16ToF32(h)
+		}
+		sc[j] = s
+	}
+	return nil
+}
+
+// encodeRow writes the codes of one row x with its blocks' scales sc.
+func (q Quant) encodeRow(x, sc []float32, dst []byte) {
+	for j, s := range sc {
+		k0, k1 := j*q.BlockCols, min((j+1)*q.BlockCols, len(x))
+		inv := float32(0)
+		if s != 0 {
+			inv = 1 / s
+		}
+		for k := k0; k < k1; k++ {
+			v := x[k] * inv
+			switch q.Method {
+			case QuantFP8:
+				dst[k] = half.F32ToE4M3(max(-448, min(448, v)))
+			case QuantQ8:
+				dst[k] = byte(int8(max(-127, min(127, math.Round(float64(v))))))
+			default:
+				u := byte(max(-8, min(7, math.Round(float64(v)))) + 8)
+				dst[k>>1] |= u << (4 * (k & 1))
+			}
+		}
+	}
+}
+
+// Dequantize is the float32 matrix [out, in] of codes and scales in q's
+// format (Quantize's inverse, up to the rounding of the codes).
+func (q Quant) Dequantize(codes, scales Tensor, out, in int) ([]float32, error) {
+	stride, ss := ops.QuantCols(q.DType(), in), q.scaleShape(out, in)
+	if codes.DType != q.DType() || len(codes.Data) != out*stride || !scales.DType.IsFloat() ||
+		len(scales.Data) != ss[0]*ss[1]*scales.DType.Size() {
+		return nil, fmt.Errorf("dequantize %s%v with scales %s%v as %s [%d %d]", codes.DType, codes.Shape, scales.DType, scales.Shape, q, out, in)
+	}
+	sc := make([]float32, ss[0]*ss[1])
+	decodeFloat(scales.DType, sc, scales.Data)
+	w := make([]float32, out*in)
+	for r := range out {
+		row := codes.Data[r*stride : (r+1)*stride]
+		for k := range in {
+			var c float32
+			switch q.Method {
+			case QuantFP8:
+				c = half.E4M3ToF32(row[k])
+			case QuantQ8:
+				c = float32(int8(row[k]))
+			default:
+				c = float32(int(row[k>>1]>>(4*(k&1))&15) - 8)
+			}
+			w[r*in+k] = c * sc[r/q.BlockRows*ss[1]+k/q.BlockCols]
+		}
+	}
+	return w, nil
+}

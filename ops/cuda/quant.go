@@ -1,0 +1,116 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// Products with quantized weights (quant_matmul): up to matvecMaxRows rows
+// a bandwidth-bound matvec that dequantizes as it streams the codes (qmv_*,
+// kernels/quant.cu); more rows dequantize the weight to bf16 into scratch
+// the backend shares between all such products (one runs at a time on the
+// stream) and multiply through matmul's GEMM path (cuBLAS).
+
+// quantBinders are the binders of the quantized products.
+var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul}
+
+// quantKernels are their kernels.
+var quantKernels = []string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_bf16"}
+
+// qmvWarps is the warps (features) of a qmv block.
+const qmvWarps = 8
+
+// quantCode is the kernels' code (QT_*) and name of a quantized dtype, and
+// the codes in a 16-byte vector.
+func quantCode(dt graph.DType) (code int32, name string, perVec int, err error) {
+	switch dt {
+	case graph.F8E4M3:
+		return 0, "f8", 16, nil
+	case graph.I8:
+		return 1, "i8", 16, nil
+	case graph.U8:
+		return 2, "u4", 32, nil
+	}
+	return 0, "", 0, fmt.Errorf("weight stored as %s: want f8_e4m3, i8 or u8", dt)
+}
+
+// dequantScratch gives device memory of at least bytes for a dequantized
+// weight. It grows by a new allocation; an older one stays (in scratch,
+// freed at Close) for the steps bound to it.
+func (be *Backend) dequantScratch(bytes int) (cu.DevicePtr, error) {
+	if be.deqBytes < bytes {
+		p, err := be.scratchAlloc(bytes)
+		if err != nil {
+			return 0, err
+		}
+		be.deq, be.deqBytes = p, bytes
+	}
+	return be.deq, nil
+}
+
+func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	a, err := ops.NodeAttrs[ops.QuantAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	x, w, sc, y := in[0], in[1], in[2], out[0]
+	if err := f32("x", x); err != nil {
+		return nil, err
+	}
+	if err := f32("output", y); err != nil {
+		return nil, err
+	}
+	code, name, perVec, err := quantCode(w.store)
+	if err != nil {
+		return nil, err
+	}
+	st, err := wtype(sc)
+	if err != nil {
+		return nil, fmt.Errorf("scales: %w", err)
+	}
+	xv, sv := n.Inputs[0], n.Inputs[2]
+	k, rows, nOut := xv.Shape.Last(), xv.Shape.Rows(), n.Inputs[1].Shape[0]
+	stride := ops.QuantCols(w.store, k)
+	if w.n != nOut*stride || x.n != rows*k || y.n != rows*nOut || sc.n != sv.Shape.Elems() || len(sv.Shape) != 2 {
+		return nil, fmt.Errorf("x of %d, w of %d, scales of %d, output of %d elements do not fit %d rows of %d -> %d",
+			x.n, w.n, sc.n, y.n, rows, k, nOut)
+	}
+	s := be.newSteps()
+	if rows == 0 || nOut == 0 {
+		return s, nil
+	}
+	if k == 0 {
+		ctx := be.ctx
+		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		return s, nil
+	}
+	scols, br, bc := int32(sv.Shape[1]), int32(a.BlockRows), int32(a.BlockCols)
+	if rows <= matvecMaxRows {
+		vec := int32(0)
+		if k%perVec == 0 && a.BlockCols%perVec == 0 && stride%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
+			vec = 1
+		}
+		rb := 1
+		if rows > 1 {
+			rb = matvecMaxRows
+		}
+		s.add(fmt.Sprintf("qmv_%s_r%d", name, rb), [3]uint32{uint32((nOut + qmvWarps - 1) / qmvWarps), 1, 1},
+			[3]uint32{32 * qmvWarps, 1, 1}, 0,
+			x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
+		return s, nil
+	}
+	deq, err := be.dequantScratch(2 * nOut * k)
+	if err != nil {
+		return nil, err
+	}
+	g, b := grid1(int64(nOut * k))
+	s.add("dequant_bf16", g, b, 0, w.ptr, int64(stride), code, sc.ptr, st, scols, br, bc, deq, int32(nOut), int32(k))
+	wb := &Buffer{ptr: deq, dt: graph.BF16, store: graph.BF16, n: nOut * k, bytes: 2 * nOut * k, be: be}
+	if err := be.matmul(s, x, wb, y, rows, k, nOut); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

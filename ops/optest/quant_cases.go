@@ -1,0 +1,136 @@
+package optest
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/half"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// TolQuant is the NMSE a product with a quantized weight allows against the
+// float64 product of the dequantized weight: what a backend that rounds
+// the dequantized weight to bf16 for a prompt GEMM (the card) needs. The
+// CPU, which dequantizes in f32, is within about 1e-13; a wrong block or
+// nibble gives an NMSE near 1.
+const TolQuant = TolBF16
+
+// quantCases are quant_matmul's: FP8 with 128 x 128 blocks as published
+// (partial blocks at the right and bottom edges, f32 scales; one with bf16
+// scales), 8-bit and 4-bit groups of 32 and 64 along the input (K not a
+// multiple of the group, odd K for 4-bit codes, f16 scales), from one row
+// (a decode matvec) to GEMM row counts, and x with two leading dimensions.
+func quantCases() []Case {
+	type qcase struct {
+		dt         graph.DType
+		sdt        graph.DType
+		rows, k, n int
+		br, bc     int
+	}
+	var qs []qcase
+	for _, s := range [][3]int{{1, 257, 300}, {3, 128, 256}, {8, 65, 129}, {9, 300, 130}, {33, 200, 70}, {1, 1, 1}} {
+		qs = append(qs, qcase{graph.F8E4M3, graph.F32, s[0], s[1], s[2], 128, 128})
+	}
+	qs = append(qs,
+		qcase{graph.F8E4M3, graph.BF16, 2, 100, 40, 16, 32},
+		qcase{graph.F8E4M3, graph.F32, 1, 33, 7, 16, 16})
+	for _, dt := range []graph.DType{graph.I8, graph.U8} {
+		for _, s := range [][4]int{{1, 100, 33, 32}, {1, 255, 9, 32}, {3, 256, 65, 64}, {9, 130, 70, 32}, {33, 64, 129, 64}, {1, 2560, 40, 32}} {
+			qs = append(qs, qcase{dt, graph.F16, s[0], s[1], s[2], 1, s[3]})
+		}
+		qs = append(qs, qcase{dt, graph.F32, 2, 96, 17, 1, 32})
+	}
+	var cs []Case
+	for _, q := range qs {
+		q := q
+		name := fmt.Sprintf("quant_matmul/%s/%s/%dx%dx%d/blocks=%dx%d", q.dt, q.sdt, q.rows, q.k, q.n, q.br, q.bc)
+		m := newMaker(name)
+		attrs := ops.QuantAttrs{BlockRows: q.br, BlockCols: q.bc}
+		cs = append(cs, Case{
+			Name: name,
+			Inputs: []Tensor{m.in("x", q.rows, q.k), m.codes("w", q.dt, q.n, q.k),
+				m.scales("s", q.sdt, (q.n+q.br-1)/q.br, (q.k+q.bc-1)/q.bc)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return []*graph.Value{ops.QuantMatMul(b, in[0], in[1], in[2], attrs)}
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				return [][]float64{RefMatMul(in[0], q.k, RefDequant(q.dt, in[1], in[2], q.n, q.k, attrs))}
+			},
+			Tol: TolQuant,
+		})
+	}
+	name := "quant_matmul/u8/f16/2x3x66x5/blocks=1x32"
+	m := newMaker(name)
+	attrs := ops.QuantAttrs{BlockRows: 1, BlockCols: 32}
+	cs = append(cs, Case{
+		Name:   name,
+		Inputs: []Tensor{m.in("x", 2, 3, 66), m.codes("w", graph.U8, 5, 66), m.scales("s", graph.F16, 5, 3)},
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return []*graph.Value{ops.QuantMatMul(b, in[0], in[1], in[2], attrs)}
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			return [][]float64{RefMatMul(in[0], 66, RefDequant(graph.U8, in[1], in[2], 5, 66, attrs))}
+		},
+		Tol: TolQuant,
+	})
+	return cs
+}
+
+// codes is a quantized weight's codes for n rows of k features: every
+// finite e4m3 pattern (magnitudes 2⁻⁹ to 448), every i8, or random bytes
+// of two 4-bit codes ([n, ⌈k/2⌉]; the unused nibble of an odd k too).
+func (m *maker) codes(name string, dt graph.DType, n, k int) Tensor {
+	t := Tensor{Name: name, Kind: graph.Weight, DType: dt, Shape: graph.Shape{n, ops.QuantCols(dt, k)}}
+	t.Data = make([]float64, t.Len())
+	for i := range t.Data {
+		c := m.r.intn(256)
+		switch dt {
+		case graph.F8E4M3:
+			if c&0x7f == 0x7f {
+				c &^= 1 // not a NaN: the largest finite magnitude instead
+			}
+			t.Data[i] = float64(half.E4M3ToF32(uint8(c)))
+		case graph.I8:
+			t.Data[i] = float64(int8(c))
+		default:
+			t.Data[i] = float64(c)
+		}
+	}
+	return t
+}
+
+// scales are block scales near 1/100 (from 1/200 to 3/200, so that a
+// block read with another block's scale is far off), rounded to dt.
+func (m *maker) scales(name string, dt graph.DType, rows, cols int) Tensor {
+	t := m.tensor(name, graph.Weight, dt, 1, rows, cols)
+	for i := range t.Data {
+		t.Data[i] = round(dt, 0.01*(1+t.Data[i]/2))
+	}
+	return t
+}
+
+// RefDequant is the dequantized weight [n, k] of codes w (as Tensor.Data
+// holds them: e4m3 and i8 codes by value, u8 codes by byte) and block
+// scales s, in float64, written from quant_matmul's statement.
+func RefDequant(dt graph.DType, w, s []float64, n, k int, a ops.QuantAttrs) []float64 {
+	sc := (k + a.BlockCols - 1) / a.BlockCols
+	stride := ops.QuantCols(dt, k)
+	out := make([]float64, n*k)
+	for r := range n {
+		for c := range k {
+			var v float64
+			switch dt {
+			case graph.U8:
+				b := int(w[r*stride+c/2])
+				if c%2 == 1 {
+					b /= 16
+				}
+				v = float64(b%16 - 8)
+			default:
+				v = w[r*stride+c]
+			}
+			out[r*k+c] = v * s[r/a.BlockRows*sc+c/a.BlockCols]
+		}
+	}
+	return out
+}
