@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,6 +73,50 @@ func TestBadCommandLines(t *testing.T) {
 		code, out, errOut := reel(tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "Run 'reel "+tc.args[0]+" -h' for usage.") {
 			t.Errorf("%v: status %d, want %d with %q; stdout %q, stderr:\n%s", tc.args, code, exitUsage, tc.want, out, errOut)
+		}
+	}
+}
+
+// TestWarnPastMaxPositions: each architecture passes its config's
+// max_position_embeddings to the session, which warns once on stderr when
+// a run passes it (and runs on).
+func TestWarnPastMaxPositions(t *testing.T) {
+	for _, src := range []string{
+		"../../testdata/dory/dory-tiny-per_loop",
+		"../../testdata/qwen4/qwen4-tiny-small-11",
+		"../../testdata/dense/llama3-13",
+	} {
+		code, _, errOut := reel("run", "--model", src, "--prompt-ids", "1,2,3,4,5,6,7,8,9,10", "--tokens", "3", "--temperature", "0")
+		if code != exitOK || strings.Contains(errOut, "WARN") {
+			t.Errorf("%s: status %d, stderr:\n%s", src, code, errOut)
+		}
+		dir := t.TempDir()
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			raw, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Name() == "config.json" {
+				var cfg map[string]any
+				if err := json.Unmarshal(raw, &cfg); err != nil {
+					t.Fatal(err)
+				}
+				cfg["max_position_embeddings"] = 8
+				if raw, err = json.Marshal(cfg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, _, errOut = reel("run", "--model", dir, "--prompt-ids", "1,2,3,4,5,6,7,8,9,10", "--tokens", "3", "--temperature", "0", "--chunk", "4")
+		if code != exitOK || strings.Count(errOut, "level=WARN") != 1 || !strings.Contains(errOut, "max_position_embeddings=8") {
+			t.Errorf("%s with max_position_embeddings 8: status %d, stderr:\n%s", src, code, errOut)
 		}
 	}
 }

@@ -95,7 +95,7 @@ func reelMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *verbose {
 		level.Set(slog.LevelDebug)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: dropTime}))
 	ctx = withLogger(ctx, log, level, stdout)
 
 	rest := fs.Args()
@@ -135,6 +135,14 @@ func reelMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "reel: %v\n", err)
 		return exitError
 	}
+}
+
+// dropTime leaves the time out of log lines: on a terminal it is noise.
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // findCommand looks a subcommand up by name.

@@ -123,7 +123,8 @@ type Config struct {
 
 	// MTPLayers is mtp_num_hidden_layers (0 or 1).
 	MTPLayers int
-	// MaxPositions is max_position_embeddings (0: unknown); informative.
+	// MaxPositions is max_position_embeddings (0: unknown); a session warns
+	// once when a sequence passes it.
 	MaxPositions int
 }
 

@@ -470,7 +470,9 @@ func (m *Model) Parameters() int { return m.tensors.Parameters() }
 
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name.
-func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m.tensors.Upload(be) }
+func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
+	return m.tensors.Upload(be, progress)
+}
 
 // Close releases the checkpoint's file mappings; the model is unusable after.
 func (m *Model) Close() error {
