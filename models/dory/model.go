@@ -196,7 +196,7 @@ func (m *Model) Close() error {
 	return err
 }
 
-// ConfigFromJSON reads a Dory config.json, checking every field DORY.md lists
+// ConfigFromJSON reads a Dory config.json, checking every field vLLM's DoryConfig lists
 // and rejecting what Dory does not support, with errors naming the field.
 func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	g := cfg.Get()

@@ -128,7 +128,7 @@ type Config struct {
 	MaxPositions int
 }
 
-// Released is the shape of the released Qwen4-Exp (QWEN4.md), for dumps
+// Released is the shape of the released Qwen4-Exp, for dumps
 // and synthetic benchmarks.
 func Released() Config {
 	c := Config{
@@ -377,7 +377,7 @@ func (c *Config) validatePLE(ch int) error {
 }
 
 // ConfigFromJSON reads a Qwen4-Exp config.json (the text model's, or a
-// multimodal one's text_config), checking every field QWEN4.md lists and
+// multimodal one's text_config), checking every field transformers' Qwen4ExpConfig reads and
 // rejecting settings the graphs do not implement, with errors naming the
 // field.
 func ConfigFromJSON(cfg *weights.Config) (Config, error) {
