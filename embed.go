@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 )
 
-// goTiny is dory-gotiny: a 7.4 M-parameter Dory trained on Go source,
+// goTiny is dory-gotiny: a 6.97 M-parameter Dory trained on Go source,
 // byte-level (token id = byte value). See testdata/dory-gotiny/README.md.
 //
 //go:embed testdata/dory-gotiny/config.json testdata/dory-gotiny/model.safetensors testdata/dory-gotiny/README.md

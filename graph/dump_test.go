@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -190,8 +191,69 @@ func TestDOTHasAnEdgePerInput(t *testing.T) {
 	if edges != want {
 		t.Errorf("%d edges, want %d (one per input, write and output):\n%s", edges, want, dot)
 	}
-	if !strings.Contains(dot, `label="ew\n@ layer 0"`) || !strings.Contains(dot, `label="split\n{K:2 F:0}"`) {
-		t.Errorf("node labels lack op, attributes or scope:\n%s", dot)
+	if !strings.Contains(dot, `label="ew"`) || !strings.Contains(dot, `label="split\n{K:2 F:0}"`) {
+		t.Errorf("node labels lack op or attributes:\n%s", dot)
+	}
+	// The nodes of scope "layer 0", and the leaves they read first, are in
+	// its cluster; the split, of no scope, is outside.
+	i := strings.Index(dot, "  subgraph cluster_")
+	j := strings.Index(dot, "\n  }\n")
+	if i < 0 || j < i {
+		t.Fatalf("no cluster:\n%s", dot)
+	}
+	cluster := dot[i:j]
+	for _, s := range []string{`label="layer 0";`, "v0 [shape=ellipse", "v1 [shape=ellipse", "n0 [shape=box", "n1 [shape=box", "n2 [shape=box"} {
+		if !strings.Contains(cluster, s) {
+			t.Errorf("cluster of layer 0 lacks %s:\n%s", s, cluster)
+		}
+	}
+	if strings.Contains(cluster, "n3 [") {
+		t.Errorf("the split is in layer 0's cluster:\n%s", cluster)
+	}
+}
+
+// TestDOTFanOut: a leaf read by more than DOTFanOut nodes has no edges; its
+// readers name it, and its own label says why.
+func TestDOTFanOut(t *testing.T) {
+	b := NewBuilder("fan")
+	c := b.Input("call", I32, 8)
+	x := b.Input("x", F32, 2, 4)
+	for i := range DOTFanOut + 1 {
+		pop := b.Push("layer %d", i)
+		x = one(b, "ew", nil, x, x)
+		x = one(b, "ew", nil, x, b.Input(fmt.Sprintf("c%d", i), F32, 2, 4))
+		pop()
+	}
+	g, err := b.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Give the call record DOTFanOut+1 readers, as rope and attention
+	// nodes read it in a model (the test ops take no extra input: it is
+	// added after the build).
+	for _, n := range g.Nodes[:DOTFanOut+1] {
+		n.Inputs = append(n.Inputs, c)
+	}
+	dot := string(dump(t, WriteDOT, g))
+	if strings.Contains(dot, fmt.Sprintf("v%d -> ", c.ID)) {
+		t.Errorf("edges from the call record:\n%s", dot)
+	}
+	if got := strings.Count(dot, `\nreads call"`); got != DOTFanOut+1 {
+		t.Errorf("%d labels name the call record, want %d:\n%s", got, DOTFanOut+1, dot)
+	}
+	if !strings.Contains(dot, fmt.Sprintf(`read by %d nodes: not drawn`, DOTFanOut+1)) {
+		t.Errorf("the call record's label does not say why it has no edges:\n%s", dot)
+	}
+	if strings.Count(dot, "subgraph cluster_") != DOTFanOut+1 {
+		t.Errorf("want a cluster per layer:\n%s", dot)
+	}
+	// Graphviz reads it, where installed.
+	if path, err := exec.LookPath("dot"); err == nil {
+		cmd := exec.Command(path, "-Tsvg")
+		cmd.Stdin = strings.NewReader(dot)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("dot: %v\n%s", err, out)
+		}
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 // Uploader is a loaded model as a Core sees it: something that puts its
 // weights on a backend and gives the buffers by graph weight name.
 type Uploader interface {
-	// Upload puts every weight on be.
-	Upload(be ops.Backend) (map[string]ops.Buffer, error)
+	// Upload puts every weight on be, telling progress (when not nil)
+	// the bytes done.
+	Upload(be ops.Backend, progress Progress) (map[string]ops.Buffer, error)
 }
 
 // Options configure a Core; they are the fields every model's session
@@ -31,6 +32,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Planner sets the planner's passes; nil: planner.DefaultOptions().
 	Planner *planner.Options
+	// Progress is told the bytes of weights uploaded (gigabytes to a card,
+	// or decoded from bf16 on the CPU, take seconds); nil: nothing.
+	Progress Progress
 }
 
 // Core is the part of a session every architecture shares: the backend,
@@ -70,7 +74,7 @@ func Open(m Uploader, o Options) (*Core, error) {
 		c.be, c.own = cpu.New(0), true
 	}
 	var err error
-	if c.weights, err = m.Upload(c.be); err != nil {
+	if c.weights, err = m.Upload(c.be, o.Progress); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -232,10 +232,19 @@ func checkMade(d Declared, t Tensor) error {
 // with the variance of 1/fan-in, in its declared dtype; a vector (declared
 // f32) takes vector(d, j, u) for its element j, u uniform on [0, 1) (nil:
 // ones). Each weight's numbers come from seed and its place in decl, so the
-// same declarations give the same weights.
-func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u float64) float32) (Tensors, error) {
+// same declarations give the same weights. progress (when not nil) is told
+// the bytes made after each weight (a released model's gigabytes take a
+// minute on two cores).
+func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u float64) float32, progress Progress) (Tensors, error) {
 	ts := Tensors{}
+	size := func(d Declared) int64 { return int64(Tensor{Shape: d.Shape}.Len() * d.DType.Size()) }
+	var total, done int64
+	for _, d := range decl {
+		total += size(d)
+	}
 	for i, d := range decl {
+		progress.report(done, total)
+		done += size(d)
 		stream := seed*0x9e3779b97f4a7c15 + uint64(i)
 		if len(d.Shape) >= 2 {
 			// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
@@ -259,6 +268,7 @@ func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u f
 		}
 		ts[d.Name] = F32Tensor(v, d.Shape...)
 	}
+	progress.report(total, total)
 	return ts, nil
 }
 

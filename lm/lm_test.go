@@ -140,7 +140,7 @@ func newModel() *model {
 	return m
 }
 
-func (m *model) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
+func (m *model) Upload(be ops.Backend, _ lm.Progress) (map[string]ops.Buffer, error) {
 	if m.fail != nil {
 		return nil, m.fail
 	}

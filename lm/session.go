@@ -53,6 +53,11 @@ type SessionOptions struct {
 	// live in memory the session reuses: valid until its next Forward. A
 	// decode loop that samples and moves on saves a fresh slice a token.
 	ReuseLogits bool
+	// MaxPositions is the model's max_position_embeddings: the positions
+	// it was trained for. A run that reaches past it still runs (the math
+	// has no limit there), but the Core's logger warns once, since the
+	// model's output there is unknown. 0: no limit known.
+	MaxPositions int
 }
 
 // Session runs the graphs of one sequence and keeps its states between
@@ -84,6 +89,8 @@ type Session struct {
 	capacity int                     // rows of every Slot state (positions)
 
 	pos int
+	// warnedPast says the warning of a run past MaxPositions was logged.
+	warnedPast bool
 	// broken is the error of a run that may have left the recurrent
 	// states half-advanced; Reset or a restore clears it.
 	broken error
@@ -148,6 +155,9 @@ func checkSessionOptions(g Graphs, o *SessionOptions) error {
 	}
 	if o.Capacity < 1 {
 		return fmt.Errorf("slot capacity of %d rows", o.Capacity)
+	}
+	if o.MaxPositions < 0 {
+		return fmt.Errorf("max positions %d is negative", o.MaxPositions)
 	}
 	if v := g.Vocab(); v < 1 {
 		return fmt.Errorf("a vocabulary of %d", v)
@@ -229,6 +239,7 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	if s.broken != nil {
 		return nil, s.brokenErr()
 	}
+	s.checkPositions(key, pos+rows)
 	leaves, err := s.core.eng.Leaves(key, func() (*graph.Graph, error) { return s.g.Build(key) })
 	if err != nil {
 		return nil, err
@@ -437,6 +448,17 @@ func (s *Session) growSlots(end int) error {
 	}
 	s.capacity = want
 	return nil
+}
+
+// checkPositions warns, once a session, when a run of key reaches end
+// positions, past the model's MaxPositions.
+func (s *Session) checkPositions(key capture.Key, end int) {
+	if s.warnedPast || s.opts.MaxPositions <= 0 || end <= s.opts.MaxPositions {
+		return
+	}
+	s.warnedPast = true
+	s.core.Logger().Warn("the sequence is longer than the model's max_position_embeddings: its output from there on is untested",
+		"positions", end, "max_position_embeddings", s.opts.MaxPositions, "graph", key)
 }
 
 // Forward runs ids at positions pos0, pos0+1, ... in chunks of at most

@@ -69,14 +69,17 @@ func (ts Tensors) Bytes(keep func(Tensor) bool) int {
 }
 
 // Upload puts every weight on a backend, in name order, and returns the
-// buffers by name. The CPU keeps a file mapping's bytes without a copy. On
-// an error the buffers made so far are freed.
-func (ts Tensors) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
+// buffers by name, telling progress (when not nil) the bytes done after
+// each weight. The CPU keeps a file mapping's bytes without a copy. On an
+// error the buffers made so far are freed.
+func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buffer, error) {
 	names := make([]string, 0, len(ts))
 	for n := range ts {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	total, done := int64(ts.Bytes(nil)), int64(0)
+	progress.report(0, total)
 	out := make(map[string]ops.Buffer, len(ts))
 	for _, n := range names {
 		t := ts[n]
@@ -92,6 +95,8 @@ func (ts Tensors) Upload(be ops.Backend) (map[string]ops.Buffer, error) {
 			return nil, fmt.Errorf("upload %s: %w", n, err)
 		}
 		out[n] = buf
+		done += int64(len(t.Data))
+		progress.report(done, total)
 	}
 	return out, nil
 }

@@ -26,7 +26,7 @@ func TestTensors(t *testing.T) {
 	require.Equal(t, 12, ts.Bytes(func(x Tensor) bool { return len(x.Shape) == 2 }))
 
 	be := cpu.New(1)
-	bufs, err := ts.Upload(be)
+	bufs, err := ts.Upload(be, nil)
 	require.NoError(t, err)
 	require.Len(t, bufs, 2)
 	require.Equal(t, []float32{0.5, -1}, cpu.F32(bufs["scale"]))
@@ -55,7 +55,7 @@ func (f *failingLoad) Free(b ops.Buffer) error {
 func TestTensorsUploadFreesOnError(t *testing.T) {
 	ts := Tensors{"a": F32Tensor([]float32{1}, 1), "b": F32Tensor([]float32{2}, 1), "c": F32Tensor([]float32{3}, 1)}
 	be := &failingLoad{Backend: cpu.New(1)}
-	_, err := ts.Upload(be)
+	_, err := ts.Upload(be, nil)
 	require.ErrorContains(t, err, "upload b: out of memory")
 	require.Equal(t, 1, be.frees, "the buffer made before the failure is freed")
 }
@@ -65,6 +65,6 @@ func TestTensorsUploadFreesOnError(t *testing.T) {
 func TestTensorsWithoutData(t *testing.T) {
 	ts := Tensors{"w": {DType: graph.BF16, Shape: []int{2, 3}}}
 	require.Equal(t, 6, ts.Parameters())
-	_, err := ts.Upload(cpu.New(1))
+	_, err := ts.Upload(cpu.New(1), nil)
 	require.ErrorContains(t, err, "upload w: 0 bytes of data for bf16 [2 3] (a model of shapes only has no values)")
 }

@@ -47,7 +47,9 @@ type Arch struct {
 	LoadQuantized func(dir, quant string) (Model, error)
 	// Synthetic makes models of known shapes with random weights (for
 	// benchmarks and dumps), by shape name; dt is the matrices' dtype.
-	Synthetic map[string]func(dt graph.DType, seed uint64) (Model, error)
+	// progress (when not nil) is told the bytes made: a released shape's
+	// gigabytes take a minute.
+	Synthetic map[string]func(dt graph.DType, seed uint64, progress lm.Progress) (Model, error)
 	// Shapes makes the same models with weights of no values (their
 	// graphs, for dumps, without making gigabytes), by shape name.
 	Shapes map[string]func() (Model, error)

@@ -60,7 +60,7 @@ func TestFusedEqualsUnfusedDory(t *testing.T) {
 		c := tinyDory(kv)
 		m, err := dory.Synthetic(c, graph.BF16, 3)
 		require.NoError(t, err)
-		weights, err := m.Upload(be)
+		weights, err := m.Upload(be, nil)
 		require.NoError(t, err)
 		for _, k := range doryKeys() {
 			t.Run(fmt.Sprintf("%s/%s", kv, k), func(t *testing.T) {

@@ -221,60 +221,45 @@ func WriteText(w io.Writer, p *Planned) error {
 	return ew.err
 }
 
-// WriteDOT writes the plan for Graphviz: a box per launch (step, op, rule
-// and members), an ellipse per input, weight and state, edges labelled with
-// the value and its arena range, dashed red edges for state writes.
+// WriteDOT writes the plan for Graphviz as graph.WriteDOT draws a graph
+// (clusters per scope, no edges from a leaf nearly every launch reads): a
+// box per launch (step, op, rule and members; fused launches filled), an
+// ellipse per input, weight and state, edges labelled with the value and
+// its arena range, dashed red edges for state writes.
 func WriteDOT(w io.Writer, p *Planned) error {
-	ew := &errWriter{w: w}
-	ew.printf("digraph %q {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n", "plan "+p.Graph.Name)
-	ew.printf("  label=%q;\n", fmt.Sprintf("arena %d bytes, temporaries %d bytes", p.ArenaBytes, p.TempBytes))
-	for _, k := range []graph.Kind{graph.Input, graph.Weight, graph.State} {
-		for _, v := range p.Graph.OfKind(k) {
-			ew.printf("  v%d [shape=ellipse, label=%q];\n", v.ID, fmt.Sprintf("%s %s\n%s%s", k, v.Name, v.DType, v.Shape))
-		}
-	}
+	index := make(map[*graph.Node]int, len(p.Schedule))
 	for i, n := range p.Schedule {
-		label := fmt.Sprintf("%d: %s", i, n.Op)
-		style := ""
-		if f := p.Fusions[n]; f != nil {
-			ops := make([]string, len(f.Members))
-			for j, m := range f.Members {
-				ops[j] = m.Op
+		index[n] = i
+	}
+	return graph.WriteDOTWith(w, p.Graph, graph.DOTOptions{
+		Name:  "plan " + p.Graph.Name,
+		Title: fmt.Sprintf("arena %d bytes, temporaries %d bytes", p.ArenaBytes, p.TempBytes),
+		Nodes: p.Schedule,
+		Label: func(n *graph.Node) string {
+			label := fmt.Sprintf("%d: %s", index[n], n.Op)
+			if f := p.Fusions[n]; f != nil {
+				ops := make([]string, len(f.Members))
+				for j, m := range f.Members {
+					ops[j] = m.Op
+				}
+				label += "\n" + f.Rule + ": " + strings.Join(ops, " ")
 			}
-			label += "\n" + f.Rule + ": " + strings.Join(ops, " ")
-			style = ", style=filled, fillcolor=lightblue"
-		}
-		if n.Scope != "" {
-			label += "\n@ " + n.Scope
-		}
-		ew.printf("  n%d [shape=box, label=%q%s];\n", n.ID, label, style)
-	}
-	edge := func(v *graph.Value) string {
-		s := v.Name + " " + v.DType.String() + v.Shape.String()
-		if a, ok := p.Alloc(v); ok {
-			s += fmt.Sprintf("\n@%d+%d", a.Offset, a.Bytes)
-		}
-		return s
-	}
-	from := func(v *graph.Value) string {
-		if v.Producer != nil {
-			return fmt.Sprintf("n%d", v.Producer.ID)
-		}
-		return fmt.Sprintf("v%d", v.ID)
-	}
-	for _, n := range p.Schedule {
-		for _, v := range n.Inputs {
-			ew.printf("  %s -> n%d [label=%q];\n", from(v), n.ID, edge(v))
-		}
-		for _, v := range n.Writes {
-			ew.printf("  n%d -> v%d [style=dashed, color=red, label=\"writes\"];\n", n.ID, v.ID)
-		}
-	}
-	for i, v := range p.Graph.Outputs {
-		ew.printf("  out%d [shape=doublecircle, label=%q];\n  %s -> out%d [label=%q];\n", i, "out "+v.Name, from(v), i, edge(v))
-	}
-	ew.printf("}\n")
-	return ew.err
+			return label
+		},
+		Style: func(n *graph.Node) string {
+			if p.Fusions[n] != nil {
+				return ", style=filled, fillcolor=lightblue"
+			}
+			return ""
+		},
+		EdgeLabel: func(v *graph.Value) string {
+			s := v.Name + " " + v.DType.String() + v.Shape.String()
+			if a, ok := p.Alloc(v); ok {
+				s += fmt.Sprintf("\n@%d+%d", a.Offset, a.Bytes)
+			}
+			return s
+		},
+	})
 }
 
 type errWriter struct {

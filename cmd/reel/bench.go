@@ -64,7 +64,10 @@ and the decode speed as a share of the bound it sets.`, stderr)
 		ids[i] = (i*31 + 7) % vocab
 	}
 	t0 := time.Now()
-	if _, err := prefill(ctx, s, ids, mf.chunk); err != nil {
+	bar := newProgress(mf.progressTo(), "prompt", int64(len(ids)), progressTokens)
+	_, err = prefill(ctx, progressSession{s, bar}, ids, mf.chunk)
+	bar.Done()
+	if err != nil {
 		return err
 	}
 	if err := l.be.Sync(); err != nil {
@@ -85,12 +88,16 @@ and the decode speed as a share of the bound it sets.`, stderr)
 		}
 	}
 	t1 := time.Now()
+	bar = newProgress(mf.progressTo(), "decode", int64(*tokens), progressTokens)
 	for i := 0; i < *tokens && ctx.Err() == nil; i++ {
 		if _, err := s.Forward([]int{(i * 13) % vocab}, s.Pos(), lm.WantLast); err != nil {
+			bar.Done()
 			return err
 		}
+		bar.Add(1)
 	}
 	decode := time.Since(t1)
+	bar.Done()
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}

@@ -257,16 +257,6 @@ func commonPrefix(a, b []int) int {
 	return n
 }
 
-// isTerminal says whether r is a terminal (a character device).
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // parseExtra reads --extra: a JSON object of template variables, each kept
 // as raw JSON so that objects keep their key order ("" gives none).
 func parseExtra(s string) (map[string]any, error) {

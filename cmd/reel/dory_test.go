@@ -242,3 +242,19 @@ func TestWeightBytesReadMoE(t *testing.T) {
 	require.GreaterOrEqual(t, got, dense+experts*c.TopK/c.Experts)
 	require.Less(t, got, dense+experts*c.TopK/c.Experts+lookups/10)
 }
+
+// TestRunDraftTinyMTP: on the tiny checkpoint with an MTP head, greedy
+// decoding with drafts gives the very tokens of plain decoding.
+func TestRunDraftTinyMTP(t *testing.T) {
+	const model = "../../testdata/qwen4/qwen4-tiny-mtp"
+	args := []string{"run", "--model", model, "--prompt-ids", "1,2,3", "--temperature", "0", "--tokens", "24"}
+	code, plain, errOut := reel(args...)
+	require.Equal(t, exitOK, code, errOut)
+	for _, n := range []string{"1", "2", "3"} {
+		code, drafted, errOut := reel(append(args, "--draft", n)...)
+		require.Equal(t, exitOK, code, errOut)
+		require.Equal(t, plain, drafted, "--draft %s", n)
+		require.Contains(t, errOut, "drafts:")
+	}
+	require.Len(t, strings.Fields(plain), 3+24)
+}

@@ -46,7 +46,7 @@ func (o *dumpOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.example, "example", "attention", "built-in example graph: "+strings.Join(exampleNames(), ", "))
 	fs.StringVar(&o.model, "model", "", "dump a stage of the checkpoint in this folder")
 	fs.StringVar(&o.synthetic, "synthetic", "", "dump a stage of a known shape without weights: "+strings.Join(models.SyntheticNames(), ", "))
-	fs.StringVar(&o.stage, "stage", "", "the model's stage (default: its forward): "+allStages())
+	fs.StringVar(&o.stage, "stage", "", "the model's stage (default: forward, any model's plain forward chunk): "+allStages())
 	fs.StringVar(&o.want, "want", "last", "logits the stage computes: none, last or all")
 	fs.IntVar(&o.rows, "rows", 1, "rows the stage runs (1: decode; more: a prompt chunk)")
 	fs.StringVar(&o.pass, "pass", planner.PassGraph, "what to print: "+strings.Join(planner.DumpPasses(), ", ")+" (the graph as built, after fusion, or the plan with launches and arena offsets)")
@@ -54,15 +54,18 @@ func (o *dumpOptions) register(fs *flag.FlagSet) {
 	registerParams(fs, &o.params)
 }
 
-// allStages lists each architecture's stages for the help.
+// allStages lists each architecture's stages for the help (forward alone
+// for one with no shape to ask).
 func allStages() string {
 	var out []string
 	for _, a := range models.All() {
+		stages := "forward"
 		if mk := firstShape(a); mk != nil {
 			if m, err := mk(); err == nil {
-				out = append(out, a.Name+": "+stageNames(m))
+				stages = stageNames(m)
 			}
 		}
+		out = append(out, a.Name+": "+stages)
 	}
 	return strings.Join(out, "; ")
 }
@@ -87,13 +90,16 @@ Graphviz graph (dot: pipe it into 'dot -Tsvg'); or JSON for scripts.
 With --model (a checkpoint of any registered architecture) or --synthetic
 (a known shape, no weights needed) it prints one graph of the model, keyed
 by --stage, --want and --rows (and an architecture's own flags, such as
-Dory's --loops). Every model has a forward stage (Dory's is all); Dory's
-gate adds first, firstread, read, secondread and secondfresh; Qwen4-Exp
-has draft (the MTP head) and settle (a speculation window's recurrences
-over --rows rows of its tape). --pass fused prints it after the planner's fusion; --pass plan
-prints the plan: each launch, its fused members, its buffers and arena
-offsets. --stats prints the planner's report instead. REEL_FUSE=0 turns
-fusion off.
+Dory's --loops). Every model has the stage forward, the default (Dory
+calls it all); Dory's gate adds first, firstread, read, secondread and
+secondfresh; Qwen4-Exp has draft (the MTP head) and settle (a speculation
+window's recurrences over --rows rows of its tape). --pass fused prints
+the graph after the planner's fusion; --pass plan prints the plan: each
+launch, its fused members, its buffers and arena offsets. --stats prints
+the planner's report instead. REEL_FUSE=0 turns fusion off.
+
+A whole model's graph in DOT lays out in about a second with 'dot -Tsvg';
+for a large model (thousands of nodes) render --pass fused or --pass plan.
 
 Without a model it prints a built-in example of a tiny nGPT-style model
 (hidden 64, 4 query and 2 KV heads of 16):
@@ -162,8 +168,8 @@ func modelGraph(o *dumpOptions) (*graph.Graph, error) {
 		return nil, usagef("--rows %d: want at least 1", o.rows)
 	}
 	stage := o.stage
-	if stage == "" {
-		stage = m.Stages()[0]
+	if stage == "" || stage == "forward" {
+		stage = m.Stages()[0] // the plain forward, whatever the model calls it
 	}
 	if !slices.Contains(m.Stages(), stage) {
 		return nil, usagef("--stage %q: a %s model has the stages %s", stage, m.Arch(), stageNames(m))

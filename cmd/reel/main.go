@@ -4,9 +4,12 @@
 //
 //	reel [-v] <command> [flags]
 //
-// Each command has its own flags; `reel <command> -h` lists them. Errors are
-// printed as "reel: ..." and exit with status 1; a bad command line exits
-// with status 2 after printing the usage.
+// Each command has its own flags; `reel <command> -h` lists them on
+// stdout (as does `reel help <command>`). Errors are printed on stderr as
+// "reel: ..." and exit with status 1; a bad command line exits with status 2
+// after printing the usage on stderr. An interrupt (Ctrl-C) stops the
+// command at its next check and exits with status 130; a second one kills
+// reel at once.
 //
 // Adding a command: write its run function in a file of its own (see info.go
 // and dump.go: a newFlags set, parseFlags, then the work), and add one line
@@ -60,6 +63,12 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		// After the first interrupt, restore the default handling: a
+		// second one kills reel at once, whatever it is waiting on.
+		<-ctx.Done()
+		stop()
+	}()
 	code := reelMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -67,19 +76,19 @@ func main() {
 
 // Exit statuses.
 const (
-	exitOK    = 0
-	exitError = 1 // the command failed
-	exitUsage = 2 // the command line is wrong
+	exitOK          = 0
+	exitError       = 1   // the command failed
+	exitUsage       = 2   // the command line is wrong
+	exitInterrupted = 130 // stopped by an interrupt (128 + SIGINT, as shells report it)
 )
 
 // reelMain runs reel with the arguments after the program name and returns
 // the exit status.
 func reelMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("reel", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "log debug messages (also accepted after the command)")
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() { usage(fs.Output()) }
+	if err := parseHelp(fs, args, stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -89,8 +98,8 @@ func reelMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *verbose {
 		level.Set(slog.LevelDebug)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ctx = withLogger(ctx, log, level)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: dropTime}))
+	ctx = withLogger(ctx, log, level, stdout)
 
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -117,6 +126,9 @@ func reelMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(stderr, "reel %s: interrupted\n", name)
+		return exitInterrupted
 	case errors.As(err, &ue):
 		if !ue.printed {
 			fmt.Fprintf(stderr, "reel %s: %v\nRun 'reel %s -h' for usage.\n", name, ue.err, name)
@@ -126,6 +138,14 @@ func reelMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "reel: %v\n", err)
 		return exitError
 	}
+}
+
+// dropTime leaves the time out of log lines: on a terminal it is noise.
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // findCommand looks a subcommand up by name.

@@ -26,11 +26,12 @@ func TestUsageAndExitStatus(t *testing.T) {
 		{"no command", nil, exitUsage, nil, []string{"usage: reel", "info", "dump"}, nil},
 		{"unknown command", []string{"frobnicate"}, exitUsage, nil, []string{`unknown command "frobnicate"`, "usage: reel"}, nil},
 		{"help", []string{"help"}, exitOK, []string{"usage: reel", "commands:", "info", "dump"}, nil, nil},
-		{"-h", []string{"-h"}, exitOK, nil, []string{"usage: reel"}, nil},
+		{"-h", []string{"-h"}, exitOK, []string{"usage: reel", "commands:"}, nil, nil},
 		{"bad global flag", []string{"-nope", "info"}, exitUsage, nil, []string{"-nope", "usage: reel"}, nil},
-		{"help info", []string{"help", "info"}, exitOK, nil, []string{"usage: reel info --model DIR", "-tensors", "-model"}, nil},
-		{"info -h", []string{"info", "-h"}, exitOK, nil, []string{"usage: reel info", "Info summarizes", "flags:", "-model"}, nil},
-		{"dump --help", []string{"dump", "--help"}, exitOK, nil, []string{"usage: reel dump", "-format", "attention", "mlp"}, nil},
+		{"help info", []string{"help", "info"}, exitOK, []string{"usage: reel info --model DIR", "-tensors", "-model"}, nil, nil},
+		{"help run", []string{"help", "run"}, exitOK, []string{"usage: reel run", "-top-k"}, nil, nil},
+		{"info -h", []string{"info", "-h"}, exitOK, []string{"usage: reel info", "Info summarizes", "flags:", "-model"}, nil, nil},
+		{"dump --help", []string{"dump", "--help"}, exitOK, []string{"usage: reel dump", "-format", "attention", "mlp"}, nil, nil},
 		{"bad subcommand flag", []string{"dump", "--nope"}, exitUsage, nil, []string{"flag provided but not defined: -nope", "usage: reel dump"}, nil},
 		{"bad flag value", []string{"dump", "--format", "xml"}, exitUsage, nil, []string{`reel dump: unknown --format "xml"`, "reel dump -h"}, nil},
 		{"missing flag", []string{"info"}, exitUsage, nil, []string{"reel info: --model is required"}, nil},
@@ -80,10 +81,12 @@ func TestCommandTable(t *testing.T) {
 			t.Errorf("bad or duplicate command entry %+v", c)
 		}
 		seen[c.name] = true
-		// Every command answers -h with its usage and no error status.
-		code, _, errOut := reel(c.name, "-h")
-		if code != exitOK || !strings.Contains(errOut, "usage: reel "+c.name) || !strings.Contains(errOut, "flags:") {
-			t.Errorf("%s -h: status %d, stderr:\n%s", c.name, code, errOut)
+		// Every command answers -h with its usage on stdout (so that
+		// `reel help run | grep top-k` works), nothing on stderr and no
+		// error status.
+		code, out, errOut := reel(c.name, "-h")
+		if code != exitOK || !strings.Contains(out, "usage: reel "+c.name) || !strings.Contains(out, "flags:") || errOut != "" {
+			t.Errorf("%s -h: status %d, stdout:\n%s\nstderr:\n%s", c.name, code, out, errOut)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -36,6 +37,10 @@ type modelFlags struct {
 	reuseLogits bool
 	// drafting: the command drafts tokens (models.Options.Drafting).
 	drafting bool
+	// progress is --progress; stderr is where progress lines go (the flag
+	// set's output, the command's stderr).
+	progress progressFlag
+	stderr   io.Writer
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
@@ -49,6 +54,8 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	fs.IntVar(&f.chunk, "chunk", lm.DefaultChunk, "rows of a prompt chunk")
 	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
 	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")
+	fs.Var(&f.progress, "progress", "show the progress of long work (weights, long prompts) on stderr: true, or false (default: when stderr is a terminal)")
+	f.stderr = fs.Output()
 	registerParams(fs, &f.params)
 }
 
@@ -74,7 +81,7 @@ func registerParams(fs *flag.FlagSet, params *map[string]*string) {
 // options are the session options the flags give.
 func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options {
 	o := models.Options{SessionOptions: lm.SessionOptions{
-		Options:     lm.Options{Backend: be, Logger: logger(ctx)},
+		Options:     lm.Options{Backend: be, Logger: logger(ctx), Progress: progressFunc(f.progressTo(), "loading weights", progressBytes)},
 		Chunk:       f.chunk,
 		ReuseLogits: f.reuseLogits,
 	}, Params: map[string]string{}, Drafting: f.drafting}
@@ -85,6 +92,10 @@ func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options
 	}
 	return o
 }
+
+// progressTo is where progress lines go: stderr, when --progress or a
+// terminal says so; nil for none.
+func (f *modelFlags) progressTo() io.Writer { return f.progress.to(f.stderr) }
 
 // check checks the flags that need no model.
 func (f *modelFlags) check() error {
@@ -189,7 +200,7 @@ func (f *modelFlags) start(ctx context.Context, name string, m models.Model) (*l
 
 // synthetic makes the synthetic model of a known shape, refusing one the
 // host cannot hold.
-func (f *modelFlags) synthetic(name, dtype string, stderr interface{ Write([]byte) (int, error) }) (models.Model, error) {
+func (f *modelFlags) synthetic(name, dtype string, stderr io.Writer) (models.Model, error) {
 	a, ok := models.Synthetic(name)
 	if !ok {
 		return nil, usagef("unknown --synthetic %q (want %s)", name, strings.Join(models.SyntheticNames(), ", "))
@@ -208,7 +219,7 @@ func (f *modelFlags) synthetic(name, dtype string, stderr interface{ Write([]byt
 		}
 	}
 	fmt.Fprintf(stderr, "making %s with random %s weights...\n", name, dt)
-	return a.Synthetic[name](dt, 1)
+	return a.Synthetic[name](dt, 1, progressFunc(f.progress.to(stderr), "making "+name, progressBytes))
 }
 
 // parseIDs reads "1,2,3" (ids separated by commas, whitespace or both):

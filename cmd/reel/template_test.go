@@ -109,13 +109,15 @@ func TestTemplateErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(raiser, "chat_template.jinja"), []byte("{{ raise_exception('no system role') }}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if code, out, _ := reel("template", "-h"); code != exitOK || !strings.Contains(out, "usage: reel template") || !strings.Contains(out, "-generation-prompt") {
+		t.Errorf("-h: status %d, stdout:\n%s", code, out)
+	}
 	for _, tc := range []struct {
 		name   string
 		args   []string
 		code   int
 		stderr []string
 	}{
-		{"help", []string{"-h"}, exitOK, []string{"usage: reel template", "-tokenizer", "-messages", "-generation-prompt"}},
 		{"no tokenizer", []string{"--messages", good}, exitUsage, []string{"--tokenizer is required"}},
 		{"no messages", []string{"--tokenizer", dir}, exitUsage, []string{"--messages is required"}},
 		{"both endings", []string{"--tokenizer", dir, "--messages", good, "--generation-prompt", "--continue"}, exitUsage, []string{"exclude each other"}},

@@ -70,7 +70,7 @@ func synthetic(t testing.TB, vocab int, files map[string]string) string {
 	require.NoError(t, err)
 	decl, err := lm.Declarations(g)
 	require.NoError(t, err)
-	ts, err := lm.Synthesize(decl, 7, nil)
+	ts, err := lm.Synthesize(decl, 7, nil, nil)
 	require.NoError(t, err)
 	var nts []weights.NamedTensor
 	for _, d := range decl {

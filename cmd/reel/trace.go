@@ -140,8 +140,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // B --tol 1e-3), then applies -v as parseFlags does; it returns the files.
 func parseTraceFlags(ctx context.Context, fs *flag.FlagSet, args []string) ([]string, error) {
 	var files []string
+	stdout := fs.Output()
+	if ls, ok := ctx.Value(logKey{}).(logState); ok {
+		stdout = ls.stdout // the help a user asks for goes to stdout
+	}
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseHelp(fs, args, stdout, fs.Output()); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}

@@ -14,8 +14,10 @@ import (
 )
 
 func init() {
-	synthetic := func(c func() Config) func(graph.DType, uint64) (models.Model, error) {
-		return func(dt graph.DType, seed uint64) (models.Model, error) { return Synthetic(c(), dt, seed) }
+	makeSynthetic := func(c func() Config) func(graph.DType, uint64, lm.Progress) (models.Model, error) {
+		return func(dt graph.DType, seed uint64, p lm.Progress) (models.Model, error) {
+			return synthetic(c(), dt, seed, p)
+		}
 	}
 	shapes := func(c func() Config) func() (models.Model, error) {
 		return func() (models.Model, error) {
@@ -32,7 +34,7 @@ func init() {
 		Architectures: []string{"DoryForCausalLM"},
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
 		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
-		Synthetic:     map[string]func(graph.DType, uint64) (models.Model, error){"dory-4b": synthetic(Released), "dory-h512": synthetic(SmallBench)},
+		Synthetic:     map[string]func(graph.DType, uint64, lm.Progress) (models.Model, error){"dory-4b": makeSynthetic(Released), "dory-h512": makeSynthetic(SmallBench)},
 		Shapes:        map[string]func() (models.Model, error){"dory-4b": shapes(Released), "dory-h512": shapes(SmallBench)},
 		InfoFields: []string{"attention_head_dim", "rope_theta_2", "partial_rotary_factor", "hybrid_layer_pattern", "n_input_layers",
 			"n_recurrent_layers", "n_output_layers", "n_recurrent_loops", "recurrent_kv_cache_mode", "swa_window_size"},
@@ -61,7 +63,7 @@ func (m *Model) params(o models.Options) (loops int, opts Options, err error) {
 		return 0, opts, fmt.Errorf("--loops %d: want 1 to %d", loops, MaxLoops)
 	}
 	so := o.SessionOptions
-	opts = Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Chunk: so.Chunk, Capacity: so.Capacity, ReuseLogits: so.ReuseLogits}
+	opts = Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Progress: so.Progress, Chunk: so.Chunk, Capacity: so.Capacity, ReuseLogits: so.ReuseLogits}
 	if opts.PromptLoops, err = o.Int("prompt-loops", 0); err != nil {
 		return 0, opts, err
 	}

@@ -163,6 +163,11 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 // the forward stays well-conditioned. Generation runs on every core: the
 // released shape's 8 GB take seconds.
 func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
+	return synthetic(c, dt, seed, nil)
+}
+
+// synthetic is Synthetic telling progress the bytes made.
+func synthetic(c Config, dt graph.DType, seed uint64, progress lm.Progress) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -173,7 +178,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := lm.Synthesize(decl, seed, func(_ lm.Declared, _ int, u float64) float32 { return float32(c.Std * (0.5 + u)) })
+	ts, err := lm.Synthesize(decl, seed, func(_ lm.Declared, _ int, u float64) float32 { return float32(c.Std * (0.5 + u)) }, progress)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
@@ -201,7 +206,9 @@ func (m *Model) MatrixBytes() int {
 
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name. The CPU keeps the file mapping's bytes without a copy.
-func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m.tensors.Upload(be) }
+func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
+	return m.tensors.Upload(be, progress)
+}
 
 // Close releases the checkpoint's file mappings; the model is unusable after.
 func (m *Model) Close() error {
@@ -213,7 +220,7 @@ func (m *Model) Close() error {
 	return err
 }
 
-// ConfigFromJSON reads a Dory config.json, checking every field DORY.md lists
+// ConfigFromJSON reads a Dory config.json, checking every field vLLM's DoryConfig lists
 // and rejecting what Dory does not support, with errors naming the field.
 func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	g := cfg.Get()

@@ -86,6 +86,8 @@ type Options struct {
 	// (131072 logits are 512 KB, and a new slice costs its zeroing and
 	// page faults: about 0.1 ms a token on the H200's host).
 	ReuseLogits bool
+	// Progress is told the bytes of weights uploaded; nil: nothing.
+	Progress lm.Progress
 }
 
 // Session runs forwards of one sequence, keeping its KV cache between calls.
@@ -163,10 +165,11 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	opts.Chunk = chunk
 	s := &Session{m: m, c: c, opts: opts, exits: newExitRate()}
 	s.Session, err = lm.NewSession(m, graphs{m: m, c: &s.c, chunk: chunk, loops: c.Loops}, lm.SessionOptions{
-		Options:     lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner},
-		Chunk:       chunk,
-		Capacity:    opts.Capacity,
-		ReuseLogits: opts.ReuseLogits,
+		Options:      lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner, Progress: opts.Progress},
+		Chunk:        chunk,
+		Capacity:     opts.Capacity,
+		ReuseLogits:  opts.ReuseLogits,
+		MaxPositions: c.MaxPositionEmbed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)

@@ -240,7 +240,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 			return float32(u - 0.5)
 		}
 		return float32(0.5 + u)
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,9 @@ func (m *Model) Vocab() int { return m.Config.Vocab }
 func (m *Model) Parameters() int { return m.tensors.Parameters() }
 
 // Upload puts every weight on a backend.
-func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m.tensors.Upload(be) }
+func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
+	return m.tensors.Upload(be, progress)
+}
 
 // Stages names the graphs a dump shows: the forward.
 func (m *Model) Stages() []string { return []string{"forward"} }
@@ -315,5 +317,8 @@ func (m *Model) NewSession(o models.Options) (models.Session, error) {
 // Session starts a session on the model's weights (NewSession's concrete
 // result).
 func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
+	if o.MaxPositions == 0 {
+		o.MaxPositions = m.Config.MaxPositions
+	}
 	return lm.NewSession(m, graphs{m}, o)
 }

@@ -19,8 +19,10 @@ func init() {
 		ModelTypes:    []string{"qwen4_exp", "qwen4_exp_text"},
 		Architectures: []string{"Qwen4ExpForCausalLM"},
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
-		Synthetic: map[string]func(graph.DType, uint64) (models.Model, error){
-			BenchShapeName: func(dt graph.DType, seed uint64) (models.Model, error) { return Synthetic(BenchShape(), dt, seed) },
+		Synthetic: map[string]func(graph.DType, uint64, lm.Progress) (models.Model, error){
+			BenchShapeName: func(dt graph.DType, seed uint64, p lm.Progress) (models.Model, error) {
+				return synthetic(BenchShape(), dt, seed, false, p)
+			},
 		},
 		Shapes: map[string]func() (models.Model, error){
 			BenchShapeName: func() (models.Model, error) { return Shapes(BenchShape(), graph.BF16) },
@@ -79,7 +81,7 @@ func (m *Model) NewSession(o models.Options) (models.Session, error) {
 		return nil, fmt.Errorf("--mtp %q: want on or off", o.Params["mtp"])
 	}
 	so := o.SessionOptions
-	s, err := NewSession(m, Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Chunk: so.Chunk,
+	s, err := NewSession(m, Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Progress: so.Progress, Chunk: so.Chunk,
 		Capacity: so.Capacity, ReuseLogits: so.ReuseLogits, NoMTP: noMTP})
 	if err != nil {
 		return nil, err

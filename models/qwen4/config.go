@@ -123,11 +123,12 @@ type Config struct {
 
 	// MTPLayers is mtp_num_hidden_layers (0 or 1).
 	MTPLayers int
-	// MaxPositions is max_position_embeddings (0: unknown); informative.
+	// MaxPositions is max_position_embeddings (0: unknown); a session warns
+	// once when a sequence passes it.
 	MaxPositions int
 }
 
-// Released is the shape of the released Qwen4-Exp (QWEN4.md), for dumps
+// Released is the shape of the released Qwen4-Exp, for dumps
 // and synthetic benchmarks.
 func Released() Config {
 	c := Config{
@@ -376,7 +377,7 @@ func (c *Config) validatePLE(ch int) error {
 }
 
 // ConfigFromJSON reads a Qwen4-Exp config.json (the text model's, or a
-// multimodal one's text_config), checking every field QWEN4.md lists and
+// multimodal one's text_config), checking every field transformers' Qwen4ExpConfig reads and
 // rejecting settings the graphs do not implement, with errors naming the
 // field.
 func ConfigFromJSON(cfg *weights.Config) (Config, error) {

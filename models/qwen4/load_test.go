@@ -128,7 +128,7 @@ func TestLoadNaNConfig(t *testing.T) {
 	require.ErrorContains(t, err, "rms_norm_eps")
 }
 
-// TestPLEConstants checks QWEN4.md's formulas for the hash constants
+// TestPLEConstants checks the reference's (transformers') formulas for the hash constants
 // against the buffers transformers stored.
 func TestPLEConstants(t *testing.T) {
 	for _, name := range checkpoints {

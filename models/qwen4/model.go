@@ -391,7 +391,7 @@ func pleHash(c *Config, li int) ops.PLEHashAttrs {
 }
 
 // PLEConstants computes the hash constants of the PLE layer with index idx
-// among the PLE layers (QWEN4.md section 7): the n multipliers, and each
+// among the PLE layers (as transformers' modeling_qwen4_exp.py makes them): the n multipliers, and each
 // table head's size (the next primes from ngram_vocab_size_base, counted
 // over every head of the earlier PLE layers) and first row.
 func PLEConstants(c *Config, idx int) (mult, sizes, offsets []int64) {
@@ -467,7 +467,9 @@ func (m *Model) Parameters() int { return m.tensors.Parameters() }
 
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name.
-func (m *Model) Upload(be ops.Backend) (map[string]ops.Buffer, error) { return m.tensors.Upload(be) }
+func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
+	return m.tensors.Upload(be, progress)
+}
 
 // Close releases the checkpoint's file mappings; the model is unusable after.
 func (m *Model) Close() error {

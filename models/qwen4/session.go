@@ -39,6 +39,8 @@ type Options struct {
 	// Verify. A decode loop that samples and moves on saves a fresh slice a
 	// token (the released vocabulary's logits are 1 MB).
 	ReuseLogits bool
+	// Progress is told the bytes of weights uploaded; nil: nothing.
+	Progress lm.Progress
 }
 
 // Session runs forwards of one sequence. Its lm.Session keeps the states
@@ -76,8 +78,9 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	}
 	mtp := m.HasMTP && !opts.NoMTP
 	ls, err := lm.NewSession(m, graphs{m: m, mtp: mtp}, lm.SessionOptions{
-		Options: lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner},
+		Options: lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner, Progress: opts.Progress},
 		Chunk:   opts.Chunk, Capacity: opts.Capacity, ReuseLogits: opts.ReuseLogits,
+		MaxPositions: m.Config.MaxPositions,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)

@@ -33,14 +33,14 @@ func BenchShape() Config {
 // well-conditioned; each PLE layer's hash constants from the config; the
 // MTP head when c.MTPLayers is 1. The same seed gives the same model.
 func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
-	return synthetic(c, dt, seed, false)
+	return synthetic(c, dt, seed, false, nil)
 }
 
 // Shapes is Synthetic without the values: every weight has its dtype and
 // shape and no data, for building, planning and dumping the graphs of a
 // shape too large to make (uploading its weights fails).
 func Shapes(c Config, dt graph.DType) (*Model, error) {
-	return synthetic(c, dt, 0, true)
+	return synthetic(c, dt, 0, true, nil)
 }
 
 // configModel is a model of config c without weights: each PLE layer's
@@ -63,8 +63,9 @@ func configModel(c Config) *Model {
 	return m
 }
 
-// synthetic makes Synthetic's model, or only its weights' dtypes and shapes.
-func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool) (*Model, error) {
+// synthetic makes Synthetic's model, or only its weights' dtypes and
+// shapes, telling progress the bytes made.
+func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress lm.Progress) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
@@ -93,7 +94,7 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool) (*Model, 
 		}
 		return float32(0.2*u - 0.1)
 	}
-	if m.tensors, err = lm.Synthesize(decl, seed, small); err != nil {
+	if m.tensors, err = lm.Synthesize(decl, seed, small, progress); err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	return m, nil

@@ -16,7 +16,7 @@ import (
 )
 
 // copyBound is the H200's measured device copy bandwidth (read + write) that
-// DESIGN.md compares against.
+// the README compares against.
 const copyBound = 4.24e12
 
 // TestMvPlan needs no device: every launch shape covers its units with
