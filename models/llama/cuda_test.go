@@ -8,6 +8,7 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/ops/cuda"
 	"github.com/reel-runtime/reel/ops/cuda/cudatest"
 )
@@ -38,4 +39,29 @@ func TestCUDAMatchesCPUOnBF16(t *testing.T) {
 	got, err := session(t, m, lm.SessionOptions{Options: lm.Options{Backend: be}}).Forward(ids, 0, lm.WantAll)
 	require.NoError(t, err)
 	require.InDeltaSlice(t, want.Data(), got.Data(), 2e-2)
+}
+
+// TestCUDAFP8Golden: the FP8 block-scaled checkpoint on the card within 1e-3
+// of the logits of its dequantized weights, through the decode kernels (one
+// row) and the prompt path (the weights dequantized for the GEMM, chunks of
+// up to 64 rows).
+func TestCUDAFP8Golden(t *testing.T) {
+	be := cudatest.Backend(t, cuda.Options{})
+	s := session(t, load(t, fp8Dir), lm.SessionOptions{Options: lm.Options{Backend: be}})
+	checkGolden(t, s, fp8Dir, 1e-3)
+	g, err := models.ReadGolden(fp8Dir)
+	require.NoError(t, err)
+	for _, c := range g.Cases {
+		s.Reset()
+		var last []float32
+		for p, id := range c.IDs {
+			out, err := s.Forward([]int{id}, p, lm.WantLast)
+			require.NoError(t, err)
+			last = out.Data().([]float32)
+		}
+		want := c.Full[len(c.Full)-1]
+		for i := range want {
+			require.InDelta(t, want[i], last[i], 1e-3, "token by token, logit %d", i)
+		}
+	}
 }

@@ -18,7 +18,7 @@ import (
 var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul}
 
 // quantKernels are their kernels.
-var quantKernels = []string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_bf16"}
+var quantKernels = []string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32"}
 
 // qmvWarps is the warps (features) of a qmv block.
 const qmvWarps = 8
@@ -102,13 +102,13 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 			x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
 		return s, nil
 	}
-	deq, err := be.dequantScratch(2 * nOut * k)
+	deq, err := be.dequantScratch(4 * nOut * k)
 	if err != nil {
 		return nil, err
 	}
 	g, b := grid1(int64(nOut * k))
-	s.add("dequant_bf16", g, b, 0, w.ptr, int64(stride), code, sc.ptr, st, scols, br, bc, deq, int32(nOut), int32(k))
-	wb := &Buffer{ptr: deq, dt: graph.BF16, store: graph.BF16, n: nOut * k, bytes: 2 * nOut * k, be: be}
+	s.add("dequant_f32", g, b, 0, w.ptr, int64(stride), code, sc.ptr, st, scols, br, bc, deq, int32(nOut), int32(k))
+	wb := &Buffer{ptr: deq, dt: graph.F32, store: graph.F32, n: nOut * k, bytes: 4 * nOut * k, be: be}
 	if err := be.matmul(s, x, wb, y, rows, k, nOut); err != nil {
 		return nil, err
 	}
