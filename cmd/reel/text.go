@@ -78,6 +78,16 @@ func (f *genFlags) parsed(fs *flag.FlagSet, chunk int) error {
 		return usagef("--draft %d: a window of %d rows is more than a chunk of %d (--chunk)", f.draft, f.draft+1, chunk)
 	}
 	if err := f.user().Validate(); err != nil {
+		// name the flag: each set flag's setting checked on its own
+		for _, name := range []string{"temperature", "top-k", "top-p", "min-p", "repetition-penalty", "presence-penalty", "frequency-penalty"} {
+			if f.set[name] {
+				one := genFlags{set: map[string]bool{name: true}, temperature: f.temperature, topK: f.topK, topP: f.topP,
+					minP: f.minP, repetition: f.repetition, presence: f.presence, frequency: f.frequency}
+				if e := one.user().Validate(); e != nil {
+					return usagef("--%s %s: %v", name, fs.Lookup(name).Value, e)
+				}
+			}
+		}
 		return usagef("%v", err)
 	}
 	for _, s := range f.stops {
