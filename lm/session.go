@@ -388,10 +388,7 @@ func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
 		}
 		return sl.buf, nil
 	}
-	rows := sp.Rows
-	if sp.Kind == Slot {
-		rows = sp.rowsFor(s.capacity)
-	}
+	rows := sp.rowsFor(s.capacity)
 	b, err := be.Alloc(v.DType, rows*width)
 	if err != nil {
 		return nil, fmt.Errorf("%d rows of %d: %w", rows, width, err)
@@ -402,7 +399,8 @@ func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
 
 // growSlots makes the session's slot capacity hold positions below end,
 // doubling from the first capacity, and grows every Slot state made so
-// far, keeping its rows: the plans' signatures change a handful of times.
+// far, and every Ring short of its rows, keeping their rows: the plans'
+// signatures change a handful of times.
 func (s *Session) growSlots(end int) error {
 	want := max(s.capacity, s.opts.Capacity)
 	for want < end {
@@ -423,10 +421,10 @@ func (s *Session) growSlots(end int) error {
 	}
 	for _, name := range sortedKeys(s.slots) {
 		sl := s.slots[name]
-		if sl.spec.Kind != Slot {
-			continue
-		}
 		rows := sl.spec.rowsFor(want)
+		if rows == sl.rows {
+			continue // a ring at its size
+		}
 		b, err := be.Alloc(sl.buf.DType(), rows*sl.width)
 		if err != nil {
 			undo()

@@ -28,8 +28,11 @@ const (
 	// back only moves the position.
 	Slot
 	// Ring is rows indexed by position modulo a fixed capacity (a sliding
-	// window's KV cache): declared [graph.Dyn, width], allocated with
-	// StateSpec.Rows rows. A rollback may go back StateSpec.Rewind rows.
+	// window's KV cache): declared [graph.Dyn, width], of StateSpec.Rows
+	// rows, made small and grown with the sequence as a Slot is until it
+	// has them (a short ring holds positions below its rows, as a slot;
+	// see ops.RingHolds), so a long window costs nothing on a short
+	// sequence. A rollback may go back StateSpec.Rewind rows.
 	Ring
 )
 
@@ -59,6 +62,9 @@ type StateSpec struct {
 
 // rowsFor gives the rows a Slot of spec needs for positions below n.
 func (sp StateSpec) rowsFor(n int) int {
+	if sp.Kind == Ring {
+		return min(sp.Rows, n) // grown with the sequence up to its size
+	}
 	if sp.PerRow > 1 {
 		return n/sp.PerRow + 1
 	}

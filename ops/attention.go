@@ -64,7 +64,7 @@ var OpAttention = &Def{
 		"over key positions j from max(0, p − Window + 1) (0 when Window is 0) to p, stored at slot row j (Ring: j mod cap): " +
 		"s_j = Scale · q_h·k_j, a = softmax(s), out_h = Σ_j a_j v_j. Keys must have been written for those positions. " +
 		"Rows from call[rows] on (padding of a row bucket; 0 means all T) come out zero. " +
-		"A ring must hold every key a chunk's rows read: Window ≤ cap − (T − 1), and with Window 0 every position must be below cap; both are errors otherwise.",
+		"A ring that holds every key a chunk's rows read (Window ≤ cap − (T − 1)) is read by position mod cap; a shorter one (a ring grown with the sequence), or one with Window 0, holds positions below cap only, as a linear slot: a position past it is an error.",
 	Arity: 4,
 	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
 		at, err := attrsAs[AttentionAttrs]("attention", a)
@@ -94,6 +94,15 @@ var OpAttention = &Def{
 		}
 		return one(graph.F32, q.Shape), nil
 	},
+}
+
+// RingHolds says whether a slot of capacity rows is read as a ring by an
+// attention of rows query rows: a ring that holds its window and the
+// chunk's rows (Window ≤ capacity − (rows − 1)). A ring shorter than that
+// (a session growing it with the sequence) is read as a linear slot, and
+// every position must then be below its capacity.
+func RingHolds(a AttentionAttrs, capacity, rows int) bool {
+	return a.Ring && a.Window > 0 && a.Window <= capacity-(rows-1)
 }
 
 // Attention is causal GQA attention of q over the slots' keys and values.

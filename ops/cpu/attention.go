@@ -60,6 +60,11 @@ type attention struct {
 	at                      ops.AttentionAttrs
 	q, k, v, y              []float32
 	rows, capacity          int
+	// ring: the slot is read as a ring (rows by position mod capacity).
+	// A ring shorter than its window and a chunk need is read as a linear
+	// slot: it holds positions below its capacity only (a ring a session
+	// grows with the sequence, as Dory's sliding layers' are).
+	ring                    bool
 	call                    *Buffer
 	qWidth, kvWidth, groups int
 }
@@ -92,10 +97,7 @@ func attentionKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 			len(a.q), len(a.y), len(a.k), len(a.v), at.Heads, at.KVHeads, d)
 	}
 	a.rows, a.capacity = len(a.q)/a.qWidth, len(a.k)/a.kvWidth
-	if at.Ring && at.Window > 0 && at.Window > a.capacity-(a.rows-1) {
-		return nil, fmt.Errorf("attention: window %d over a ring of %d rows with %d query rows: the first row would read keys overwritten by the last (the window may be at most %d)",
-			at.Window, a.capacity, a.rows, a.capacity-(a.rows-1))
-	}
+	a.ring = ops.RingHolds(at, a.capacity, a.rows)
 	return ops.StepFunc(a.run), nil
 }
 
@@ -105,9 +107,9 @@ func (a *attention) run() error {
 		return err
 	}
 	// Every position the rows read must still be stored: below the capacity
-	// of a linear slot; in a ring, not overwritten by the chunk's last row.
-	// With a window that fits the ring (checked at bind) that always holds.
-	if end := pos + used; (!a.at.Ring || a.at.Window == 0) && end > a.capacity {
+	// of a linear slot (or of a ring too short to wrap); in a ring, not
+	// overwritten by the chunk's last row, which its size ensures.
+	if end := pos + used; (!a.ring || a.at.Window == 0) && end > a.capacity {
 		return fmt.Errorf("attention: position %d past the slot's capacity of %d", end-1, a.capacity)
 	}
 	clear(a.y[used*a.qWidth:])
@@ -148,7 +150,7 @@ func (a *attention) head(pos, t, kh int, scratch []float32) {
 	q := a.q[t*a.qWidth+kh*g*d : t*a.qWidth+(kh+1)*g*d]
 	y := a.y[t*a.qWidth+kh*g*d : t*a.qWidth+(kh+1)*g*d]
 	row := func(j int) int {
-		if a.at.Ring {
+		if a.ring {
 			j %= a.capacity
 		}
 		return j*a.kvWidth + kh*d

@@ -105,10 +105,6 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 			q.n, y.n, k.n, v.n, at.Heads, at.KVHeads, d)
 	}
 	rows, capacity := q.n/qw, k.n/kw
-	if at.Ring && at.Window > 0 && at.Window > capacity-(rows-1) {
-		return nil, fmt.Errorf("attention: window %d over a ring of %d rows with %d query rows: the first row would read keys overwritten by the last (the window may be at most %d)",
-			at.Window, capacity, rows, capacity-(rows-1))
-	}
 	s := be.newSteps()
 	if rows == 0 {
 		return s, nil
@@ -141,8 +137,8 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	}
 	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
 	ring := int32(0)
-	if at.Ring {
-		ring = 1
+	if ops.RingHolds(at, capacity, rows) {
+		ring = 1 // else a ring too short to wrap, read as a linear slot
 	}
 	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, pacc)
 	part := "attn_part_s"

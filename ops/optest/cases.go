@@ -436,7 +436,12 @@ func attentionCases() []Case {
 		{heads: 16, kvHeads: 2, hd: 32, rows: 2, pos: 50, capacity: 64},
 		{heads: 12, kvHeads: 4, hd: 16, rows: 1, pos: 70, capacity: 80},
 		{heads: 16, kvHeads: 1, hd: 64, rows: 1, pos: 100, capacity: 128},
-		{heads: 4, kvHeads: 2, hd: 8, rows: 3, pos: 0, capacity: 8, window: 7, ring: true, err: "window 7"},
+		// a ring shorter than its window and a chunk need (one a session
+		// grows with the sequence) is read as a linear slot: fine while
+		// every position is below its capacity, an error past it
+		{heads: 4, kvHeads: 2, hd: 8, rows: 3, pos: 0, capacity: 8, window: 7, ring: true},
+		{heads: 4, kvHeads: 2, hd: 8, rows: 3, pos: 4, capacity: 8, window: 7, ring: true},
+		{heads: 4, kvHeads: 2, hd: 8, rows: 3, pos: 6, capacity: 8, window: 7, ring: true, err: "capacity"},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 2, pos: 7, capacity: 8, err: "capacity"},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 1, pos: 8, capacity: 8, ring: true, err: "capacity"},
 	} {
