@@ -56,10 +56,10 @@ func kvWriteKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 
 // attention is a bound attention node.
 type attention struct {
-	be                      *Backend
-	at                      ops.AttentionAttrs
-	q, k, v, y              []float32
-	rows, capacity          int
+	be             *Backend
+	at             ops.AttentionAttrs
+	q, k, v, y     []float32
+	rows, capacity int
 	// ring: the slot is read as a ring (rows by position mod capacity).
 	// A ring shorter than its window and a chunk need is read as a linear
 	// slot: it holds positions below its capacity only (a ring a session
