@@ -81,12 +81,17 @@ type Session struct {
 	vocab int
 	opts  SessionOptions
 
-	specs    map[string]StateSpec
-	fixed    map[fixedKey]ops.Buffer // Scratch states by name and size
-	bound    map[string]ops.Buffer   // every state as the last run bound it
-	rec      map[string]ops.Buffer   // Recurrent states by name
-	slots    map[string]*slotState   // Slot and Ring states by name
-	capacity int                     // rows of every Slot state (positions)
+	specs map[string]StateSpec
+	fixed map[fixedKey]ops.Buffer // Scratch states by name and size
+	// kept are each key's binding of its states, kept while no state is
+	// made or grown (gen counts those events): a decode token binds no
+	// state anew. last is the binding of the last run.
+	kept     map[capture.Key]*keptBinding
+	gen      uint64
+	last     *keptBinding
+	rec      map[string]ops.Buffer // Recurrent states by name
+	slots    map[string]*slotState // Slot and Ring states by name
+	capacity int                   // rows of every Slot state (positions)
 
 	pos int
 	// warnedPast says the warning of a run past MaxPositions was logged.
@@ -167,7 +172,7 @@ func checkSessionOptions(g Graphs, o *SessionOptions) error {
 
 func newSession(core *Core, g Graphs, opts SessionOptions) *Session {
 	return &Session{core: core, g: g, vocab: g.Vocab(), opts: opts, specs: map[string]StateSpec{},
-		fixed: map[fixedKey]ops.Buffer{}, bound: map[string]ops.Buffer{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
+		fixed: map[fixedKey]ops.Buffer{}, kept: map[capture.Key]*keptBinding{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
 }
 
 // Core is the core the session runs on.
@@ -244,11 +249,20 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	if err != nil {
 		return nil, err
 	}
-	bind := s.core.Bind(len(s.bound) + len(in.F32) + 1)
-	rec, err := s.bindStates(leaves, pos+rows, bind)
-	if err != nil {
+	if err := s.growSlots(pos + rows); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
+	kb := s.kept[key]
+	if kb == nil || kb.gen != s.gen {
+		kb = &keptBinding{bind: s.core.Bind(len(leaves))}
+		if kb.rec, err = s.bindStates(leaves, kb.bind); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		kb.gen = s.gen // after the states bindStates made
+		s.kept[key] = kb
+	}
+	s.last = kb
+	bind, rec := kb.bind, kb.rec
 	if in.IDs != nil {
 		if bind[InputIDs], err = s.core.WriteIDs(InputIDs, in.IDs); err != nil {
 			return nil, err
@@ -273,12 +287,18 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	return outs, nil
 }
 
-// bindStates makes the states among leaves (slots holding end positions)
-// and binds them; rec says whether one is Recurrent.
-func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Binding) (rec bool, err error) {
-	if err := s.growSlots(end); err != nil {
-		return false, err
-	}
+// keptBinding is a key's binding of the call record, its states and its
+// inputs, made when the key first runs and again after a state is made or
+// grown.
+type keptBinding struct {
+	bind capture.Binding
+	rec  bool // a state of the graph is Recurrent
+	gen  uint64
+}
+
+// bindStates makes the states among leaves and binds them; rec says
+// whether one is Recurrent.
+func (s *Session) bindStates(leaves []*graph.Value, bind capture.Binding) (rec bool, err error) {
 	for _, v := range leaves {
 		if v.Kind != graph.State {
 			continue
@@ -299,7 +319,6 @@ func (s *Session) bindStates(leaves []*graph.Value, end int, bind capture.Bindin
 			return false, fmt.Errorf("state %s: %w", v, err)
 		}
 		bind[v.Name] = b
-		s.bound[v.Name] = b
 		rec = rec || sp.Kind == Recurrent
 	}
 	return rec, nil
@@ -314,7 +333,10 @@ func (s *Session) StateBuffer(name string) (ops.Buffer, bool) {
 	if sl := s.slots[name]; sl != nil {
 		return sl.buf, true // a grown slot's new buffer
 	}
-	b, ok := s.bound[name]
+	if s.last == nil {
+		return nil, false
+	}
+	b, ok := s.last.bind[name]
 	return b, ok
 }
 
@@ -366,6 +388,7 @@ func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
 			return nil, err
 		}
 		s.fixed[k] = b
+		s.gen++
 		return b, nil
 	case Recurrent:
 		if b := s.rec[v.Name]; b != nil {
@@ -379,6 +402,7 @@ func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
 			return nil, err
 		}
 		s.rec[v.Name] = b
+		s.gen++
 		return b, nil
 	}
 	width := v.Shape[1]
@@ -394,6 +418,7 @@ func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
 		return nil, fmt.Errorf("%d rows of %d: %w", rows, width, err)
 	}
 	s.slots[v.Name] = &slotState{spec: sp, buf: b, width: width, rows: rows}
+	s.gen++
 	return b, nil
 }
 
@@ -440,6 +465,9 @@ func (s *Session) growSlots(end int) error {
 		sl := s.slots[name]
 		be.Free(sl.buf)
 		sl.buf, sl.rows = b, sl.spec.rowsFor(want)
+	}
+	if len(grown) > 0 {
+		s.gen++ // the kept bindings name the old buffers
 	}
 	if s.capacity > 0 && len(grown) > 0 {
 		s.core.Logger().Debug("slots grown", "positions", want, "states", len(grown))
@@ -786,7 +814,7 @@ func (s *Session) Close() error {
 			bufs = append(bufs, b)
 		}
 	}
-	s.specs, s.fixed, s.rec, s.slots, s.snap, s.bound = nil, nil, nil, nil, nil, nil
+	s.specs, s.fixed, s.rec, s.slots, s.snap, s.kept, s.last = nil, nil, nil, nil, nil, nil, nil
 	if s.own {
 		return s.core.Close(bufs...)
 	}
