@@ -271,3 +271,28 @@ func TestChainTrees(t *testing.T) {
 	got, _ := runPlanned(t, g, fused, e)
 	requireSame(t, got, runReference(t, g, e), "chain vs primitives")
 }
+
+// TestSiblingsAcrossScopes: products of one input group into one launch
+// whatever scope each was built in (a block's own and its residual's), and
+// the group takes their common scope.
+func TestSiblingsAcrossScopes(t *testing.T) {
+	b := graph.NewBuilder("siblings")
+	x := b.Input("x", graph.F32, 1, 8)
+	var y1, y2 *graph.Value
+	func() {
+		defer b.Push("layer 0")()
+		func() {
+			defer b.Push("moe")()
+			y1 = ops.MatMul(b, x, b.Weight("w1", graph.BF16, 4, 8))
+		}()
+		y2 = ops.MatMul(b, x, b.Weight("w2", graph.BF16, 2, 8))
+	}()
+	b.Output(y1, y2)
+	g, err := b.Graph()
+	require.NoError(t, err)
+	p, rep, err := planner.Plan(g, fused)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Fusions[planner.RuleGroupMatMul], rep.FusionString())
+	require.Len(t, p.Schedule, 1)
+	require.Equal(t, "layer 0", p.Schedule[0].Scope)
+}

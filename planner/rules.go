@@ -157,11 +157,13 @@ type SiblingRule struct{}
 // Name is "grouped_matmul".
 func (SiblingRule) Name() string { return RuleGroupMatMul }
 
-// Match groups siblings by input and scope.
+// Match groups siblings by input, whatever scope each was built in (a
+// residual's products on the normed rows may sit beside the block's own:
+// Qwen4-Exp's block_inject in a layer's scope and input_mix_down in its
+// moe scope read one input); the group takes their common scope.
 func (SiblingRule) Match(g *graph.Graph, u *Uses) []Replacement {
 	type key struct {
-		x     *graph.Value
-		scope string
+		x *graph.Value
 	}
 	groups := map[key][]*graph.Node{}
 	var keys []key
@@ -169,7 +171,7 @@ func (SiblingRule) Match(g *graph.Graph, u *Uses) []Replacement {
 		if n.Op != ops.OpMatMul.Op || n.Inputs[1].Kind != graph.Weight {
 			continue
 		}
-		k := key{n.Inputs[0], n.Scope}
+		k := key{n.Inputs[0]}
 		if groups[k] == nil {
 			keys = append(keys, k)
 		}
