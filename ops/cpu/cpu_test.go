@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -267,5 +268,56 @@ func TestMatMulGemmPath(t *testing.T) {
 				t.Errorf("%s %v: Sgemm against dots: NMSE %g", dt, s, e)
 			}
 		}
+	}
+}
+
+// TestWeightPlacement: the same f32 weights give the same products, bit
+// for bit, wherever their bytes lie (a file mapping puts a tensor at any
+// multiple of 4 bytes; gonum's SIMD dot handles the elements before a
+// 16-byte boundary apart, which rounds the sum another way), on the
+// dot-product and the Sgemm paths; 16-bit weights decode to aligned f32.
+func TestWeightPlacement(t *testing.T) {
+	be := New(2)
+	const rows, k, n = 3, 67, 9
+	gb := graph.NewBuilder("matmul")
+	y := ops.MatMul(gb, gb.Input("x", graph.F32, rows, k), gb.Weight("w", graph.F32, n, k))
+	xb, _ := be.Alloc(graph.F32, rows*k)
+	copy(xb.(*Buffer).F32, benchData(rows*k))
+	w := weightBytes(graph.F32, benchData(n*k))
+	for _, path := range []matmulPath{pathDots, pathGemm} {
+		var first []float32
+		for off := 0; off < 32; off += 4 {
+			mem := alignedBytes(off + len(w))
+			copy(mem[off:], w)
+			wb, err := be.Load(graph.F32, n*k, mem[off:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := uintptr(unsafe.Pointer(&wb.(*Buffer).F32[0])); p%simdAlign != 0 {
+				t.Fatalf("offset %d: weights at %#x", off, p)
+			}
+			yb, _ := be.Alloc(graph.F32, rows*n)
+			s, err := newMatMul(be, y.Producer, []*Buffer{xb.(*Buffer), wb.(*Buffer)}, []*Buffer{yb.(*Buffer)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.path = path
+			if err := s.run(); err != nil {
+				t.Fatal(err)
+			}
+			got := yb.(*Buffer).F32
+			if first == nil {
+				first = got
+			} else if !slices.Equal(first, got) {
+				t.Fatalf("path %d, offset %d: %v, at offset 0 %v", path, off, got[:4], first[:4])
+			}
+		}
+	}
+	hb, err := be.Load(graph.BF16, 5, make([]byte, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := uintptr(unsafe.Pointer(&hb.(*Buffer).decoded[0])); p%simdAlign != 0 {
+		t.Fatalf("decoded bf16 weights at %#x", p)
 	}
 }
