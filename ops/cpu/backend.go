@@ -168,11 +168,12 @@ func wrap(dt graph.DType, n int, raw []byte) *Buffer {
 	return b
 }
 
-// simdAlign is the alignment of the f32 weights the kernels read: gonum's
-// SIMD dot products and axpys handle the elements before a 16-byte boundary
-// apart, so where a row lies changes how its sum is rounded. Weights are
-// held at 16 bytes, so that the same weights give the same numbers
-// wherever they lie in their file.
+// simdAlign is the alignment of arenas and copied weights: gonum's SIMD
+// dot product handles the elements of its second vector before a 16-byte
+// boundary apart, so where that vector lies changes how the sum is
+// rounded. The kernels pass activations there (see dot), which lie in
+// arenas at offsets the plan fixes: aligned arenas make every run round
+// the same way.
 const simdAlign = 16
 
 // alignedBytes allocates n bytes aligned to simdAlign (the backing is
@@ -185,14 +186,6 @@ func alignedBytes(n int) []byte {
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 8*len(w))
 	off := int(-uintptr(unsafe.Pointer(&b[0])) & (simdAlign - 1))
 	return b[off : off+n : off+n]
-}
-
-// alignedF32 allocates n float32s aligned to simdAlign.
-func alignedF32(n int) []float32 {
-	if n == 0 {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&alignedBytes(4 * n)[0])), n)
 }
 
 func byteLen(dt graph.DType, n int) (int, error) {
@@ -238,8 +231,7 @@ func (be *Backend) View(arena ops.Buffer, off int, dt graph.DType, n int) (ops.B
 	return wrap(dt, n, a.Raw[off:off+nb:off+nb]), nil
 }
 
-// Load wraps weight bytes, without a copy when they are aligned for dt (f32:
-// to simdAlign).
+// Load wraps weight bytes, without a copy when they are aligned for dt.
 func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) {
 	nb, err := byteLen(dt, n)
 	if err != nil {
@@ -248,11 +240,7 @@ func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) 
 	if len(data) != nb {
 		return nil, fmt.Errorf("cpu: load %d %s elements from %d bytes", n, dt, len(data))
 	}
-	align := dt.Size()
-	if dt == graph.F32 {
-		align = simdAlign
-	}
-	if nb > 0 && uintptr(unsafe.Pointer(&data[0]))%uintptr(align) != 0 {
+	if nb > 0 && uintptr(unsafe.Pointer(&data[0]))%uintptr(dt.Size()) != 0 {
 		c := alignedBytes(nb)
 		copy(c, data)
 		data = c
@@ -260,7 +248,7 @@ func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) 
 	b := wrap(dt, n, data)
 	b.readOnly = true
 	if !be.halfWeights && (dt == graph.BF16 || dt == graph.F16) {
-		b.decoded = alignedF32(n)
+		b.decoded = make([]float32, n)
 		if dt == graph.BF16 {
 			half.DecodeBF16(b.decoded, data)
 		} else {
