@@ -223,6 +223,9 @@ func TestQuantizeCommand(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	require.Equal(t, []string{"DATA-LICENSE-go-source", "README.md", "config.json", "greedy.json", "model.safetensors"}, names)
+	code, stdout, errOut = reel("info", "--model", out)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, stdout, `quantization_config      {"bits":4,"group_size":32,"quant_method":"q4"}`)
 }
 
 // forwardAll runs ids through a new CPU session of m, every row's logits.
