@@ -2,6 +2,7 @@ package lm
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -62,6 +63,15 @@ func Declarations(gs ...*graph.Graph) ([]Declared, error) {
 		}
 	}
 	return out, nil
+}
+
+// Parameters counts the elements of the declared weights.
+func Parameters(decl []Declared) int {
+	n := 0
+	for _, d := range decl {
+		n += Tensor{Shape: d.Shape}.Len()
+	}
+	return n
 }
 
 // StoredDType gives a weight's dtype as the checkpoint stores it, for
@@ -276,15 +286,10 @@ func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u f
 // of its codes' dtype that the checkpoint stores in a float type, giving
 // their codes and scales by declared name; it marks the tensors it reads.
 func quantizeDeclared(ck *weights.Checkpoint, decl []Declared, o LoadOptions, read map[string]bool) (map[string]Tensor, error) {
-	q := o.Quant
-	if q.Method == "" {
+	if o.Quant.Method == "" {
 		return nil, nil
 	}
-	made := map[string]Tensor{}
-	for _, d := range decl {
-		if d.DType != q.DType() || len(d.Shape) != 2 {
-			continue
-		}
+	return quantizeMatrices(decl, o.Quant, nil, func(d Declared) (Tensor, bool, error) {
 		name := d.Name
 		if o.Name != nil {
 			if n := o.Name(d.Name); n != "" {
@@ -293,21 +298,82 @@ func quantizeDeclared(ck *weights.Checkpoint, decl []Declared, o LoadOptions, re
 		}
 		info, err := ck.Info(name)
 		if err != nil || !info.DType.IsFloat() {
-			continue // read as stored, or named missing, below
-		}
-		if len(info.Shape) != 2 || info.Shape[0] != d.Shape[0] || ops.QuantCols(d.DType, info.Shape[1]) != d.Shape[1] {
-			return nil, fmt.Errorf("%s: shape %v does not make codes %v in %s", d.Where(), info.Shape, d.Shape, q)
+			return Tensor{}, false, nil // read as stored, or named missing, by LoadWeights
 		}
 		data, err := ck.Bytes(name)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.Where(), err)
+			return Tensor{}, false, err
 		}
-		codes, scales, err := q.Quantize(Tensor{DType: info.DType, Shape: info.Shape, Data: data})
+		read[name] = true
+		return Tensor{DType: info.DType, Shape: info.Shape, Data: data}, true, nil
+	})
+}
+
+// QuantizeTensors quantizes in q's format the weights of ts that graphs
+// built with Stored.QuantizeFloat declare quantized (decl: their
+// declarations) and that ts holds in a float type: what LoadWeights does
+// at load with LoadOptions.Quant, for weights made without a checkpoint
+// (a synthetic model's). It returns the weights with each such matrix
+// replaced by its codes and its scales added beside it (Quant.ScaleName);
+// every other weight is kept as it is, and ts is not changed. progress
+// (when not nil) is told the bytes of the float matrices quantized. A
+// matrix whose shape does not give its declared codes, or that does not
+// quantize (a non-finite weight), is an error naming it.
+func QuantizeTensors(ts Tensors, decl []Declared, q Quant, progress Progress) (Tensors, error) {
+	if q.DType() == graph.Invalid {
+		return nil, fmt.Errorf("quantize in %s: not a format", q)
+	}
+	made, err := quantizeMatrices(decl, q, progress, func(d Declared) (Tensor, bool, error) {
+		t, ok := ts[d.Name]
+		return t, ok && t.DType.IsFloat(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(Tensors, len(ts)+len(made)/2)
+	maps.Copy(out, ts)
+	maps.Copy(out, made)
+	return out, nil
+}
+
+// quantizeMatrices quantizes the declared matrices of q's codes' dtype
+// that source gives in a float type (ok false: none to quantize), giving
+// their codes and scales by declared name; progress is told the bytes of
+// the float matrices done.
+func quantizeMatrices(decl []Declared, q Quant, progress Progress, source func(Declared) (Tensor, bool, error)) (map[string]Tensor, error) {
+	type job struct {
+		d Declared
+		t Tensor
+	}
+	var jobs []job
+	var total, done int64
+	for _, d := range decl {
+		if d.DType != q.DType() || len(d.Shape) != 2 {
+			continue
+		}
+		t, ok, err := source(d)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Where(), err)
 		}
-		read[name] = true
-		made[d.Name], made[q.ScaleName(d.Name)] = codes, scales
+		if !ok {
+			continue
+		}
+		if len(t.Shape) != 2 || t.Shape[0] != d.Shape[0] || ops.QuantCols(d.DType, t.Shape[1]) != d.Shape[1] {
+			return nil, fmt.Errorf("%s: shape %v does not make codes %v in %s", d.Where(), t.Shape, d.Shape, q)
+		}
+		jobs = append(jobs, job{d, t})
+		total += int64(len(t.Data))
+	}
+	made := map[string]Tensor{}
+	progress.report(0, total)
+	for _, j := range jobs {
+		codes, scales, err := q.Quantize(j.t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", j.d.Where(), err)
+		}
+		made[j.d.Name], made[q.ScaleName(j.d.Name)] = codes, scales
+		done += int64(len(j.t.Data))
+		progress.report(done, total)
 	}
 	return made, nil
 }

@@ -235,3 +235,55 @@ func jsonObject(v any) (string, error) {
 	raw, err := json.Marshal(v)
 	return string(raw), err
 }
+
+// TestQuantizeTensors: the matrices a graph built with QuantizeFloat
+// declares quantized become the codes and scales Quantize makes of them;
+// every other weight (a matrix read whole, a vector) is kept, the input
+// is left as it was, and progress counts the float matrices' bytes. A
+// matrix whose shape does not give the declared codes, or that does not
+// quantize, is an error naming its scope and name.
+func TestQuantizeTensors(t *testing.T) {
+	q4, _ := lm.DefaultQuant(lm.QuantQ4)
+	w, _ := gaussian(3, graph.BF16, 40, 65, 0.02)
+	head, _ := gaussian(4, graph.BF16, 10, 40, 0.02)
+	ts := lm.Tensors{"w": w, "head": head, "norm": lm.F32Tensor(make([]float32, 65), 65)}
+	build := func(ts lm.Tensors) []lm.Declared {
+		b := graph.NewBuilder("t")
+		x := b.Input("x", graph.F32, 2, 65)
+		st := lm.Stored{DType: ts.DType, Quant: q4, QuantizeFloat: true}
+		pop := b.Push("layer 0")
+		x = ops.RMSNorm(b, x, b.Weight("norm", graph.F32, 65), 65, 1e-6)
+		b.Output(ops.MatMul(b, st.Linear(b, x, "w", 40, 65), st.Matrix(b, "head", 10, 40)))
+		pop()
+		g, err := b.Graph()
+		require.NoError(t, err)
+		decl, err := lm.Declarations(g)
+		require.NoError(t, err)
+		return decl
+	}
+	var reports [][2]int64
+	got, err := lm.QuantizeTensors(ts, build(ts), q4, func(done, total int64) { reports = append(reports, [2]int64{done, total}) })
+	require.NoError(t, err)
+	codes, scales, err := q4.Quantize(w)
+	require.NoError(t, err)
+	require.Equal(t, lm.Tensors{"w": codes, "w_scale": scales, "head": head, "norm": ts["norm"]}, got)
+	require.Equal(t, graph.BF16, ts["w"].DType, "the input is not changed")
+	require.Len(t, ts, 3)
+	require.Equal(t, [][2]int64{{0, 40 * 65 * 2}, {40 * 65 * 2, 40 * 65 * 2}}, reports)
+
+	// Quantized weights are kept as they are.
+	again, err := lm.QuantizeTensors(got, build(got), q4, nil)
+	require.NoError(t, err)
+	require.Equal(t, got, again)
+
+	bad := lm.Tensors{"w": lm.F32Tensor(make([]float32, 40*64), 40, 64), "head": head, "norm": ts["norm"]}
+	_, err = lm.QuantizeTensors(bad, build(ts), q4, nil)
+	require.ErrorContains(t, err, "layer 0: tensor w: shape [40 64] does not make codes [40 33] in q4/1x32")
+	nan := make([]float32, 40*65)
+	nan[70] = float32(math.NaN())
+	bad["w"] = lm.F32Tensor(nan, 40, 65)
+	_, err = lm.QuantizeTensors(bad, build(ts), q4, nil)
+	require.ErrorContains(t, err, "layer 0: tensor w: quantize rows 1..1: columns 0..31")
+	_, err = lm.QuantizeTensors(ts, build(ts), lm.Quant{}, nil)
+	require.ErrorContains(t, err, "not a format")
+}

@@ -50,3 +50,20 @@ func Example() {
 	// dory parameters: 6967552
 	// "\t\"internal/goarch\"\n\t"
 }
+
+// ExampleLoadQuantized loads the tiny Dory with its projections quantized
+// at load in q4 (4.5 bits a weight; the embedding, the head and the norms
+// as stored) and counts the bytes of its weights as a session holds them.
+func ExampleLoadQuantized() {
+	for _, quant := range []string{"", "q4"} {
+		m, err := models.LoadQuantized("../testdata/dory-gotiny", quant)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%q: %d parameters in %d bytes\n", quant, m.Parameters(), m.(models.Weighted).Weights().Bytes(nil))
+		m.Close()
+	}
+	// Output:
+	// "": 6967552 parameters in 13976576 bytes
+	// "q4": 6967552 parameters in 4178944 bytes
+}

@@ -14,6 +14,7 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -163,6 +164,23 @@ type Reporter interface {
 	Report() []string
 }
 
+// Quantizer is a model that quantizes its projections in a format ("fp8",
+// "q8", "q4"; see lm.Quant), as LoadQuantized does at load, for a model
+// made without a checkpoint (a synthetic one). The receiver is spent: the
+// model returned holds what it held (a checkpoint's mappings), and closing
+// it closes them. A model of shapes only gives the graphs of the format.
+type Quantizer interface {
+	Quantize(quant string, progress lm.Progress) (Model, error)
+}
+
+// Weighted is a model that gives its weights as loaded, by graph weight
+// name: the codes and scales of the projections quantized at load among
+// them (reel quantize writes those). The tensors are the model's: not to
+// be changed, and valid until it is closed.
+type Weighted interface {
+	Weights() lm.Tensors
+}
+
 // registry holds the architectures by model_type and by architecture
 // name. It is written by Register in init functions only.
 var registry struct {
@@ -265,6 +283,11 @@ func Load(dir string) (Model, error) {
 	return a.Load(dir)
 }
 
+// ErrNotQuantized is the error, wrapped with the flag and the
+// architecture, of LoadQuantized and Quantize for an architecture that
+// does not quantize its weights.
+var ErrNotQuantized = errors.New("cannot be quantized")
+
 // LoadQuantized is Load, quantizing the checkpoint's projections at load
 // in the format quant names ("fp8", "q8", "q4"; "" is Load); an
 // architecture that cannot is an error.
@@ -277,9 +300,23 @@ func LoadQuantized(dir, quant string) (Model, error) {
 		return nil, err
 	}
 	if a.LoadQuantized == nil {
-		return nil, fmt.Errorf("--quant %s: a %s model is not quantized at load", quant, a.Name)
+		return nil, fmt.Errorf("--quant %s: a %s model %w", quant, a.Name, ErrNotQuantized)
 	}
 	return a.LoadQuantized(dir, quant)
+}
+
+// Quantize quantizes m's projections in the format quant names (see
+// Quantizer; "" gives m back); a model that cannot is an error naming the
+// flag and its architecture.
+func Quantize(m Model, quant string, progress lm.Progress) (Model, error) {
+	if quant == "" {
+		return m, nil
+	}
+	q, ok := m.(Quantizer)
+	if !ok {
+		return nil, fmt.Errorf("--quant %s: a %s model %w", quant, m.Arch(), ErrNotQuantized)
+	}
+	return q.Quantize(quant, progress)
 }
 
 // Synthetic finds a synthetic shape by name across the architectures.

@@ -39,6 +39,13 @@ func WriteFile(path string, tensors []NamedTensor) error {
 // WriteFileMetadata is WriteFile with more __metadata__ strings beside
 // "format" (sorted by key; a "format" in meta replaces "pt").
 func WriteFileMetadata(path string, tensors []NamedTensor, meta map[string]string) error {
+	return writeFile(path, tensors, meta, nil)
+}
+
+// writeFile is WriteFileMetadata telling wrote (when not nil) the bytes of
+// each tensor after they are handed to the file; an error wrote returns
+// stops the writing, and the file is removed.
+func writeFile(path string, tensors []NamedTensor, meta map[string]string, wrote func(n int) error) error {
 	seen := make(map[string]bool, len(tensors))
 	for _, t := range tensors {
 		if err := checkNamed(t, seen); err != nil {
@@ -93,6 +100,14 @@ func WriteFileMetadata(path string, tensors []NamedTensor, meta map[string]strin
 	w.Write(hdr.Bytes())
 	for _, t := range order {
 		w.Write(t.Data)
+		if wrote == nil {
+			continue
+		}
+		if err := wrote(len(t.Data)); err != nil {
+			f.Close()
+			os.Remove(path)
+			return err
+		}
 	}
 	err = w.Flush() // a bufio.Writer keeps the first write error
 	if cerr := f.Close(); err == nil {

@@ -106,7 +106,11 @@ and the decode speed as a share of the bound it sets.`, stderr)
 	}
 	tps := float64(*tokens) / decode.Seconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "model        %s (%s, %d parameters) on %s\n", l.name, l.model.Arch(), l.model.Parameters(), l.be.Name())
+	quant := ""
+	if mf.quant != "" {
+		quant = ", projections quantized in " + mf.quant
+	}
+	fmt.Fprintf(&b, "model        %s (%s, %d parameters%s) on %s\n", l.name, l.model.Arch(), l.model.Parameters(), quant, l.be.Name())
 	if r, ok := s.(models.Reporter); ok {
 		for _, line := range r.Report() {
 			fmt.Fprintln(&b, line)

@@ -59,6 +59,9 @@ flags come from generation_config.json, as for reel run.`, stderr)
 	if mf.dir == "" {
 		return usagef("--model is required")
 	}
+	if err := mf.check(); err != nil {
+		return err
+	}
 	vars, err := parseExtra(*extra)
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ position (Dory's).`, stderr)
 	for i, c := range g.Cases {
 		m := loadedModels[c.Model]
 		if m == nil {
-			if m, err = models.Load(filepath.Join(*dir, c.Model)); err != nil {
+			if m, err = loadModel(filepath.Join(*dir, c.Model), mf.quant); err != nil {
 				return fmt.Errorf("check: case %d: %w", i, err)
 			}
 			loadedModels[c.Model] = m

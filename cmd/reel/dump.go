@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +35,7 @@ type dumpOptions struct {
 	stage     string
 	want      string
 	rows      int
+	quant     string             // --quant: the format to quantize the model's projections in
 	params    map[string]*string // the architectures' own options
 
 	pass  string // graph, fused or plan
@@ -49,6 +51,7 @@ func (o *dumpOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.stage, "stage", "", "the model's stage (default: forward, any model's plain forward chunk): "+allStages())
 	fs.StringVar(&o.want, "want", "last", "logits the stage computes: none, last or all")
 	fs.IntVar(&o.rows, "rows", 1, "rows the stage runs (1: decode; more: a prompt chunk)")
+	registerQuant(fs, &o.quant)
 	fs.StringVar(&o.pass, "pass", planner.PassGraph, "what to print: "+strings.Join(planner.DumpPasses(), ", ")+" (the graph as built, after fusion, or the plan with launches and arena offsets)")
 	fs.BoolVar(&o.stats, "stats", false, "print nodes, launches, arena bytes, temporaries' bytes and fusions by rule instead")
 	registerParams(fs, &o.params)
@@ -132,6 +135,9 @@ func dumpGraph(ctx context.Context, o *dumpOptions) (*graph.Graph, error) {
 	if o.stage != "" {
 		return nil, usagef("--stage %q needs --model or --synthetic", o.stage)
 	}
+	if o.quant != "" {
+		return nil, usagef("--quant %s needs --model or --synthetic", o.quant)
+	}
 	ex, ok := findExample(o.example)
 	if !ok {
 		return nil, usagef("unknown --example %q (want %s)", o.example, strings.Join(exampleNames(), ", "))
@@ -143,8 +149,10 @@ func dumpGraph(ctx context.Context, o *dumpOptions) (*graph.Graph, error) {
 // modelGraph builds the graph of a model the dump flags ask for.
 func modelGraph(o *dumpOptions) (*graph.Graph, error) {
 	var m models.Model
-	var err error
+	err := checkQuant(o.quant)
 	switch {
+	case err != nil:
+		return nil, err
 	case o.model != "" && o.synthetic != "":
 		return nil, usagef("give --model or --synthetic, not both")
 	case o.synthetic != "":
@@ -152,9 +160,13 @@ func modelGraph(o *dumpOptions) (*graph.Graph, error) {
 		if !ok || a.Shapes[o.synthetic] == nil {
 			return nil, usagef("unknown --synthetic %q (want %s)", o.synthetic, strings.Join(models.SyntheticNames(), ", "))
 		}
-		m, err = a.Shapes[o.synthetic]()
+		if m, err = a.Shapes[o.synthetic](); err == nil && o.quant != "" {
+			if m, err = models.Quantize(m, o.quant, nil); errors.Is(err, models.ErrNotQuantized) {
+				return nil, usagef("%v", err)
+			}
+		}
 	default:
-		m, err = models.Load(o.model)
+		m, err = loadModel(o.model, o.quant)
 	}
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func infoConfigKeys(a models.Arch) []string {
 		"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
 		"num_attention_heads", "num_key_value_heads", "head_dim",
 		"max_position_embeddings", "tie_word_embeddings", "torch_dtype", "dtype",
-		"rope_theta", "rope_scaling", "rope_parameters",
+		"rope_theta", "rope_scaling", "rope_parameters", "quantization_config",
 	}, a.InfoFields...)
 }
 

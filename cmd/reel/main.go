@@ -58,6 +58,7 @@ func commands() []command {
 		{"template", "render a conversation with a tokenizer's chat template", runTemplate},
 		{"tokenize", "encode stdin's text to token ids with a tokenizer.json, or decode ids", runTokenize},
 		{"perplexity", "measure a model's perplexity over a text, quantized at load or not", runPerplexity},
+		{"quantize", "write a checkpoint with its projections quantized (fp8, q8, q4)", runQuantize},
 	}
 }
 

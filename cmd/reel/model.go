@@ -30,6 +30,7 @@ type modelFlags struct {
 	device  string
 	threads int
 	chunk   int
+	quant   string // --quant: the format to quantize at load, or ""
 	cuda    cudaFlags
 	params  map[string]*string
 	// reuseLogits: the command samples each token's logits and drops them
@@ -52,11 +53,36 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	fs.StringVar(&f.device, "device", "cpu", "backend: cpu or cuda")
 	fs.IntVar(&f.threads, "threads", 0, "CPU goroutines per kernel (0: every core)")
 	fs.IntVar(&f.chunk, "chunk", lm.DefaultChunk, "rows of a prompt chunk")
+	registerQuant(fs, &f.quant)
 	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
 	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")
 	fs.Var(&f.progress, "progress", "show the progress of long work (weights, long prompts) on stderr: true, or false (default: when stderr is a terminal)")
 	f.stderr = fs.Output()
 	registerParams(fs, &f.params)
+}
+
+// registerQuant adds --quant.
+func registerQuant(fs *flag.FlagSet, quant *string) {
+	fs.StringVar(quant, "quant", "", "quantize the model's projections at load: fp8, q8 or q4 (embeddings, norms, the head and routers stay as stored)")
+}
+
+// checkQuant checks a --quant value.
+func checkQuant(quant string) error {
+	switch quant {
+	case "", lm.QuantFP8, lm.QuantQ8, lm.QuantQ4:
+		return nil
+	}
+	return usagef("--quant %q: want fp8, q8 or q4", quant)
+}
+
+// loadModel loads the checkpoint in dir quantized at load as --quant says;
+// an architecture that cannot quantize is a usage error naming the flag.
+func loadModel(dir, quant string) (models.Model, error) {
+	m, err := models.LoadQuantized(dir, quant)
+	if err != nil && errors.Is(err, models.ErrNotQuantized) {
+		return nil, usagef("%v", err)
+	}
+	return m, err
 }
 
 // registerParams adds a string flag for every architecture's params (one
@@ -108,7 +134,7 @@ func (f *modelFlags) check() error {
 	if f.device != "cpu" && f.device != "cuda" {
 		return usagef("unknown --device %q (want cpu or cuda)", f.device)
 	}
-	return nil
+	return checkQuant(f.quant)
 }
 
 // openBackend opens the backend a --device names.
@@ -166,7 +192,7 @@ func (f *modelFlags) open(ctx context.Context, defaultModel bool) (*loaded, erro
 	if err != nil {
 		return nil, err
 	}
-	m, err := models.Load(dir)
+	m, err := loadModel(dir, f.quant)
 	if err != nil {
 		return nil, err
 	}
@@ -214,12 +240,29 @@ func (f *modelFlags) synthetic(name, dtype string, stderr io.Writer) (models.Mod
 		if err != nil {
 			return nil, err
 		}
+		if _, ok := shape.(models.Quantizer); f.quant != "" && !ok {
+			// Said before making gigabytes of weights.
+			return nil, usagef("--quant %s: a %s model %v", f.quant, shape.Arch(), models.ErrNotQuantized)
+		}
 		if err := checkMemory("synthetic "+name, syntheticMemory(shape.Parameters(), dt, f.device)); err != nil {
 			return nil, err
 		}
 	}
 	fmt.Fprintf(stderr, "making %s with random %s weights...\n", name, dt)
-	return a.Synthetic[name](dt, 1, progressFunc(f.progress.to(stderr), "making "+name, progressBytes))
+	m, err := a.Synthetic[name](dt, 1, progressFunc(f.progress.to(stderr), "making "+name, progressBytes))
+	if err != nil || f.quant == "" {
+		return m, err
+	}
+	fmt.Fprintf(stderr, "quantizing %s in %s...\n", name, f.quant)
+	q, err := models.Quantize(m, f.quant, progressFunc(f.progress.to(stderr), "quantizing "+name, progressBytes))
+	if err != nil {
+		m.Close()
+		if errors.Is(err, models.ErrNotQuantized) {
+			return nil, usagef("%v", err)
+		}
+		return nil, err
+	}
+	return q, nil
 }
 
 // parseIDs reads "1,2,3" (ids separated by commas, whitespace or both):

@@ -31,7 +31,6 @@ at load (fp8, q8 or q4), the measure of what a format costs.`, stderr)
 	mf.register(fs, true)
 	textFile := fs.String("text-file", "", "the text to score (required)")
 	window := fs.Int("ctx", 512, "tokens a window (a text shorter than one is one window)")
-	quant := fs.String("quant", "", "quantize the projections at load: fp8, q8 or q4")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
@@ -40,11 +39,6 @@ at load (fp8, q8 or q4), the measure of what a format costs.`, stderr)
 	}
 	if *window < 4 {
 		return usagef("--ctx %d: want at least 4 tokens", *window)
-	}
-	switch *quant {
-	case "", lm.QuantFP8, lm.QuantQ8, lm.QuantQ4:
-	default:
-		return usagef("--quant %q: want fp8, q8 or q4", *quant)
 	}
 	if err := mf.check(); err != nil {
 		return err
@@ -57,7 +51,7 @@ at load (fp8, q8 or q4), the measure of what a format costs.`, stderr)
 	if err != nil {
 		return err
 	}
-	m, err := models.LoadQuantized(dir, *quant)
+	m, err := loadModel(dir, mf.quant)
 	if err != nil {
 		return err
 	}
@@ -77,7 +71,7 @@ at load (fp8, q8 or q4), the measure of what a format costs.`, stderr)
 	if err := checkIDs(ids, l.model.Vocab()); err != nil {
 		return fmt.Errorf("%s: %w", *textFile, err)
 	}
-	q := *quant
+	q := mf.quant
 	if q == "" {
 		q = "as stored"
 	}

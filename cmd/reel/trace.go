@@ -170,7 +170,7 @@ func (f *modelFlags) openTraced(ctx context.Context, po *planner.Options) (*load
 	if err != nil {
 		return nil, err
 	}
-	m, err := models.Load(dir)
+	m, err := loadModel(dir, f.quant)
 	if err != nil {
 		return nil, err
 	}

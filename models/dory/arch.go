@@ -169,3 +169,41 @@ func (l *looped) Report() []string {
 
 // byteTokenizer says whether a config's tokenizer field names byte tokens.
 func byteTokenizer(name string) bool { return strings.HasPrefix(name, "bytes") }
+
+// Quantize quantizes the projections the model holds in a float type in
+// the format of quant ("fp8", "q8", "q4"), as LoadQuantized does at load:
+// for a synthetic model. m is spent: the model returned holds its
+// checkpoint's mappings. A model of shapes only gives the format's graphs.
+func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
+	c := m.Config
+	if quant == c.Quant.Method {
+		return m, nil
+	}
+	if c.Quant.Method != "" {
+		return nil, fmt.Errorf("dory: --quant %s: the model is stored quantized in %s", quant, c.Quant.Method)
+	}
+	q, err := lm.DefaultQuant(quant)
+	if err != nil {
+		return nil, fmt.Errorf("dory: --quant: %w", err)
+	}
+	c.Quant, c.quantizeFloat = q, true
+	if m.tensors == nil {
+		return &Model{Config: c, ByteLevel: m.ByteLevel}, nil
+	}
+	decl, err := c.declarations(m.MatrixDType)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
+	if err != nil {
+		return nil, fmt.Errorf("dory: %w", err)
+	}
+	c.quantizeFloat = false
+	out := &Model{Config: c, ckpt: m.ckpt, tensors: ts, Router: m.Router, ByteLevel: m.ByteLevel}
+	m.ckpt, m.tensors = nil, nil
+	return out, nil
+}
+
+// Weights are the model's weights by graph weight name: the matrices as
+// stored (or quantized at load) and the scale vectors folded.
+func (m *Model) Weights() lm.Tensors { return m.tensors }

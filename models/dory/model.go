@@ -84,15 +84,13 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 // Parameters counts the weights of a model of config c (what Synthetic
 // makes and a checkpoint holds), without making them.
 func (c *Config) Parameters() int {
-	decl, err := c.declarations(nil)
+	c2 := *c
+	c2.Quant, c2.quantizeFloat = lm.Quant{}, false // count the matrices' elements, not their codes'
+	decl, err := c2.declarations(nil)
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for _, d := range decl {
-		n += lm.Tensor{Shape: d.Shape}.Len()
-	}
-	return n
+	return lm.Parameters(decl)
 }
 
 // declarations are the weights of a model of config c whose matrices are
@@ -196,8 +194,9 @@ func synthetic(c Config, dt graph.DType, seed uint64, progress lm.Progress) (*Mo
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
 func (m *Model) MatrixDType(name string) graph.DType { return m.tensors.DType(name) }
 
-// Parameters counts the model's weights.
-func (m *Model) Parameters() int { return m.tensors.Parameters() }
+// Parameters counts the model's weights (a quantized matrix's elements,
+// not its codes' and scales'; a model of shapes only, those it would have).
+func (m *Model) Parameters() int { return m.Config.Parameters() }
 
 // MatrixBytes is the bytes of all matrices as stored.
 func (m *Model) MatrixBytes() int {

@@ -253,8 +253,15 @@ func (m *Model) Arch() string { return "llama" }
 // Vocab is the length of a row of logits.
 func (m *Model) Vocab() int { return m.Config.Vocab }
 
-// Parameters counts the weights' elements.
-func (m *Model) Parameters() int { return m.tensors.Parameters() }
+// Parameters counts the weights' elements (a quantized matrix's, not its
+// codes' and scales').
+func (m *Model) Parameters() int {
+	decl, err := declarations(&m.Config, lm.Stored{})
+	if err != nil {
+		return m.tensors.Parameters()
+	}
+	return lm.Parameters(decl)
+}
 
 // Upload puts every weight on a backend.
 func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
@@ -322,3 +329,34 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 	}
 	return lm.NewSession(m, graphs{m}, o)
 }
+
+// Quantize quantizes the projections the model holds in a float type in
+// the format of quant ("fp8", "q8", "q4"), as LoadQuantized does at load:
+// for a synthetic model. m is spent: the model returned holds its
+// checkpoint's mappings.
+func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
+	if quant == m.quant.Method {
+		return m, nil
+	}
+	if m.quant.Method != "" {
+		return nil, fmt.Errorf("llama: --quant %s: the model is stored quantized in %s", quant, m.quant.Method)
+	}
+	q, err := lm.DefaultQuant(quant)
+	if err != nil {
+		return nil, fmt.Errorf("llama: --quant: %w", err)
+	}
+	decl, err := declarations(&m.Config, lm.Stored{DType: m.tensors.DType, Quant: q, QuantizeFloat: true})
+	if err != nil {
+		return nil, err
+	}
+	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
+	if err != nil {
+		return nil, fmt.Errorf("llama: %w", err)
+	}
+	out := &Model{Config: m.Config, ckpt: m.ckpt, tensors: ts, quant: q}
+	m.ckpt, m.tensors = nil, nil
+	return out, nil
+}
+
+// Weights are the model's weights by graph weight name, as loaded.
+func (m *Model) Weights() lm.Tensors { return m.tensors }

@@ -185,3 +185,37 @@ func TestQuantizeOnLoad(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestQuantizeModel: Quantize makes of a loaded float model the weights
+// LoadQuantized makes at load, so the same logits bit for bit (the CPU
+// holds f32 weights at one alignment wherever they lie in their file);
+// the receiver is spent, the parameters are still the matrices'
+// elements, and an FP8 checkpoint is not quantized again in another
+// format.
+func TestQuantizeModel(t *testing.T) {
+	src := filepath.Join(testdata, "qwen3-untied-12")
+	ids := []int{5, 17, 33, 2, 90, 41, 7, 7, 1}
+	for _, quant := range []string{"q8", "fp8", "q4"} {
+		want, err := llama.LoadQuantized(src, quant)
+		require.NoError(t, err)
+		defer want.Close()
+		m := load(t, src)
+		params := m.Parameters()
+		q, err := m.Quantize(quant, nil)
+		require.NoError(t, err)
+		got := q.(*llama.Model)
+		defer got.Close()
+		require.Nil(t, m.Weights(), "the receiver is spent")
+		require.Equal(t, want.Weights(), got.Weights(), quant)
+		require.Equal(t, params, got.Parameters())
+		a, err := session(t, want, lm.SessionOptions{}).Forward(ids, 0, lm.WantAll)
+		require.NoError(t, err)
+		b, err := session(t, got, lm.SessionOptions{}).Forward(ids, 0, lm.WantAll)
+		require.NoError(t, err)
+		require.Equal(t, a.Data(), b.Data(), quant)
+	}
+	_, err := load(t, fp8Dir).Quantize("q4", nil)
+	require.ErrorContains(t, err, "llama: --quant q4: the model is stored quantized in fp8")
+	_, err = load(t, src).Quantize("q2", nil)
+	require.ErrorContains(t, err, `quantization "q2"`)
+}

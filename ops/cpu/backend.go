@@ -168,13 +168,24 @@ func wrap(dt graph.DType, n int, raw []byte) *Buffer {
 	return b
 }
 
-// alignedBytes allocates n bytes aligned to 8 (the backing is []uint64).
+// simdAlign is the alignment of arenas and copied weights: gonum's SIMD
+// dot product handles the elements of its second vector before a 16-byte
+// boundary apart, so where that vector lies changes how the sum is
+// rounded. The kernels pass activations there (see dot), which lie in
+// arenas at offsets the plan fixes: aligned arenas make every run round
+// the same way.
+const simdAlign = 16
+
+// alignedBytes allocates n bytes aligned to simdAlign (the backing is
+// []uint64, 8-aligned, with room to start at the next boundary).
 func alignedBytes(n int) []byte {
 	if n == 0 {
 		return nil
 	}
-	w := make([]uint64, (n+7)/8)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
+	w := make([]uint64, (n+simdAlign)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 8*len(w))
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & (simdAlign - 1))
+	return b[off : off+n : off+n]
 }
 
 func byteLen(dt graph.DType, n int) (int, error) {

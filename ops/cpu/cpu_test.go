@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -267,5 +268,53 @@ func TestMatMulGemmPath(t *testing.T) {
 				t.Errorf("%s %v: Sgemm against dots: NMSE %g", dt, s, e)
 			}
 		}
+	}
+}
+
+// TestWeightPlacement: the same f32 weights give the same products, bit
+// for bit, wherever their bytes lie (a file mapping puts a tensor at any
+// multiple of 4 bytes, and the CPU reads it there without a copy; gonum's
+// SIMD dot handles the elements of its second vector before a 16-byte
+// boundary apart, which rounds the sum another way, so the activation
+// goes there), on the default path (the Sgemm path, for benchmarks, is
+// gonum's own).
+func TestWeightPlacement(t *testing.T) {
+	be := New(2)
+	for _, rows := range []int{1, 3, manyRows + 1} {
+		const k, n = 67, 9
+		gb := graph.NewBuilder("matmul")
+		y := ops.MatMul(gb, gb.Input("x", graph.F32, rows, k), gb.Weight("w", graph.F32, n, k))
+		xb, _ := be.Alloc(graph.F32, rows*k)
+		copy(xb.(*Buffer).F32, benchData(rows*k))
+		w := weightBytes(graph.F32, benchData(n*k))
+		var first []float32
+		for off := 0; off < 32; off += 4 {
+			mem := alignedBytes(off + len(w))
+			copy(mem[off:], w)
+			wb, err := be.Load(graph.F32, n*k, mem[off:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unsafe.Pointer(&wb.(*Buffer).F32[0]) != unsafe.Pointer(&mem[off]) {
+				t.Fatalf("offset %d: the weights were copied", off)
+			}
+			yb, _ := be.Alloc(graph.F32, rows*n)
+			s, err := newMatMul(be, y.Producer, []*Buffer{xb.(*Buffer), wb.(*Buffer)}, []*Buffer{yb.(*Buffer)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.run(); err != nil {
+				t.Fatal(err)
+			}
+			got := yb.(*Buffer).F32
+			if first == nil {
+				first = got
+			} else if !slices.Equal(first, got) {
+				t.Fatalf("%d rows, offset %d: %v, at offset 0 %v", rows, off, got[:4], first[:4])
+			}
+		}
+	}
+	if a := alignedBytes(24); uintptr(unsafe.Pointer(&a[0]))%simdAlign != 0 || len(a) != 24 || cap(a) != 24 {
+		t.Fatalf("alignedBytes(24): %p, len %d, cap %d", &a[0], len(a), cap(a))
 	}
 }

@@ -178,7 +178,7 @@ func (s *matmulStep) dots() {
 				for r := 0; r < s.rows; r++ {
 					xr, yr := s.x[r*s.k:(r+1)*s.k], p.y[r*nw+n0:r*nw+n1]
 					for j := range yr {
-						yr[j] = dot(xr, wb[j*s.k:(j+1)*s.k])
+						yr[j] = dot(wb[j*s.k:(j+1)*s.k], xr)
 					}
 				}
 			}

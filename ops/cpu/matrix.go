@@ -70,7 +70,11 @@ func (m *matrix) block(lo, hi int, scratch []float32) []float32 {
 func (m *matrix) decodes() bool { return m.dt != graph.F32 }
 
 // dot is the f32 inner product of two equal-length vectors (gonum's SIMD
-// kernel, eight partial sums).
+// kernel, eight partial sums). Its sum is rounded by where y lies (the
+// kernel takes y's elements before a 16-byte boundary apart), so a weight
+// row goes in x and an activation row in y: a weight's bytes may lie
+// anywhere in a file mapping, activations lie where the plan puts them,
+// so the same weights give the same numbers wherever their file put them.
 func dot(x, y []float32) float32 {
 	return blas32.Dot(blas32.Vector{N: len(x), Inc: 1, Data: x}, blas32.Vector{N: len(x), Inc: 1, Data: y})
 }
