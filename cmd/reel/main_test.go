@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // reel runs the command line and returns the exit status, stdout and stderr.
@@ -89,4 +92,27 @@ func TestCommandTable(t *testing.T) {
 			t.Errorf("%s -h: status %d, stdout:\n%s\nstderr:\n%s", c.name, code, out, errOut)
 		}
 	}
+}
+
+// countingWriter counts the writes it takes.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestRunBuffersOutput: reel run writes its text a token at a time at
+// most (the prompt at once, then each token's text), not a byte per write.
+func TestRunBuffersOutput(t *testing.T) {
+	const tokens = 30
+	var out countingWriter
+	var errOut bytes.Buffer
+	code := reelMain(context.Background(), []string{"run", "--prompt", "package main\n\nimport \"fmt\"\n", "--tokens", fmt.Sprint(tokens), "--temperature", "0"}, &out, &errOut)
+	require.Equal(t, exitOK, code, errOut.String())
+	require.Greater(t, out.Len(), 30, "the prompt and the tokens were printed")
+	require.LessOrEqual(t, out.writes, tokens+3, "%d writes for %d bytes", out.writes, out.Len())
 }
