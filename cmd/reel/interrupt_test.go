@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,5 +87,55 @@ func TestInterruptExits130(t *testing.T) {
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		t.Errorf("killed by %v, want an exit", ws.Signal())
+	}
+}
+
+// TestSecondInterruptKills: after the first interrupt, a second one kills
+// the process at once, even when it does not look at its context (a call
+// into the driver, say). The test runs itself as the process.
+func TestSecondInterruptKills(t *testing.T) {
+	if os.Getenv("REEL_SECOND_INTERRUPT") == "1" {
+		ctx, _ := interruptContext()
+		fmt.Println("ready")
+		<-ctx.Done()
+		fmt.Println("first")
+		time.Sleep(30 * time.Second) // busy elsewhere: only the signal's default action ends this
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSecondInterruptKills$")
+	cmd.Env = append(os.Environ(), "REEL_SECOND_INTERRUPT=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(out)
+	expect := func(want string) {
+		t.Helper()
+		line, err := r.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != want {
+			t.Fatalf("read %q, %v; want %q", line, err, want)
+		}
+	}
+	expect("ready")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	expect("first")
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("the process ended with %v, not killed by the second interrupt", err)
+	}
+	ws, ok := ee.Sys().(interface{ Signaled() bool })
+	if !ok || !ws.Signaled() || time.Since(start) > 5*time.Second {
+		t.Fatalf("the process ended with %v after %v: want it killed by the signal at once", err, time.Since(start))
 	}
 }

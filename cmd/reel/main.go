@@ -63,16 +63,24 @@ func commands() []command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	go func() {
-		// After the first interrupt, restore the default handling: a
-		// second one kills reel at once, whatever it is waiting on.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := interruptContext()
 	code := reelMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interruptContext is cancelled by the first interrupt (Ctrl-C), once the
+// default handling is back: a second interrupt kills reel at once,
+// whatever it is waiting on.
+func interruptContext() (context.Context, context.CancelFunc) {
+	first, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-first.Done()
+		stop()
+		cancel()
+	}()
+	return ctx, func() { stop(); cancel() }
 }
 
 // Exit statuses.
