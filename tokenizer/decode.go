@@ -18,15 +18,8 @@ type decoder interface {
 
 // parseDecoder reads a "decoder" object (nil for JSON null).
 func parseDecoder(path string, raw json.RawMessage) (decoder, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	o, err := parseObject(path, raw)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := o.typeName()
-	if err != nil {
+	o, typ, err := parseComponent(path, raw)
+	if o == nil || err != nil {
 		return nil, err
 	}
 	switch typ {

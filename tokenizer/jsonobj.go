@@ -161,3 +161,20 @@ func sequence[T comparable](o *object, key string, parse func(path string, raw j
 	}
 	return out, nil
 }
+
+// parseComponent reads a pipeline component's object and its "type"; a
+// JSON null is no component (a nil object, no error).
+func parseComponent(path string, raw json.RawMessage) (*object, string, error) {
+	if isNull(raw) {
+		return nil, "", nil
+	}
+	o, err := parseObject(path, raw)
+	if err != nil {
+		return nil, "", err
+	}
+	typ, err := o.typeName()
+	if err != nil {
+		return nil, "", err
+	}
+	return o, typ, nil
+}

@@ -19,15 +19,8 @@ type normalizer interface {
 
 // parseNormalizer reads a "normalizer" object (nil for JSON null).
 func parseNormalizer(path string, raw json.RawMessage) (normalizer, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	o, err := parseObject(path, raw)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := o.typeName()
-	if err != nil {
+	o, typ, err := parseComponent(path, raw)
+	if o == nil || err != nil {
 		return nil, err
 	}
 	switch typ {

@@ -15,15 +15,8 @@ type postProcessor interface {
 
 // parsePostProcessor reads a "post_processor" object (nil for JSON null).
 func parsePostProcessor(path string, raw json.RawMessage) (postProcessor, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	o, err := parseObject(path, raw)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := o.typeName()
-	if err != nil {
+	o, typ, err := parseComponent(path, raw)
+	if o == nil || err != nil {
 		return nil, err
 	}
 	switch typ {

@@ -284,15 +284,8 @@ func isPunctuation(r rune) bool {
 // parsePreTokenizer reads a "pre_tokenizer" object into steps applied in
 // order (a Sequence is flattened).
 func parsePreTokenizer(path string, raw json.RawMessage) ([]preTokenizer, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	o, err := parseObject(path, raw)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := o.typeName()
-	if err != nil {
+	o, typ, err := parseComponent(path, raw)
+	if o == nil || err != nil {
 		return nil, err
 	}
 	one := func(p preTokenizer) ([]preTokenizer, error) { return []preTokenizer{p}, nil }
