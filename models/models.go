@@ -112,8 +112,8 @@ type Model interface {
 	Parameters() int
 	// NewSession starts a session.
 	NewSession(o Options) (Session, error)
-	// Stages names the graphs a dump can show ("forward" first: the
-	// graph of a plain forward chunk).
+	// Stages names the graphs a dump can show, the graph of a plain
+	// forward chunk first ("forward"; Dory's "all").
 	Stages() []string
 	// Graph builds the graph of a stage for a chunk of rows whose logits
 	// are want, for dumps (o's params may change it: Dory's loops).
@@ -124,18 +124,27 @@ type Model interface {
 
 // Session is a session as the commands drive it; *lm.Session is one.
 type Session interface {
+	// Forward runs ids at positions pos0 (= Pos()), pos0+1, ... and gives
+	// the wanted rows' logits [rows, vocab] (nil for lm.WantNone).
 	Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error)
+	// Pos is the positions the session holds: the next pos0.
 	Pos() int
+	// Rollback forgets the positions from n on, where the states allow.
 	Rollback(n int) error
+	// Reset empties the session.
 	Reset()
+	// Stats are the plan cache's counters.
 	Stats() capture.Stats
+	// Close frees the session's buffers.
 	Close() error
 }
 
 // Planner is a session that gives the plan it built for a plain forward
 // chunk and times its launches, for benchmarks; *lm.Session is one.
 type Planner interface {
+	// ForwardPlan is the plan of a forward chunk of rows, once it has run.
 	ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool)
+	// ForwardProfile times that plan's launches op by op.
 	ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error)
 }
 
