@@ -209,7 +209,7 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 	}
 	decl, err := declarations(&c, lm.Stored{DType: lm.StoredDType(ck), Quant: q, QuantizeFloat: onLoad})
 	if err == nil {
-		o := lm.LoadOptions{Unused: unused}
+		o := lm.LoadOptions{Unused: c.unused}
 		if onLoad {
 			o.Quant = q
 		}
@@ -222,8 +222,13 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 	return nil, fmt.Errorf("llama %s: %w", dir, err)
 }
 
-// unused are tensors older checkpoints carry that the graphs compute.
-func unused(name string) bool { return strings.HasSuffix(name, ".rotary_emb.inv_freq") }
+// unused are tensors a checkpoint may carry that the graphs do not read:
+// the rotary frequencies older checkpoints stored, and with tied
+// embeddings an lm_head.weight, which transformers ties to the embedding
+// table (the table is the head then, whatever the file holds).
+func (c *Config) unused(name string) bool {
+	return strings.HasSuffix(name, ".rotary_emb.inv_freq") || (c.Tied && name == "lm_head.weight")
+}
 
 // Synthetic makes a model of config c with random weights, matrices in dt
 // (f32 or bf16) and norm scales near 1.

@@ -206,7 +206,6 @@ func TestLoadErrors(t *testing.T) {
 		edit func(cfg map[string]any)
 		want string
 	}{
-		{"tied but untied file", func(c map[string]any) { c["tie_word_embeddings"] = true }, "tensors the model does not read: lm_head.weight"},
 		{"wrong heads", func(c map[string]any) { c["num_key_value_heads"] = 6 }, "layer 0 / attn: tensor model.layers.0.self_attn.k_proj.weight: shape"},
 		{"bias missing", func(c map[string]any) { c["attention_bias"] = true }, "layer 0 / attn: tensor model.layers.0.self_attn.q_proj.bias: missing"},
 		{"more layers", func(c map[string]any) { c["num_hidden_layers"] = 9 }, "layer 3 / attn: tensor model.layers.3.input_layernorm.weight: missing"},
@@ -260,4 +259,34 @@ func TestPlan(t *testing.T) {
 	require.Contains(t, rep.FusionString(), "grouped_matmul")
 	require.Less(t, rep.Launches, rep.Nodes)
 	t.Log(rep.FusionString(), rep.Launches, "launches of", rep.Nodes, "nodes")
+}
+
+// TestTiedIgnoresHead: a tied config over a file that also stores
+// lm_head.weight loads (as transformers, which ties the head to the
+// embedding table) and its head is the table: its logits are the tied
+// model's, not the untied file's.
+func TestTiedIgnoresHead(t *testing.T) {
+	src := filepath.Join(testdata, "qwen3-untied-12")
+	dir := rewrite(t, src, graph.F32)
+	var cfg map[string]any
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &cfg))
+	cfg["tie_word_embeddings"] = true
+	raw, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644))
+	tied, untied := load(t, dir), load(t, src)
+	require.True(t, tied.Config.Tied)
+	ids := []int{1, 2, 3}
+	a, err := session(t, tied, lm.SessionOptions{}).Forward(ids, 0, lm.WantLast)
+	require.NoError(t, err)
+	b, err := session(t, untied, lm.SessionOptions{}).Forward(ids, 0, lm.WantLast)
+	require.NoError(t, err)
+	require.NotEqual(t, a.Data(), b.Data(), "the tied head is the embedding table, not lm_head.weight")
+	g, err := tied.Graph("forward", 1, lm.WantLast, models.Options{})
+	require.NoError(t, err)
+	for _, v := range g.Values {
+		require.NotEqual(t, "lm_head.weight", v.Name)
+	}
 }
