@@ -22,10 +22,16 @@ func (k bigramKey) String() string { return fmt.Sprintf("bigram/rows=%d/want=%s"
 // architecture, written as a model author writes one.
 type bigram struct{ vocab int }
 
-func (m bigram) Vocab() int                                  { return m.vocab }
-func (m bigram) Key(rows int, want lm.Want) capture.Key      { return bigramKey{rows, want} }
-func (m bigram) State(name string) (lm.StateSpec, error)     { return lm.StateSpec{Kind: lm.Slot}, nil }
-func (m bigram) Build(key capture.Key) (*graph.Graph, error) { return m.graph(key.(bigramKey)) }
+func (m bigram) Vocab() int                              { return m.vocab }
+func (m bigram) Key(rows int, want lm.Want) capture.Key  { return bigramKey{rows, want} }
+func (m bigram) State(name string) (lm.StateSpec, error) { return lm.StateSpec{Kind: lm.Slot}, nil }
+func (m bigram) Build(key capture.Key) (*graph.Graph, error) {
+	k, ok := key.(bigramKey)
+	if !ok {
+		return nil, fmt.Errorf("bigram: a key of type %T", key)
+	}
+	return m.graph(k)
+}
 
 func (m bigram) graph(k bigramKey) (*graph.Graph, error) {
 	b := graph.NewBuilder(k.String())
