@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/weights"
-	"github.com/reel-runtime/reel/weights/weightstest"
 )
 
 // FuzzDoryConfig parses and validates arbitrary config.json bytes: never a
@@ -26,43 +26,14 @@ func FuzzDoryConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"vocab_size": 97, "hidden_size": 64, "init_method_std": 1e-300}`))
 	f.Add([]byte(`{"swa_window_size": 1000000000, "hybrid_layer_pattern": "S-"}`))
-	dir := weightstest.CopyDir(f, tinyDir)
-	path := filepath.Join(dir, "config.json")
-	ran := map[string]bool{} // configs whose forward has run, in this process
-	f.Fuzz(func(t *testing.T, data []byte) {
-		err := weightstest.Run(t, hostileBudget, func() error {
-			cfg, err := weights.ParseConfig(path, data)
-			if err != nil {
-				return nil
-			}
-			c, err := ConfigFromJSON(cfg)
-			if err != nil {
-				return nil
-			}
-			if err := c.Validate(); err != nil {
-				return fmt.Errorf("ConfigFromJSON accepted a config that Validate refuses: %w", err)
-			}
-			key := fmt.Sprintf("%+v", c)
-			if ran[key] {
-				return nil
-			}
-			ran[key] = true
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				return err
-			}
-			logits, err := loadAndForward(dir)
-			if err != nil {
-				return nil
-			}
-			for i, x := range logits {
-				if x != x || x > 3.4e38 || x < -3.4e38 {
-					return fmt.Errorf("loaded, but logit %d is %v", i, x)
-				}
-			}
-			return nil
-		})
+	modeltest.FuzzConfig(f, tinyDir, hostileBudget, func(cfg *weights.Config) (any, error) {
+		c, err := ConfigFromJSON(cfg)
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil // refused
 		}
-	})
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("ConfigFromJSON accepted a config that Validate refuses: %w", err)
+		}
+		return c, nil
+	}, loadAndForward)
 }

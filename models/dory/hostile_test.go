@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/weights"
 	"github.com/reel-runtime/reel/weights/weightstest"
 )
@@ -95,29 +96,6 @@ func TestHostileConfigs(t *testing.T) {
 	weightstest.Probe(t, tinyDir, hostileBudget, cases, loadAndForward)
 }
 
-// rewrite makes a Setup that writes the tiny checkpoint's tensors, edited,
-// into the folder.
-func rewrite(edit func([]weights.NamedTensor) []weights.NamedTensor) func(testing.TB, string) {
-	return func(t testing.TB, dir string) {
-		t.Helper()
-		if err := weights.Rewrite(tinyDir, dir, nil, edit); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// editTensor makes a Setup that changes the tensor called name.
-func editTensor(name string, f func(*weights.NamedTensor)) func(testing.TB, string) {
-	return rewrite(func(ts []weights.NamedTensor) []weights.NamedTensor {
-		for i := range ts {
-			if ts[i].Name == name {
-				f(&ts[i])
-			}
-		}
-		return ts
-	})
-}
-
 // fill sets every element of an f32 tensor to x.
 func fill(x float32) func(*weights.NamedTensor) {
 	return func(nt *weights.NamedTensor) {
@@ -131,13 +109,13 @@ func fill(x float32) func(*weights.NamedTensor) {
 
 // tensorCases are hostile tensors of a checkpoint whose config is good.
 var tensorCases = []weightstest.ConfigCase{
-	{Name: "tensor: a matrix in i32", Setup: editTensor("backbone.layers.0.mixer.q_proj.weight", func(nt *weights.NamedTensor) {
+	{Name: "tensor: a matrix in i32", Setup: modeltest.EditTensor(tinyDir, "backbone.layers.0.mixer.q_proj.weight", func(nt *weights.NamedTensor) {
 		nt.DType = graph.I32
 	}), Want: []string{"q_proj.weight: dtype i32"}},
-	{Name: "tensor: embeddings transposed", Setup: editTensor("backbone.embeddings.weight", func(nt *weights.NamedTensor) {
+	{Name: "tensor: embeddings transposed", Setup: modeltest.EditTensor(tinyDir, "backbone.embeddings.weight", func(nt *weights.NamedTensor) {
 		nt.Shape = []int{nt.Shape[1], nt.Shape[0]}
 	}), Want: []string{"backbone.embeddings.weight: shape [64 97], want [97 64]"}},
-	{Name: "tensor: a vector of 2^62 × 0", Setup: editTensor("lm_head.logit_scale", func(nt *weights.NamedTensor) {
+	{Name: "tensor: a vector of 2^62 × 0", Setup: modeltest.EditTensor(tinyDir, "lm_head.logit_scale", func(nt *weights.NamedTensor) {
 		nt.Shape, nt.Data = []int{1 << 62, 0}, nil
 	}), Want: []string{"lm_head.logit_scale: shape"}},
 	{Name: "tensor: file cut short", Setup: func(t testing.TB, dir string) {
@@ -145,8 +123,8 @@ var tensorCases = []weightstest.ConfigCase{
 			t.Fatal(err)
 		}
 	}, Want: []string{weights.SingleFile}},
-	{Name: "tensor: NaN logit scale", Setup: editTensor("lm_head.logit_scale", fill(float32(math.NaN()))),
+	{Name: "tensor: NaN logit scale", Setup: modeltest.EditTensor(tinyDir, "lm_head.logit_scale", fill(float32(math.NaN()))),
 		Want: []string{"NaN"}},
-	{Name: "tensor: infinite sqk", Setup: editTensor("backbone.layers.0.mixer.sqk", fill(float32(math.Inf(1)))),
+	{Name: "tensor: infinite sqk", Setup: modeltest.EditTensor(tinyDir, "backbone.layers.0.mixer.sqk", fill(float32(math.Inf(1)))),
 		Want: []string{"sqk", "NaN"}},
 }

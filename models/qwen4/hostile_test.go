@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/weights"
 	"github.com/reel-runtime/reel/weights/weightstest"
 )
@@ -100,29 +101,6 @@ func TestHostileConfigs(t *testing.T) {
 	weightstest.Probe(t, tinyDir, hostileBudget, cases, loadAndForward)
 }
 
-// rewrite makes a Setup that writes the tiny checkpoint's tensors, edited,
-// into the folder.
-func rewrite(edit func([]weights.NamedTensor) []weights.NamedTensor) func(testing.TB, string) {
-	return func(t testing.TB, dir string) {
-		t.Helper()
-		if err := weights.Rewrite(tinyDir, dir, nil, edit); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// editTensor makes a Setup that changes the tensor called name.
-func editTensor(name string, f func(*weights.NamedTensor)) func(testing.TB, string) {
-	return rewrite(func(ts []weights.NamedTensor) []weights.NamedTensor {
-		for i := range ts {
-			if ts[i].Name == name {
-				f(&ts[i])
-			}
-		}
-		return ts
-	})
-}
-
 // setInt64s sets an i64 tensor's first elements.
 func setInt64s(vs ...int64) func(*weights.NamedTensor) {
 	return func(nt *weights.NamedTensor) {
@@ -136,17 +114,17 @@ const pleConst = "model.layers.1.ple.ple_embedding."
 
 // tensorCases are hostile tensors of a checkpoint whose config is good.
 var tensorCases = []weightstest.ConfigCase{
-	{Name: "tensor: a norm in i32", Setup: editTensor("model.layers.3.self_attn.q_norm.weight", func(nt *weights.NamedTensor) {
+	{Name: "tensor: a norm in i32", Setup: modeltest.EditTensor(tinyDir, "model.layers.3.self_attn.q_norm.weight", func(nt *weights.NamedTensor) {
 		nt.DType = graph.I32
 	}), Want: []string{"q_norm.weight: dtype i32"}},
-	{Name: "tensor: an expert in f16", Setup: editTensor("model.layers.0.mlp.experts.1.up_proj.weight", func(nt *weights.NamedTensor) {
+	{Name: "tensor: an expert in f16", Setup: modeltest.EditTensor(tinyDir, "model.layers.0.mlp.experts.1.up_proj.weight", func(nt *weights.NamedTensor) {
 		nt.DType, nt.Shape = graph.F16, []int{nt.Shape[0], 2 * nt.Shape[1]}
 	}), Want: []string{"experts.1.up_proj.weight"}},
-	{Name: "tensor: PLE table size negative", Setup: editTensor(pleConst+"ngram_heads_vocab_sizes", setInt64s(-5)),
+	{Name: "tensor: PLE table size negative", Setup: modeltest.EditTensor(tinyDir, pleConst+"ngram_heads_vocab_sizes", setInt64s(-5)),
 		Want: []string{"PLE head 0"}},
-	{Name: "tensor: PLE table offset past the table", Setup: editTensor(pleConst+"ngram_heads_offsets", setInt64s(1<<40)),
+	{Name: "tensor: PLE table offset past the table", Setup: modeltest.EditTensor(tinyDir, pleConst+"ngram_heads_offsets", setInt64s(1<<40)),
 		Want: []string{"n-gram table"}},
-	{Name: "tensor: PLE offset + size overflow", Setup: rewrite(func(ts []weights.NamedTensor) []weights.NamedTensor {
+	{Name: "tensor: PLE offset + size overflow", Setup: modeltest.Rewrite(tinyDir, func(ts []weights.NamedTensor) []weights.NamedTensor {
 		for i := range ts {
 			switch ts[i].Name {
 			case pleConst + "ngram_heads_vocab_sizes":
@@ -158,7 +136,7 @@ var tensorCases = []weightstest.ConfigCase{
 		return ts
 	}), Want: []string{"n-gram table", "PLE head 0", "head 0 has table size"}},
 	{Name: "tensor: routers of 16384 experts, 8 experts stored", Fields: map[string]string{"num_experts": "16384"},
-		Setup: rewrite(func(ts []weights.NamedTensor) []weights.NamedTensor {
+		Setup: modeltest.Rewrite(tinyDir, func(ts []weights.NamedTensor) []weights.NamedTensor {
 			for i := range ts {
 				if strings.HasSuffix(ts[i].Name, ".mlp.gate.weight") {
 					ts[i].Shape = []int{16384, ts[i].Shape[1]}
