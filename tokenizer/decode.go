@@ -7,7 +7,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/reel-runtime/reel/tokenizer/internal/regex"
 )
 
 // decoder turns token strings back into text, as the library's
@@ -47,15 +46,8 @@ func parseDecoder(path string, raw json.RawMessage) (decoder, error) {
 		}
 		return stripDec{content, start, stop}, nil
 	case "Replace":
-		re, err := parsePattern(o, "pattern")
-		if err != nil {
-			return nil, err
-		}
-		content, err := o.str("content", "")
-		if err != nil {
-			return nil, err
-		}
-		return replaceDec{re, content}, nil
+		r, err := parseReplace(o)
+		return replaceDec{r}, err
 	case "Metaspace":
 		r, scheme, _, err := parseMetaspace(o)
 		if err != nil {
@@ -172,15 +164,12 @@ func (s stripDec) decodeChain(tokens []string) ([]string, error) {
 }
 
 // replaceDec replaces each match of a pattern in each token.
-type replaceDec struct {
-	re      *regex.Regexp
-	content string
-}
+type replaceDec struct{ replace }
 
 func (r replaceDec) decodeChain(tokens []string) ([]string, error) {
 	out := make([]string, len(tokens))
 	for i, t := range tokens {
-		s, err := replaceAll(r.re, t, r.content)
+		s, err := r.normalize(t)
 		if err != nil {
 			return nil, err
 		}

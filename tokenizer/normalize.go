@@ -56,15 +56,7 @@ func parseNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 		}
 		return prepend(s), nil
 	case "Replace":
-		re, err := parsePattern(o, "pattern")
-		if err != nil {
-			return nil, err
-		}
-		content, err := o.str("content", "")
-		if err != nil {
-			return nil, err
-		}
-		return replace{re, content}, nil
+		return parseReplace(o)
 	case "ByteLevel":
 		return byteLevelNorm{}, nil
 	case "Nmt":
@@ -188,6 +180,16 @@ func (p prepend) normalize(s string) (string, error) {
 type replace struct {
 	re      *regex.Regexp
 	content string
+}
+
+// parseReplace reads a Replace normalizer's or decoder's pattern and content.
+func parseReplace(o *object) (replace, error) {
+	re, err := parsePattern(o, "pattern")
+	if err != nil {
+		return replace{}, err
+	}
+	content, err := o.str("content", "")
+	return replace{re, content}, err
 }
 
 func (r replace) normalize(s string) (string, error) {
