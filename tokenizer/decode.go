@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
 )
 
 // decoder turns token strings back into text, as the library's
