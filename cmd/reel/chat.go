@@ -76,16 +76,7 @@ flags come from generation_config.json, as for reel run.`, stderr)
 	if err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
-	gen, err := loadGeneration(mf.dir)
-	if err != nil {
-		return err
-	}
-	smp, err := gf.sampler(gen)
-	if err != nil {
-		return err
-	}
-	mf.drafting = gf.draft > 0
-	l, err := mf.open(ctx, false)
+	l, gen, smp, err := gf.open(ctx, &mf, false)
 	if err != nil {
 		return err
 	}

@@ -45,20 +45,11 @@ tokens).`, stderr)
 	if err := gf.parsed(fs, mf.chunk); err != nil {
 		return err
 	}
-	mf.drafting = gf.draft > 0
 	ids, err := parseIDs(*promptIDs)
 	if err != nil {
 		return usagef("--prompt-ids: %v", err)
 	}
-	gen, err := loadGeneration(mf.dir)
-	if err != nil {
-		return err
-	}
-	smp, err := gf.sampler(gen)
-	if err != nil {
-		return err
-	}
-	l, err := mf.open(ctx, true)
+	l, gen, smp, err := gf.open(ctx, &mf, true)
 	if err != nil {
 		return err
 	}

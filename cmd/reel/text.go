@@ -121,6 +121,23 @@ func (f *genFlags) user() sample.Params {
 	return p
 }
 
+// open reads the checkpoint's generation defaults and makes the flags'
+// sampler over them, then opens the model of mf (the embedded default when
+// allowed) with a session that drafts when --draft asks.
+func (f *genFlags) open(ctx context.Context, mf *modelFlags, defaultModel bool) (*loaded, generation, *sample.Sampler, error) {
+	gen, err := loadGeneration(mf.dir)
+	if err != nil {
+		return nil, gen, nil, err
+	}
+	smp, err := f.sampler(gen)
+	if err != nil {
+		return nil, gen, nil, err
+	}
+	mf.drafting = f.draft > 0
+	l, err := mf.open(ctx, defaultModel)
+	return l, gen, smp, err
+}
+
 // sampler makes the sampler of the flags over the checkpoint's defaults.
 func (f *genFlags) sampler(g generation) (*sample.Sampler, error) {
 	o, err := sample.Resolve(samplingDefaults(), g.config.Sampling(), f.user())
