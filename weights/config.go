@@ -391,27 +391,30 @@ func (c *Config) parseFloat(field string, raw json.RawMessage) (float64, error) 
 // number with a fraction (2.5) or beyond the range of int is an error;
 // integral values written as floats (2.0) are accepted.
 func (c *Config) Int(key string, def int) (int, error) {
+	v, _, err := field(c, key, def, c.parseInt)
+	return v, err
+}
+
+// field reads the field key with parse: def and false when it is missing
+// or null (or unreadable: then with the error).
+func field[T any](c *Config, key string, def T, parse func(string, json.RawMessage) (T, error)) (T, bool, error) {
 	raw, ok, err := c.value(key)
 	if err != nil || !ok {
-		return def, err
+		return def, false, err
 	}
-	v, err := c.parseInt(key, raw)
+	v, err := parse(key, raw)
 	if err != nil {
-		return def, err
+		return def, false, err
 	}
-	return v, nil
+	return v, true, nil
 }
 
 // IntIn returns the integer field key as Int does, or def if it is missing
 // or null, and checks that the value is within [lo, hi]: an error names the
 // file, the field, the value and the range. def itself is not checked.
 func (c *Config) IntIn(key string, def, lo, hi int) (int, error) {
-	raw, ok, err := c.value(key)
+	v, ok, err := field(c, key, def, c.parseInt)
 	if err != nil || !ok {
-		return def, err
-	}
-	v, err := c.parseInt(key, raw)
-	if err != nil {
 		return def, err
 	}
 	if v < lo || v > hi {
@@ -425,12 +428,8 @@ func (c *Config) IntIn(key string, def, lo, hi int) (int, error) {
 // names the file, the field, the value and the range. def itself is not
 // checked.
 func (c *Config) FloatIn(key string, def, lo, hi float64) (float64, error) {
-	raw, ok, err := c.value(key)
+	v, ok, err := field(c, key, def, c.parseFloat)
 	if err != nil || !ok {
-		return def, err
-	}
-	v, err := c.parseFloat(key, raw)
-	if err != nil {
 		return def, err
 	}
 	if !(v >= lo && v <= hi) {
@@ -441,15 +440,8 @@ func (c *Config) FloatIn(key string, def, lo, hi float64) (float64, error) {
 
 // Float returns the number field key, or def if it is missing or null.
 func (c *Config) Float(key string, def float64) (float64, error) {
-	raw, ok, err := c.value(key)
-	if err != nil || !ok {
-		return def, err
-	}
-	v, err := c.parseFloat(key, raw)
-	if err != nil {
-		return def, err
-	}
-	return v, nil
+	v, _, err := field(c, key, def, c.parseFloat)
+	return v, err
 }
 
 // String returns the string field key, or def if it is missing or null.
