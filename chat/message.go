@@ -87,16 +87,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		key, _ := json.Marshal(k)
 		b.Write(key)
 		b.WriteByte(':')
-		var v any
-		switch k {
-		case "role":
-			v = m.Role
-		case "content":
-			v = m.Content
-		default:
-			v = m.Fields[k]
-		}
-		val, err := json.Marshal(v)
+		val, err := json.Marshal(m.get(k))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -104,6 +95,17 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// get is the message's field k: role, content or one of Fields.
+func (m *Message) get(k string) any {
+	switch k {
+	case "role":
+		return m.Role
+	case "content":
+		return m.Content
+	}
+	return m.Fields[k]
 }
 
 // order lists the message's keys in the order the template sees them:
@@ -131,16 +133,7 @@ func (m *Message) order() []string {
 func (m *Message) value() (jinja.Value, error) {
 	d := jinja.NewDict()
 	for _, k := range m.order() {
-		var v any
-		switch k {
-		case "role":
-			v = m.Role
-		case "content":
-			v = m.Content
-		default:
-			v = m.Fields[k]
-		}
-		c, err := jinja.FromGo(v)
+		c, err := jinja.FromGo(m.get(k))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
