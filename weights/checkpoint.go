@@ -365,8 +365,12 @@ func (c *Checkpoint) Summary() Summary {
 }
 
 // Close unmaps every file of the checkpoint. Slices returned by Bytes must not
-// be used afterwards. Closing a closed Checkpoint does nothing.
+// be used afterwards. Closing a closed or nil Checkpoint (a model made
+// without a file) does nothing.
 func (c *Checkpoint) Close() error {
+	if c == nil {
+		return nil
+	}
 	var errs []error
 	for _, f := range c.files {
 		errs = append(errs, f.Close())

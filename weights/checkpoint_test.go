@@ -327,3 +327,12 @@ func TestDenseEmpty(t *testing.T) {
 	assert.Empty(t, xs)
 	assert.True(t, strings.HasPrefix(c.Summary().String(), "1 tensors, 0 parameters"))
 }
+
+// TestCloseNil: a nil Checkpoint (a model made without a file) closes as
+// a closed one does.
+func TestCloseNil(t *testing.T) {
+	var c *Checkpoint
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -210,14 +210,7 @@ func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buf
 }
 
 // Close releases the checkpoint's file mappings; the model is unusable after.
-func (m *Model) Close() error {
-	if m.ckpt == nil {
-		return nil
-	}
-	err := m.ckpt.Close()
-	m.ckpt = nil
-	return err
-}
+func (m *Model) Close() error { return m.ckpt.Close() }
 
 // ConfigFromJSON reads a Dory config.json, checking every field vLLM's DoryConfig lists
 // and rejecting what Dory does not support, with errors naming the field.

@@ -288,14 +288,7 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*
 func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.tensors.DType, Quant: m.quant} }
 
 // Close releases the checkpoint's file mappings.
-func (m *Model) Close() error {
-	if m.ckpt == nil {
-		return nil
-	}
-	err := m.ckpt.Close()
-	m.ckpt = nil
-	return err
-}
+func (m *Model) Close() error { return m.ckpt.Close() }
 
 // graphs are a model's graphs as a session runs them (lm.Graphs).
 type graphs struct{ m *Model }
