@@ -31,16 +31,9 @@ registered architecture runs (its config's model_type picks it).`, stderr)
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
-	ids, err := parseIDs(*idsFlag)
+	ids, want, err := parseIDsWant(*idsFlag, *wantFlag)
 	if err != nil {
-		return usagef("--ids: %v", err)
-	}
-	if len(ids) == 0 {
-		return usagef("--ids is required")
-	}
-	want, err := lm.ParseWant(*wantFlag)
-	if err != nil || want == lm.WantNone {
-		return usagef("--want %q: want last or all", *wantFlag)
+		return err
 	}
 	l, err := mf.open(ctx, true)
 	if err != nil {
@@ -65,4 +58,21 @@ registered architecture runs (its config's model_type picks it).`, stderr)
 		out.Logits = append(out.Logits, data[r*vocab:(r+1)*vocab])
 	}
 	return json.NewEncoder(stdout).Encode(out)
+}
+
+// parseIDsWant reads --ids (required) and --want (last or all) of the
+// commands that print or trace a forward's values.
+func parseIDsWant(idsFlag, wantFlag string) ([]int, lm.Want, error) {
+	ids, err := parseIDs(idsFlag)
+	if err != nil {
+		return nil, 0, usagef("--ids: %v", err)
+	}
+	if len(ids) == 0 {
+		return nil, 0, usagef("--ids is required")
+	}
+	want, err := lm.ParseWant(wantFlag)
+	if err != nil || want == lm.WantNone {
+		return nil, 0, usagef("--want %q: want last or all", wantFlag)
+	}
+	return ids, want, nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/planner"
 	"github.com/reel-runtime/reel/trace"
@@ -77,16 +76,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(files) > 0 {
 		return usagef("unexpected argument %q (only --diff takes files)", files[0])
 	}
-	ids, err := parseIDs(*idsFlag)
+	ids, want, err := parseIDsWant(*idsFlag, *wantFlag)
 	if err != nil {
-		return usagef("--ids: %v", err)
-	}
-	if len(ids) == 0 {
-		return usagef("--ids is required")
-	}
-	want, err := lm.ParseWant(*wantFlag)
-	if err != nil || want == lm.WantNone {
-		return usagef("--want %q: want last or all", *wantFlag)
+		return err
 	}
 	if *out == "" && !*firstNonFinite {
 		return usagef("--out is required (or --first-nonfinite)")
