@@ -24,13 +24,16 @@ a known shape with random weights (--dtype bf16 or f32), needing no file.
 It prints tokens/s, the plan's launches per decode token, the bytes of
 weights a token reads, the plan cache's counters (plans, records, updates,
 replays) and, on CUDA, the card's copy bandwidth measured in the same run
-and the decode speed as a share of the bound it sets.`, stderr)
+and the decode speed as a share of the bound it sets. For the prompt it prints
+tokens/s, the time to the first token, the products' work (TFLOP/s) and, on
+CUDA, that as a share of the card's bf16 matrix rate measured in the same run
+(a large cuBLAS product of random matrices).`, stderr)
 	mf.register(fs, true)
 	synthetic := fs.String("synthetic", "", "random-weight model of a known shape: "+strings.Join(models.SyntheticNames(), ", "))
 	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
 	promptN := fs.Int("prompt", 128, "prompt tokens")
 	tokens := fs.Int("tokens", 64, "decode tokens")
-	profile := fs.Bool("profile", false, "also time the decode plan's launches op by op (each followed by a sync)")
+	profile := fs.Bool("profile", false, "also time the last prompt chunk's and the decode plan's launches op by op (each followed by a sync)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the decode loop to this file (for go tool pprof)")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
@@ -116,9 +119,14 @@ and the decode speed as a share of the bound it sets.`, stderr)
 			fmt.Fprintln(&b, line)
 		}
 	}
-	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s\n", *promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds())
-	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), tps, decode.Seconds()*1e3/float64(*tokens))
+	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms\n", *promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3)
 	pl, _ := s.(models.Planner)
+	if pl != nil {
+		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunk), l.be, prefillTime); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(&b, "decode       %d tokens in %.3f s: %.1f tok/s (%.3f ms/token)\n", *tokens, decode.Seconds(), tps, decode.Seconds()*1e3/float64(*tokens))
 	if pl != nil {
 		if p, rep, ok := pl.ForwardPlan(1, lm.WantLast); ok {
 			if err := writeDecodePlan(&b, p, rep, l.be, tps); err != nil {
@@ -128,21 +136,121 @@ and the decode speed as a share of the bound it sets.`, stderr)
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
 	if *profile && pl != nil {
-		prof, err := pl.ForwardProfile(1, lm.WantLast)
-		if err != nil {
+		rows, want := lastChunk(*promptN, promptChunk(s, mf.chunk))
+		if err := writeProfile(&b, pl, rows, want, fmt.Sprintf("the last prompt chunk (%d rows)", rows)); err != nil {
 			return err
 		}
-		var total time.Duration
-		for _, p := range prof {
-			total += p.Time
-		}
-		fmt.Fprintf(&b, "profile      one decode token, each launch synced: %.3f ms\n", total.Seconds()*1e3)
-		for _, p := range prof {
-			fmt.Fprintf(&b, "  %-18s %4d launches %9.3f ms %5.1f %%\n", p.Op, p.Launches, p.Time.Seconds()*1e3, 100*p.Time.Seconds()/total.Seconds())
+		if err := writeProfile(&b, pl, 1, lm.WantLast, "one decode token"); err != nil {
+			return err
 		}
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// writeProfile times the launches of the plan of rows rows op by op and
+// writes the table, slowest op first.
+func writeProfile(b *strings.Builder, pl models.Planner, rows int, want lm.Want, what string) error {
+	prof, err := pl.ForwardProfile(rows, want)
+	if err != nil {
+		return err
+	}
+	var total time.Duration
+	for _, p := range prof {
+		total += p.Time
+	}
+	fmt.Fprintf(b, "profile      %s, each launch synced: %.3f ms\n", what, total.Seconds()*1e3)
+	for _, p := range prof {
+		fmt.Fprintf(b, "  %-18s %4d launches %9.3f ms %5.1f %%\n", p.Op, p.Launches, p.Time.Seconds()*1e3, 100*p.Time.Seconds()/total.Seconds())
+	}
+	return nil
+}
+
+// promptChunk is the rows a prompt forward runs at once: the bench's
+// --chunk, else the session's own chunk when it reports one, else the
+// whole prompt (0).
+func promptChunk(s models.Session, chunk int) int {
+	if chunk > 0 {
+		return chunk
+	}
+	if c, ok := s.(interface{ Chunk() int }); ok {
+		return c.Chunk()
+	}
+	return 0
+}
+
+// lastChunk is the rows and logits of the last forward of a prompt of n
+// tokens run in chunks of chunk rows (0: one forward).
+func lastChunk(n, chunk int) (int, lm.Want) {
+	if chunk <= 0 || chunk >= n {
+		return n, lm.WantLast
+	}
+	if r := n % chunk; r != 0 {
+		return r, lm.WantLast
+	}
+	return chunk, lm.WantLast
+}
+
+// writePromptWork writes the products' work of a prompt of n tokens in
+// chunks of chunk rows (0: one forward): FLOPs, the rate reached in t and,
+// on a backend that measures its matrix rate, the share of it.
+func writePromptWork(b *strings.Builder, pl models.Planner, n, chunk int, be any, t time.Duration) error {
+	var flops float64
+	for a := 0; a < n; {
+		rows := n - a
+		want := lm.WantLast
+		if chunk > 0 && rows > chunk {
+			rows, want = chunk, lm.WantNone
+		}
+		p, _, ok := pl.ForwardPlan(rows, want)
+		if !ok {
+			return nil // the session ran other plans (a model of its own stages)
+		}
+		flops += productFLOPs(p)
+		a += rows
+	}
+	rate := flops / t.Seconds()
+	fmt.Fprintf(b, "prompt work  %.4g TFLOP of products: %.4g TFLOP/s", flops/1e12, rate/1e12)
+	if pm, ok := be.(matmulPeakMeter); ok {
+		peak, err := pm.MeasureMatMulPeak(8192, 20)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, ", %.1f %% of the card's bf16 rate (cuBLAS %.0f TFLOP/s, measured now)", 100*rate/peak, peak/1e12)
+	}
+	b.WriteString("\n")
+	return nil
+}
+
+// productFLOPs is the floating-point work of a plan's products: 2 per
+// weight element per row it multiplies (an expert product: per (row, pick)
+// unit), counting a product inside a loop each time it runs.
+func productFLOPs(p *planner.Planned) float64 {
+	var total float64
+	for _, n := range p.Schedule {
+		if !strings.Contains(n.Op, "matmul") || len(n.Inputs) < 2 {
+			continue
+		}
+		rows := n.Inputs[0].Shape.Rows()
+		k := n.Inputs[0].Shape.Last()
+		if n.Op == "expert_matmul" && len(n.Inputs) == 3 {
+			units := n.Inputs[2].Shape.Elems()
+			if w := n.Inputs[1].Shape; len(w) == 3 {
+				total += 2 * float64(units) * float64(w[1]) * float64(w[2])
+			}
+			continue
+		}
+		if n.Op == "quant_matmul" {
+			total += 2 * float64(rows) * float64(k) * float64(n.Outputs[0].Shape.Last())
+			continue
+		}
+		for _, v := range n.Inputs[1:] {
+			if v.Kind == graph.Weight && len(v.Shape) == 2 && v.Shape[1] == k {
+				total += 2 * float64(rows) * float64(v.Shape[0]) * float64(k)
+			}
+		}
+	}
+	return total
 }
 
 // writeDecodePlan writes the decode plan's lines of a bench report: its

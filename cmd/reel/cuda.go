@@ -26,3 +26,8 @@ func openCUDA(f cudaFlags) (ops.Backend, error) {
 type bandwidthMeter interface {
 	MeasureCopyBandwidth(bytes uint64, reps int) (float64, error)
 }
+
+// matmulPeakMeter is a backend that can measure its dense bf16 matrix rate.
+type matmulPeakMeter interface {
+	MeasureMatMulPeak(n, reps int) (float64, error)
+}

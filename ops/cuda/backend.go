@@ -58,6 +58,7 @@ type Options struct {
 	// HalfActivations rounds activations to bf16 (f16) once for the cuBLAS
 	// products of prompt chunks, instead of splitting them into two 16-bit
 	// parts and multiplying twice: about twice as fast, about 1e-2 off.
+	// The environment variable REEL_HALF_ACTIVATIONS=1 sets it.
 	HalfActivations bool
 	// Eager makes Record keep the steps and run them one by one instead of
 	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
@@ -139,6 +140,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	if os.Getenv("REEL_PDL") == "0" {
 		opts.NoPDL = true
+	}
+	if os.Getenv("REEL_HALF_ACTIVATIONS") == "1" {
+		opts.HalfActivations = true
 	}
 	lib, err := cu.Load()
 	if err != nil {
@@ -498,4 +502,18 @@ func (be *Backend) Close() error {
 	be.closed = true
 	be.owned, be.scratch = nil, nil
 	return be.ctx.Close()
+}
+
+// MeasureMatMulPeak measures the card's dense bf16 matrix rate (FLOP/s)
+// with cuBLAS on random n×n matrices, reps products (see
+// cu.MeasureMatMulPeak): the ceiling a prompt's products are measured
+// against.
+func (be *Backend) MeasureMatMulPeak(n, reps int) (float64, error) {
+	if err := be.check(); err != nil {
+		return 0, err
+	}
+	if be.blas == nil {
+		return 0, errors.New("cuda: MeasureMatMulPeak: cuBLAS is unavailable")
+	}
+	return cu.MeasureMatMulPeak(be.ctx, be.blas, n, reps)
 }
