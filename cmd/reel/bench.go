@@ -77,6 +77,16 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		return err
 	}
 	prefillTime := time.Since(t0)
+	// The prompt's profile runs its last chunk again now, while the call
+	// record on the device still holds that chunk's positions.
+	var promptProfile strings.Builder
+	pl, _ := s.(models.Planner)
+	if *profile && pl != nil {
+		rows, want := lastChunk(*promptN, promptChunk(s, mf.chunk))
+		if err := writeProfile(&promptProfile, pl, rows, want, fmt.Sprintf("the last prompt chunk (%d rows)", rows)); err != nil {
+			return err
+		}
+	}
 	if _, err := s.Forward([]int{1}, s.Pos(), lm.WantLast); err != nil {
 		return err
 	}
@@ -120,7 +130,6 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		}
 	}
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms\n", *promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3)
-	pl, _ := s.(models.Planner)
 	if pl != nil {
 		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunk), l.be, prefillTime); err != nil {
 			return err
@@ -135,11 +144,8 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		}
 	}
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
+	b.WriteString(promptProfile.String())
 	if *profile && pl != nil {
-		rows, want := lastChunk(*promptN, promptChunk(s, mf.chunk))
-		if err := writeProfile(&b, pl, rows, want, fmt.Sprintf("the last prompt chunk (%d rows)", rows)); err != nil {
-			return err
-		}
 		if err := writeProfile(&b, pl, 1, lm.WantLast, "one decode token"); err != nil {
 			return err
 		}
