@@ -57,6 +57,11 @@ type AttentionAttrs struct {
 	Ring bool
 }
 
+// AttentionChunkRows is the fewest query rows for which a backend may
+// round attention's inputs to f16 and multiply on tensor cores (a prompt
+// chunk); fewer rows (decode, speculation windows) are computed in f32.
+const AttentionChunkRows = 16
+
 // OpAttention is causal grouped-query attention over KV slots.
 var OpAttention = &Def{
 	Op: "attention",
@@ -64,7 +69,8 @@ var OpAttention = &Def{
 		"over key positions j from max(0, p − Window + 1) (0 when Window is 0) to p, stored at slot row j (Ring: j mod cap): " +
 		"s_j = Scale · q_h·k_j, a = softmax(s), out_h = Σ_j a_j v_j. Keys must have been written for those positions. " +
 		"Rows from call[rows] on (padding of a row bucket; 0 means all T) come out zero. " +
-		"A ring that holds every key a chunk's rows read (Window ≤ cap − (T − 1)) is read by position mod cap; a shorter one (a ring grown with the sequence), or one with Window 0, holds positions below cap only, as a linear slot: a position past it is an error.",
+		"A ring that holds every key a chunk's rows read (Window ≤ cap − (T − 1)) is read by position mod cap; a shorter one (a ring grown with the sequence), or one with Window 0, holds positions below cap only, as a linear slot: a position past it is an error. " +
+		"From AttentionChunkRows rows a backend may round q, k, v and the probabilities to f16 for tensor cores (sums stay f32).",
 	Arity: 4,
 	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
 		at, err := attrsAs[AttentionAttrs]("attention", a)

@@ -109,6 +109,13 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if rows == 0 {
 		return s, nil
 	}
+	ring := int32(0)
+	if ops.RingHolds(at, capacity, rows) {
+		ring = 1 // else a ring too short to wrap, read as a linear slot
+	}
+	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && groups <= flashRows && !be.opts.NoFlashAttention {
+		return be.flash(s, at, fd, q, k, v, call, y, gp, sp, rows, capacity, ring)
+	}
 	span := capacity
 	if at.Window > 0 {
 		span = min(at.Window, capacity)
@@ -136,10 +143,6 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 		return nil, err
 	}
 	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
-	ring := int32(0)
-	if ops.RingHolds(at, capacity, rows) {
-		ring = 1 // else a ring too short to wrap, read as a linear slot
-	}
 	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, pacc)
 	part := "attn_part_s"
 	if vec {
@@ -164,6 +167,68 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	}
 	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(2*splits+d/dsplit)),
 		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp, fvec)
+	return s, nil
+}
+
+// flashMinRows is the fewest query rows that take the flash kernel (fewer
+// take attn_part and attn_finish, which split the keys over blocks instead).
+const flashMinRows = ops.AttentionChunkRows
+
+// flashRows is FA_BM of flash.cu: the query rows, (position, head of the
+// group) pairs, of one flash block.
+const flashRows = 64
+
+// flashThreads is a flash block's threads (FA_WARPS warps).
+const flashThreads = 128
+
+// flashDims are the head dimensions the flash kernels are compiled for
+// (flash_d32 ...); a head of fewer dimensions is padded to the next.
+var flashDims = []int{32, 64, 128, 256}
+
+// flashDim is the flash kernel's dimension for heads of d, 0 past the
+// largest.
+func flashDim(d int) int {
+	for _, fd := range flashDims {
+		if d <= fd {
+			return fd
+		}
+	}
+	return 0
+}
+
+// flashKeys is the keys of a flash kernel's tile (BN of flash_body).
+func flashKeys(fd int) int {
+	if fd >= 256 {
+		return 32
+	}
+	return 64
+}
+
+// flashShared is the dynamic shared memory of flash_d<fd>: the Q tile and
+// two K and Vᵀ tiles of f16, rows padded by 8 elements.
+func flashShared(fd int) int {
+	bn := flashKeys(fd)
+	return 2 * (flashRows*(fd+8) + 2*bn*(fd+8) + 2*fd*(bn+8))
+}
+
+// flash appends kv_half, which writes the keys and values a chunk reads as
+// f16 into shared scratch, and the flash kernel over them.
+func (be *Backend) flash(s *steps, at ops.AttentionAttrs, fd int, q, k, v, call, y *Buffer, gp, sp cu.DevicePtr, rows, capacity int, ring int32) (*steps, error) {
+	// Scratch keys: every key a chunk reads, and a tile to spare past the
+	// last (a block's last tile may run over it).
+	nk := (capacity + 2*64 - 1) / 64 * 64
+	half := 2 * at.KVHeads * nk * fd
+	p, err := be.reuse(&be.kvHalf, 2*half)
+	if err != nil {
+		return nil, err
+	}
+	kh, vt := p, p.Offset(uint64(half))
+	s.add(fmt.Sprintf("kv_half_d%d", fd), [3]uint32{uint32(nk / 32), uint32(at.KVHeads), 1}, [3]uint32{256, 1, 1}, uint32(4*32*(fd+1)),
+		k.ptr, v.ptr, call.ptr, be.errRec, kh, vt, int32(rows), int32(at.KVHeads), int32(at.HeadDim), int32(capacity), int32(at.Window), ring, int32(nk))
+	pb := flashRows / (at.Heads / at.KVHeads)
+	s.add(fmt.Sprintf("flash_d%d", fd), [3]uint32{uint32((rows + pb - 1) / pb), uint32(at.KVHeads), 1}, [3]uint32{flashThreads, 1, 1}, uint32(flashShared(fd)),
+		q.ptr, kh, vt, call.ptr, be.errRec, y.ptr, gp, sp, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(at.HeadDim),
+		int32(capacity), int32(at.Window), ring, at.Scale, int32(nk))
 	return s, nil
 }
 

@@ -55,11 +55,20 @@ type Options struct {
 	// H200 it took Dory-4B's decode from 196.1 to 210.8 tok/s (one run).
 	// The environment variable REEL_PDL=0 sets it.
 	NoPDL bool
-	// HalfActivations rounds activations to bf16 (f16) once for the cuBLAS
-	// products of prompt chunks, instead of splitting them into two 16-bit
-	// parts and multiplying twice: about twice as fast, about 1e-2 off.
-	// The environment variable REEL_HALF_ACTIVATIONS=1 sets it.
-	HalfActivations bool
+	// ExactActivations splits f32 activations into two 16-bit parts (hi and
+	// the rounded rest) for the cuBLAS products of prompt chunks and
+	// multiplies twice, keeping about 16 bits of each activation. By default
+	// they are rounded to the weights' 16-bit type once, as PyTorch, vLLM and
+	// llama.cpp multiply: about twice as fast. On dory-gotiny (bf16, 229
+	// positions in one chunk) the logits are within 5.1e-3 of the CPU exact
+	// and 4.1e-2 rounded once, and greedy ids match the reference in both
+	// (TestCUDAPromptPrecision). The environment variable
+	// REEL_EXACT_ACTIVATIONS=1 sets it.
+	ExactActivations bool
+	// NoFlashAttention turns off the flash attention kernel for prompt
+	// chunks (flash.cu), leaving every attention to attn_part and
+	// attn_finish. The environment variable REEL_FLASH=0 sets it.
+	NoFlashAttention bool
 	// Eager makes Record keep the steps and run them one by one instead of
 	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
 	Eager bool
@@ -110,10 +119,13 @@ type Backend struct {
 	// scratch are allocations made by Bind (split-K partials, tables),
 	// freed at Close.
 	scratch []cu.DevicePtr
-	// deq is the scratch of deqBytes that the prompt products with
-	// quantized weights dequantize into (dequantScratch).
-	deq      cu.DevicePtr
-	deqBytes int
+	// Scratch that the steps of many nodes share, one node at a time (see
+	// reused): dequantized weights of the prompt products with quantized
+	// weights, 16-bit activations of cuBLAS products, the gate and up
+	// products of matmul_swiglu, rows normalized for norm_matmul, and the
+	// f16 keys and values of the flash kernel.
+	deq, glu, normed, kvHalf reused
+	half                     [2]reused
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
 	// pdl launches kernels with programmatic dependent launch.
@@ -141,8 +153,11 @@ func New(opts Options) (*Backend, error) {
 	if os.Getenv("REEL_PDL") == "0" {
 		opts.NoPDL = true
 	}
-	if os.Getenv("REEL_HALF_ACTIVATIONS") == "1" {
-		opts.HalfActivations = true
+	if os.Getenv("REEL_FLASH") == "0" {
+		opts.NoFlashAttention = true
+	}
+	if os.Getenv("REEL_EXACT_ACTIVATIONS") == "1" {
+		opts.ExactActivations = true
 	}
 	lib, err := cu.Load()
 	if err != nil {
@@ -232,6 +247,28 @@ func byteLen(dt graph.DType, n int) (int, error) {
 // alloc allocates at least one byte (the driver refuses zero).
 func (be *Backend) alloc(bytes int) (cu.DevicePtr, error) {
 	return be.ctx.Alloc(uint64(max(bytes, 256)))
+}
+
+// reused is scratch that the bound steps of many nodes share: a node's
+// steps use it from their first launch to their last, and steps run one
+// node after another on the backend's one stream (recorded or not), so no
+// two nodes' uses overlap. It grows by a new allocation; an older one stays
+// (in scratch, freed at Close) for the steps already bound to it.
+type reused struct {
+	ptr   cu.DevicePtr
+	bytes int
+}
+
+// reuse gives r's memory, grown to at least bytes.
+func (be *Backend) reuse(r *reused, bytes int) (cu.DevicePtr, error) {
+	if r.bytes < bytes {
+		p, err := be.scratchAlloc(bytes)
+		if err != nil {
+			return 0, err
+		}
+		r.ptr, r.bytes = p, bytes
+	}
+	return r.ptr, nil
 }
 
 // scratchAlloc allocates memory that Bind keeps for its steps until Close.

@@ -64,7 +64,7 @@ func TestKernelTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range kernelNames {
-		if !regexp.MustCompile(`extern "C" __global__ void (__launch_bounds__\([0-9, ]+\) )?` + n + `\(`).MatchString(src) {
+		if !regexp.MustCompile(`extern "C" __global__ void (__launch_bounds__\([0-9A-Z_*, ]+\) )?` + n + `\(`).MatchString(src) {
 			t.Errorf("kernel %s is not in the sources", n)
 		}
 	}

@@ -104,26 +104,13 @@ func bindNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, erro
 	if rows == 0 || nOut == 0 {
 		return s, nil
 	}
+	eps, segs := at.Eps, []mvSeg{{w: w, y: y, n: nOut}}
 	if k > 0 && rows <= matvecMaxRows {
-		eps := at.Eps
-		if err := be.matvec(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil, &eps); err != nil {
-			return nil, err
-		}
-		return s, nil
+		err = be.matvec(s, x, segs, rows, k, nil, &eps)
+	} else {
+		err = be.products(s, x, segs, rows, k, &eps)
 	}
-	p, err := be.scratchAlloc(4 * rows * k)
 	if err != nil {
-		return nil, err
-	}
-	tmp := &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * k, bytes: 4 * rows * k, be: be}
-	tv := &graph.Value{ID: -1, Name: "normalized", DType: graph.F32, Shape: xv.Shape, Kind: graph.Temp}
-	norm := &graph.Node{ID: n.ID, Op: ops.OpL2Norm.Op, Attrs: ops.NormAttrs{Eps: at.Eps}, Inputs: n.Inputs[:1], Outputs: []*graph.Value{tv}, Scope: n.Scope}
-	ns, err := bindNorm(false)(be, norm, in[:1], []*Buffer{tmp})
-	if err != nil {
-		return nil, err
-	}
-	s.work = append(s.work, ns.work...)
-	if err := be.matmul(s, tmp, w, y, rows, k, nOut); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -218,75 +218,142 @@ func (be *Backend) matmul(s *steps, x, w, y *Buffer, rows, k, nOut int) error {
 	if err := checkProduct(x, w, y, rows, k, nOut); err != nil {
 		return err
 	}
-	if rows == 0 || nOut == 0 {
+	if rows <= matvecMaxRows && rows > 0 && nOut > 0 && k > 0 {
+		return be.matvec(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil, nil)
+	}
+	return be.products(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil)
+}
+
+// products appends y_s[rows, n_s] = x[rows, k] · w_sᵀ for every weight of
+// segs (checked by the caller), for rows past matvecMaxRows: cuBLAS, with
+// x converted to 16 bits once for all weights of one 16-bit type. With eps
+// each row of x is first divided by sqrt(Σx² + eps) (norm_matmul), fused
+// into that conversion.
+func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps *float32) error {
+	if rows == 0 {
 		return nil
 	}
 	if k == 0 {
 		ctx := be.ctx
-		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		for _, sg := range segs {
+			y := sg.y
+			s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		}
 		return nil
 	}
-	if rows <= matvecMaxRows {
-		return be.matvec(s, x, []mvSeg{{w: w, y: y, n: nOut}}, rows, k, nil, nil)
+	// Weights cuBLAS does not take (small shapes, f32 weights of a
+	// normalized product) read x normalized in f32 scratch.
+	var normed *Buffer
+	xFor := func() (*Buffer, error) {
+		if eps == nil {
+			return x, nil
+		}
+		if normed == nil {
+			p, err := be.reuse(&be.normed, 4*rows*k)
+			if err != nil {
+				return nil, err
+			}
+			normed = &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * k, bytes: 4 * rows * k, be: be}
+			s.add("norm_rows_long", [3]uint32{uint32(rows), 1, 1}, [3]uint32{256, 1, 1}, 0,
+				x.ptr, cu.DevicePtr(0), int32(0), normed.ptr, int32(k), int32(k), int32(0), *eps, int32(0))
+		}
+		return normed, nil
 	}
-	wt, _ := wtype(w)
-	if be.blas != nil && nOut >= blasMin && k >= blasMin {
-		blas := be.blas
-		if wt == 0 {
-			s.work = append(s.work, func() error {
-				return blas.MatMulRowMajor(rows, nOut, k, x.ptr, k, cu.F32, w.ptr, k, cu.F32, y.ptr, nOut, cu.F32)
-			})
-			return nil
+	halves := map[int32][2]cu.DevicePtr{} // x in 16 bits by weight type: hi, lo
+	for _, sg := range segs {
+		w, y, nOut := sg.w, sg.y, sg.n
+		if nOut == 0 {
+			continue
 		}
-		// cuBLAS multiplies like types only, so the f32 activations go in as
-		// 16-bit numbers: x = hi + lo, both 16-bit, and y = W·hi + W·lo keeps
-		// about 16 bits of each activation (a single rounding to bf16 would
-		// keep 8 and move a deep model's logits by several 1e-2). With
-		// Options.HalfActivations only hi is used.
-		parts := 2
-		if be.opts.HalfActivations {
-			parts = 1
-		}
-		x16, err := be.scratchAlloc(2 * parts * rows * k)
+		wt, err := wtype(w)
 		if err != nil {
 			return err
 		}
-		dt := cu.BF16
-		if wt == 2 {
-			dt = cu.F16
-		}
-		lo := x16.Offset(uint64(2 * rows * k))
-		if parts == 1 {
-			lo = 0
-		}
-		g, b := grid1(int64(rows * k))
-		s.add("to_half", g, b, 0, x.ptr, x16, lo, int64(rows*k), wt)
-		s.work = append(s.work, func() error {
-			for p := 0; p < parts; p++ {
-				in := x16
-				if p == 1 {
-					in = lo
-				}
-				err := blas.GemmEx(cu.Gemm{
-					TransA: cu.Trans, TransB: cu.NoTrans,
-					M: nOut, N: rows, K: k,
-					Alpha: 1, Beta: float32(p),
-					A: w.ptr, AType: dt, LDA: k,
-					B: in, BType: dt, LDB: k,
-					C: y.ptr, CType: cu.F32, LDC: nOut,
-					Compute: cu.Compute32F,
-				})
-				if err != nil {
-					return err
-				}
+		if be.blas == nil || nOut < blasMin || k < blasMin || wt == 0 {
+			xs, err := xFor()
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		return nil
+			if be.blas != nil && nOut >= blasMin && k >= blasMin {
+				blas := be.blas
+				s.work = append(s.work, func() error {
+					return blas.MatMulRowMajor(rows, nOut, k, xs.ptr, k, cu.F32, w.ptr, k, cu.F32, y.ptr, nOut, cu.F32)
+				})
+				continue
+			}
+			s.add("matmul_tiled", [3]uint32{uint32((nOut + 15) / 16), uint32((rows + 15) / 16), 1}, [3]uint32{16, 16, 1}, 0,
+				xs.ptr, w.ptr, wt, y.ptr, int32(rows), int32(nOut), int32(k))
+			continue
+		}
+		h, ok := halves[wt]
+		if !ok {
+			if h, err = be.toHalf(s, x, rows, k, wt, eps, len(halves)); err != nil {
+				return err
+			}
+			halves[wt] = h
+		}
+		be.gemm16(s, h, w, y, rows, k, nOut, wt)
 	}
-	s.add("matmul_tiled", [3]uint32{uint32((nOut + 15) / 16), uint32((rows + 15) / 16), 1}, [3]uint32{16, 16, 1}, 0,
-		x.ptr, w.ptr, wt, y.ptr, int32(rows), int32(nOut), int32(k))
 	return nil
+}
+
+// toHalf appends the conversion of x (normalized by eps when not nil) to
+// 16-bit numbers of weight type wt for cuBLAS, which multiplies like types
+// only: x = hi + lo, both 16-bit, so that y = W·hi + W·lo keeps about 16
+// bits of each activation, with Options.ExactActivations; else only hi (lo
+// is 0), one rounding, as PyTorch, vLLM and llama.cpp multiply. slot picks
+// one of two scratch areas (a product of two weight types keeps both).
+func (be *Backend) toHalf(s *steps, x *Buffer, rows, k int, wt int32, eps *float32, slot int) ([2]cu.DevicePtr, error) {
+	parts := 1
+	if be.opts.ExactActivations {
+		parts = 2
+	}
+	n := rows * k
+	p, err := be.reuse(&be.half[slot], 2*parts*n)
+	if err != nil {
+		return [2]cu.DevicePtr{}, err
+	}
+	h := [2]cu.DevicePtr{p, 0}
+	if parts == 2 {
+		h[1] = p.Offset(uint64(2 * n))
+	}
+	if eps != nil {
+		s.add("to_half_norm", [3]uint32{uint32(rows), 1, 1}, [3]uint32{256, 1, 1}, 0, x.ptr, h[0], h[1], int32(k), wt, *eps)
+		return h, nil
+	}
+	g, b := grid1(int64(n))
+	s.add("to_half", g, b, 0, x.ptr, h[0], h[1], int64(n), wt)
+	return h, nil
+}
+
+// gemm16 appends y[rows, nOut] = (hi + lo)[rows, k] · w[nOut, k]ᵀ with
+// cuBLAS (lo 0: hi alone), accumulating in f32.
+func (be *Backend) gemm16(s *steps, h [2]cu.DevicePtr, w, y *Buffer, rows, k, nOut int, wt int32) {
+	dt := cu.BF16
+	if wt == 2 {
+		dt = cu.F16
+	}
+	blas := be.blas
+	s.work = append(s.work, func() error {
+		for p, in := range h {
+			if in == 0 {
+				continue
+			}
+			err := blas.GemmEx(cu.Gemm{
+				TransA: cu.Trans, TransB: cu.NoTrans,
+				M: nOut, N: rows, K: k,
+				Alpha: 1, Beta: float32(p),
+				A: w.ptr, AType: dt, LDA: k,
+				B: in, BType: dt, LDB: k,
+				C: y.ptr, CType: cu.F32, LDC: nOut,
+				Compute: cu.Compute32F,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // bindMatMul binds matmul and grouped_matmul. Up to matvecMaxRows rows,
@@ -299,7 +366,7 @@ func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	xv := n.Inputs[0]
 	k, rows := xv.Shape.Last(), xv.Shape.Rows()
 	s := be.newSteps()
-	var segs []mvSeg
+	var segs, many []mvSeg
 	flush := func() error {
 		if len(segs) == 0 {
 			return nil
@@ -314,14 +381,12 @@ func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		}
 		nOut := wv.Shape[0]
 		w, y := in[i+1], out[i]
-		if rows == 0 || nOut == 0 || k == 0 || rows > matvecMaxRows {
-			if err := be.matmul(s, in[0], w, y, rows, k, nOut); err != nil {
-				return nil, fmt.Errorf("weight %d: %w", i, err)
-			}
-			continue
-		}
 		if err := checkProduct(in[0], w, y, rows, k, nOut); err != nil {
 			return nil, fmt.Errorf("weight %d: %w", i, err)
+		}
+		if rows == 0 || nOut == 0 || k == 0 || rows > matvecMaxRows {
+			many = append(many, mvSeg{w: w, y: y, n: nOut})
+			continue
 		}
 		if len(segs) == mvSegs || len(segs) > 0 && segs[0].w.store != w.store {
 			if err := flush(); err != nil {
@@ -331,6 +396,9 @@ func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		segs = append(segs, mvSeg{w: w, y: y, n: nOut})
 	}
 	if err := flush(); err != nil {
+		return nil, err
+	}
+	if err := be.products(s, in[0], many, rows, k, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -364,16 +432,25 @@ func bindMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 		}
 		return s, nil
 	}
+	p, err := be.reuse(&be.glu, 8*rows*f)
+	if err != nil {
+		return nil, err
+	}
 	tmp := make([]*Buffer, 2)
 	for i := range tmp {
-		p, err := be.scratchAlloc(4 * rows * f)
-		if err != nil {
-			return nil, err
-		}
-		tmp[i] = &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * f, bytes: 4 * rows * f, be: be}
-		if err := be.matmul(s, in[0], in[1+i], tmp[i], rows, k, f); err != nil {
+		tmp[i] = &Buffer{ptr: p.Offset(uint64(4 * i * rows * f)), dt: graph.F32, store: graph.F32, n: rows * f, bytes: 4 * rows * f, be: be}
+		if err := checkProduct(in[0], in[1+i], tmp[i], rows, k, f); err != nil {
 			return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
 		}
+	}
+	if rows <= matvecMaxRows {
+		for i := range tmp {
+			if err := be.matmul(s, in[0], in[1+i], tmp[i], rows, k, f); err != nil {
+				return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+			}
+		}
+	} else if err := be.products(s, in[0], []mvSeg{{w: in[1], y: tmp[0], n: f}, {w: in[2], y: tmp[1], n: f}}, rows, k, nil); err != nil {
+		return nil, err
 	}
 	return be.swiglu(tmp[0], tmp[1], in[3], in[4], out[0], s)
 }

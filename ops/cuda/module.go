@@ -18,11 +18,12 @@ var sources embed.FS
 
 // kernelNames are the kernels the Go side launches.
 var kernelNames = append([]string{
-	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half",
+	"binary", "unary", "chain", "swiglu", "embed", "argmax", "kv_write", "to_half", "to_half_norm",
 	"norm_rows", "norm_rows_wide", "norm_rows_long", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
-	"matmul_tiled",
+	"matmul_tiled", "flash_d32", "flash_d64", "flash_d128", "flash_d256",
+	"kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
 }, append(mvKernelNames(), familyKernelNames()...)...)
 
 // kernelSet is the loaded module's kernels, by name.
@@ -90,6 +91,13 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 		}
 		ks.fn[n] = f
+	}
+	for _, fd := range flashDims {
+		if b := flashShared(fd); b > 48*1024 {
+			if err := ks.fn[fmt.Sprintf("flash_d%d", fd)].SetMaxDynamicSharedBytes(b); err != nil {
+				return nil, fmt.Errorf("cuda: kernel flash_d%d: %w", fd, err)
+			}
+		}
 	}
 	return ks, nil
 }

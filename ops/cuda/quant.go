@@ -5,7 +5,6 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
-	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
 // Products with quantized weights (quant_matmul): up to matvecMaxRows rows
@@ -35,20 +34,6 @@ func quantCode(dt graph.DType) (code int32, name string, perVec int, err error) 
 		return 2, "u4", 32, nil
 	}
 	return 0, "", 0, fmt.Errorf("weight stored as %s: want f8_e4m3, i8 or u8", dt)
-}
-
-// dequantScratch gives device memory of at least bytes for a dequantized
-// weight. It grows by a new allocation; an older one stays (in scratch,
-// freed at Close) for the steps bound to it.
-func (be *Backend) dequantScratch(bytes int) (cu.DevicePtr, error) {
-	if be.deqBytes < bytes {
-		p, err := be.scratchAlloc(bytes)
-		if err != nil {
-			return 0, err
-		}
-		be.deq, be.deqBytes = p, bytes
-	}
-	return be.deq, nil
 }
 
 func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
@@ -102,7 +87,7 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 			x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
 		return s, nil
 	}
-	deq, err := be.dequantScratch(4 * nOut * k)
+	deq, err := be.reuse(&be.deq, 4*nOut*k)
 	if err != nil {
 		return nil, err
 	}

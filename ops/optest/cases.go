@@ -444,6 +444,18 @@ func attentionCases() []Case {
 		{heads: 4, kvHeads: 2, hd: 8, rows: 3, pos: 6, capacity: 8, window: 7, ring: true, err: "capacity"},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 2, pos: 7, capacity: 8, err: "capacity"},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 1, pos: 8, capacity: 8, ring: true, err: "capacity"},
+		// prompt chunks (CUDA's flash kernel): every head size padded to
+		// 32, 64, 128 or 256, groups of 1 to 16 heads (12 does not divide
+		// a block's 64 rows), windows, rings that wrap, rows left unused
+		{heads: 16, kvHeads: 4, hd: 256, rows: 40, pos: 0, capacity: 64},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 33, pos: 100, capacity: 160, window: 64},
+		{heads: 8, kvHeads: 2, hd: 128, rows: 70, pos: 30, capacity: 128, window: 50, ring: true},
+		{heads: 8, kvHeads: 2, hd: 64, rows: 20, pos: 200, capacity: 48, window: 24, ring: true},
+		{heads: 6, kvHeads: 3, hd: 24, rows: 17, pos: 5, capacity: 32},
+		{heads: 4, kvHeads: 4, hd: 64, rows: 20, pos: 3, capacity: 32, used: 18},
+		{heads: 12, kvHeads: 1, hd: 64, rows: 16, pos: 0, capacity: 16},
+		{heads: 16, kvHeads: 1, hd: 40, rows: 19, pos: 60, capacity: 80, unscaled: true},
+		{heads: 4, kvHeads: 2, hd: 32, rows: 20, pos: 10, capacity: 24, err: "capacity"},
 	} {
 		cs = append(cs, attentionCase(s))
 	}
@@ -482,9 +494,19 @@ func attentionCase(s attnShape) Case {
 			pos, used := callRows(in[3], s.rows)
 			return [][]float64{refAttention(in[0], in[1], in[2], at, pos, used), in[1], in[2]}
 		},
-		Tol:     TolF32,
+		Tol:     attnTol(s.rows),
 		WantErr: s.err,
 	}
+}
+
+// attnTol is the NMSE allowed an attention of rows query rows: f32 for a
+// few rows, f16 rounding from ops.AttentionChunkRows (a backend may then
+// take tensor cores, CUDA's flash kernel).
+func attnTol(rows int) float64 {
+	if rows >= ops.AttentionChunkRows {
+		return TolF16
+	}
+	return TolF32
 }
 
 func rowCases() []Case {

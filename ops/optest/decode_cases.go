@@ -96,6 +96,8 @@ func attentionGateCases() []Case {
 		{heads: 16, kvHeads: 4, hd: 64, rows: 1, pos: 900, capacity: 1024, window: 512, ring: true},
 		{heads: 16, kvHeads: 4, hd: 256, rows: 1, pos: 2100, capacity: 1024, window: 1024, ring: true},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 2, pos: 7, capacity: 8, err: "capacity"},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 24, pos: 8, capacity: 64, window: 16},
+		{heads: 8, kvHeads: 2, hd: 64, rows: 21, pos: 40, capacity: 32, window: 12, ring: true},
 	} {
 		base := attentionCase(s)
 		name := "attention_gate/" + base.Name[len("attention/"):]
@@ -117,7 +119,7 @@ func attentionGateCases() []Case {
 				}
 				return [][]float64{y, in[1], in[2]}
 			},
-			Tol:     TolF32,
+			Tol:     attnTol(s.rows),
 			WantErr: s.err,
 		})
 	}

@@ -226,3 +226,23 @@ __device__ void rope_head(const float* src, float* dst, int p, const double* fre
 		dst[i] = v;
 	}
 }
+
+// smem_addr is the shared-memory address of a generic pointer into it, for
+// cp.async.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+	u32 a;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+	return a;
+}
+
+// cp_async16 copies 16 bytes from global to shared memory asynchronously
+// (both 16-byte aligned); cp_commit closes a group of copies and
+// cp_wait<N> waits until at most N groups are in flight.
+__device__ __forceinline__ void cp_async16(void* s, const void* g) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+	asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}

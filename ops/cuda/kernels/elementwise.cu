@@ -118,16 +118,30 @@ extern "C" __global__ void kv_write(const float* rows, float* slot, const int* c
 	for (int i = threadIdx.x; i < w; i += blockDim.x) dst[i] = src[i];
 }
 
-// to_half rounds f32 activations to bf16 (wt 1) or f16 (wt 2) into hi and,
-// when lo is not null, the rounded remainder x − hi into lo.
+// half_split writes x rounded to bf16 (wt 1) or f16 (wt 2) to *hi and,
+// when lo is not null, the rounded remainder x − hi to *lo.
+__device__ __forceinline__ void half_split(float x, u16* hi, u16* lo, int wt) {
+	u16 h = wt == WT_BF16 ? f32_to_bf16(x) : f32_to_f16(x);
+	*hi = h;
+	if (lo) {
+		float r = x - (wt == WT_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
+		*lo = wt == WT_BF16 ? f32_to_bf16(r) : f32_to_f16(r);
+	}
+}
+
+// to_half rounds f32 activations to 16 bits into hi (and lo): half_split.
 extern "C" __global__ void to_half(const float* x, u16* hi, u16* lo, long long n, int wt) {
 	pdl_entry();
-	GRID_STRIDE(i, n) {
-		u16 h = wt == WT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
-		hi[i] = h;
-		if (lo) {
-			float r = x[i] - (wt == WT_BF16 ? bf16_to_f32(h) : f16_to_f32(h));
-			lo[i] = wt == WT_BF16 ? f32_to_bf16(r) : f32_to_f16(r);
-		}
-	}
+	GRID_STRIDE(i, n) half_split(x[i], hi + i, lo ? lo + i : 0, wt);
+}
+
+// to_half_norm is to_half of each row of k activations divided by
+// sqrt(Σx² + eps), rounded to f32 first as l2norm writes it: one block a
+// row.
+extern "C" __global__ void to_half_norm(const float* x, u16* hi, u16* lo, int k, int wt, float eps) {
+	pdl_entry();
+	__shared__ double scratch[32];
+	long long o = (long long)blockIdx.x * k;
+	double inv = 1.0 / sqrt(sumsq_d(x + o, k, scratch) + (double)eps);
+	for (int i = threadIdx.x; i < k; i += blockDim.x) half_split((float)((double)x[o + i] * inv), hi + o + i, lo ? lo + o + i : 0, wt);
 }

@@ -42,6 +42,7 @@ __device__ float __uint_as_float(unsigned);
 __device__ unsigned __float_as_uint(float);
 __device__ int __float_as_int(float);
 __device__ float expf(float); __device__ double exp(double);
+__device__ float exp2f(float);
 __device__ float logf(float); __device__ double log(double);
 __device__ float sqrtf(float); __device__ double sqrt(double);
 __device__ float rsqrtf(float); __device__ double rsqrt(double);
