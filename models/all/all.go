@@ -6,5 +6,7 @@ package all
 import (
 	_ "github.com/reel-runtime/reel/models/dory"  // Dory
 	_ "github.com/reel-runtime/reel/models/llama" // Llama, Qwen3
+	_ "github.com/reel-runtime/reel/models/mistral"
+	_ "github.com/reel-runtime/reel/models/qwen2"
 	_ "github.com/reel-runtime/reel/models/qwen4" // Qwen4-Exp
 )

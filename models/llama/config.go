@@ -10,7 +10,8 @@ import (
 
 // Config is a dense decoder's config.json: LlamaForCausalLM (model_type
 // llama) or Qwen3ForCausalLM (qwen3: Llama with an RMSNorm on each query
-// and key head before the rotation).
+// and key head before the rotation), or an architecture derived from them
+// (see Register), which sets the fields where it differs.
 type Config struct {
 	Vocab, Hidden, FFN, Layers int
 	Heads, KVHeads, HeadDim    int
@@ -25,6 +26,9 @@ type Config struct {
 	AttnBias, OBias, MLPBias bool
 	// MaxPositions is max_position_embeddings.
 	MaxPositions int
+	// Window is the keys every layer's attention sees, itself included (a
+	// sliding window, sliding_window; 0: every earlier position).
+	Window int
 }
 
 // Limits on sizes, so that a hostile config.json is refused before
@@ -33,6 +37,7 @@ const (
 	maxLayers = 1 << 10
 	maxWidth  = 1 << 20
 	maxVocab  = 1 << 24
+	maxWindow = 1 << 30
 )
 
 // ReadConfig reads a Llama or Qwen3 config.json, checking every field it
@@ -63,7 +68,7 @@ func ReadConfig(cfg *weights.Config) (Config, error) {
 		errs = append(errs, fmt.Errorf("hidden_act %q: only silu is supported", act))
 	}
 	if g.Bool("use_sliding_window", false) {
-		errs = append(errs, fmt.Errorf("use_sliding_window: sliding-window layers are not supported"))
+		errs = append(errs, fmt.Errorf("use_sliding_window true: %s's sliding-window layers are not supported", mt))
 	}
 	if tp := g.Int("pretraining_tp", 1); tp != 1 {
 		errs = append(errs, fmt.Errorf("pretraining_tp %d: only 1 is supported", tp))
@@ -155,6 +160,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Eps > 0) || c.Eps > 1 {
 		return fmt.Errorf("rms_norm_eps %v: want a small positive number", c.Eps)
+	}
+	if c.Window < 0 || c.Window > maxWindow {
+		return fmt.Errorf("sliding_window %d: want 1 to %d (or none)", c.Window, maxWindow)
 	}
 	if c.MaxPositions < 0 {
 		return fmt.Errorf("max_position_embeddings %d is negative", c.MaxPositions)

@@ -9,6 +9,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/ops/cuda"
 	"github.com/reel-runtime/reel/ops/cuda/cudatest"
 )
@@ -21,8 +22,8 @@ func TestCUDAGolden(t *testing.T) {
 	for _, name := range checkpoints {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(testdata, name)
-			checkGolden(t, session(t, load(t, dir), lm.SessionOptions{Options: lm.Options{Backend: be}}), dir, 1e-3)
-			checkGolden(t, session(t, load(t, dir), lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: 7}), dir, 1e-3)
+			modeltest.CheckGolden(t, session(t, load(t, dir), lm.SessionOptions{Options: lm.Options{Backend: be}}), dir, 1e-3)
+			modeltest.CheckGolden(t, session(t, load(t, dir), lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: 7}), dir, 1e-3)
 		})
 	}
 }
@@ -48,7 +49,7 @@ func TestCUDAMatchesCPUOnBF16(t *testing.T) {
 func TestCUDAFP8Golden(t *testing.T) {
 	be := cudatest.Backend(t, cuda.Options{})
 	s := session(t, load(t, fp8Dir), lm.SessionOptions{Options: lm.Options{Backend: be}})
-	checkGolden(t, s, fp8Dir, 1e-3)
+	modeltest.CheckGolden(t, s, fp8Dir, 1e-3)
 	g, err := models.ReadGolden(fp8Dir)
 	require.NoError(t, err)
 	for _, c := range g.Cases {

@@ -7,7 +7,9 @@
 //
 // with n₁, n₂ RMSNorms, then logits = head(norm(x)). Everything else (the
 // session, its KV slots, loading, the registry) is the lm and models
-// packages'.
+// packages'. An architecture derived from Llama (a sliding window, other
+// biases) is a package that reads its config into a Config and calls
+// Register: models/mistral and models/qwen2 are.
 package llama
 
 import (
@@ -25,14 +27,22 @@ import (
 )
 
 func init() {
-	models.Register(models.Arch{
-		Name:          "llama",
-		ModelTypes:    []string{"llama", "qwen3"},
-		Architectures: []string{"LlamaForCausalLM", "Qwen3ForCausalLM"},
-		Load:          func(dir string) (models.Model, error) { return Load(dir) },
-		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
-	})
+	Register(models.Arch{Name: "llama", ModelTypes: []string{"llama", "qwen3"},
+		Architectures: []string{"LlamaForCausalLM", "Qwen3ForCausalLM"}}, ReadConfig)
 }
+
+// Register registers a (its name, model types, architectures) as this
+// package's decoder over the Config read reads from a config.json
+// (ReadConfig's, changed where a differs), setting a's Load functions.
+func Register(a models.Arch, read func(*weights.Config) (Config, error)) {
+	a.Load = func(dir string) (models.Model, error) { return load(a.Name, dir, "", read) }
+	a.LoadQuantized = func(dir, quant string) (models.Model, error) { return load(a.Name, dir, quant, read) }
+	models.Register(a)
+}
+
+// Rewind is how many positions a session of a model with sliding windows
+// can roll back: the rows its rings keep past a window and a chunk.
+const Rewind = 256
 
 // Key names a graph: a forward chunk of Rows rows whose logits are Want.
 type Key struct {
@@ -51,12 +61,6 @@ type builder struct {
 	call *graph.Value
 }
 
-// matrix declares a weight [out, in] read whole (the embedding, the head),
-// as the checkpoint stores it.
-func (g *builder) matrix(name string, out, in int) *graph.Value {
-	return g.st.Matrix(g.b, name, out, in)
-}
-
 // vector declares a weight [n] read in f32 (a norm's scale, a bias).
 func (g *builder) vector(name string, n int) *graph.Value { return g.b.Weight(name, graph.F32, n) }
 
@@ -69,9 +73,12 @@ func (g *builder) linear(x *graph.Value, name string, out, in int, bias bool) *g
 	return y
 }
 
-// attention is layer li's self-attention on the normed rows x.
-func (g *builder) attention(li int, x *graph.Value) *graph.Value {
+// attention is layer li's attention sub-layer: x plus the self-attention
+// of the normed rows.
+func (g *builder) attention(li int, x0 *graph.Value) *graph.Value {
 	c, b := g.c, g.b
+	defer b.Push("attn")()
+	x := g.norm(x0, fmt.Sprintf("model.layers.%d.input_layernorm.weight", li))
 	p := fmt.Sprintf("model.layers.%d.self_attn.", li)
 	qs, kvs := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	q := b.Label(g.linear(x, p+"q_proj", qs, c.Hidden, c.AttnBias), "q")
@@ -84,17 +91,19 @@ func (g *builder) attention(li int, x *graph.Value) *graph.Value {
 	q, k = ops.Rope(b, q, g.call, c.Rope), ops.Rope(b, k, g.call, c.Rope)
 	sk := b.State(slotName(li, "k"), graph.F32, graph.Dyn, kvs)
 	sv := b.State(slotName(li, "v"), graph.F32, graph.Dyn, kvs)
-	ops.KVWrite(b, k, sk, g.call, ops.SlotAttrs{})
-	ops.KVWrite(b, v, sv, g.call, ops.SlotAttrs{})
-	y := ops.Attention(b, q, sk, sv, g.call, ops.AttentionAttrs{
-		Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))),
-	})
-	return b.Label(g.linear(y, p+"o_proj", c.Hidden, qs, c.OBias), "attn_out")
+	w := c.Window // a sliding window's slots are rings
+	ops.KVWrite(b, k, sk, g.call, ops.SlotAttrs{Ring: w > 0})
+	ops.KVWrite(b, v, sv, g.call, ops.SlotAttrs{Ring: w > 0})
+	y := ops.Attention(b, q, sk, sv, g.call, ops.AttentionAttrs{Heads: c.Heads, KVHeads: c.KVHeads,
+		HeadDim: c.HeadDim, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Window: w, Ring: w > 0})
+	return ops.Add(b, x0, b.Label(g.linear(y, p+"o_proj", c.Hidden, qs, c.OBias), "attn_out"))
 }
 
-// mlp is layer li's SwiGLU MLP on the normed rows x.
+// mlp is layer li's SwiGLU MLP on the normed rows of x.
 func (g *builder) mlp(li int, x *graph.Value) *graph.Value {
 	c, b := g.c, g.b
+	defer b.Push("mlp")()
+	x = g.norm(x, fmt.Sprintf("model.layers.%d.post_attention_layernorm.weight", li))
 	p := fmt.Sprintf("model.layers.%d.mlp.", li)
 	gate := g.linear(x, p+"gate_proj", c.FFN, c.Hidden, c.MLPBias)
 	up := g.linear(x, p+"up_proj", c.FFN, c.Hidden, c.MLPBias)
@@ -118,23 +127,13 @@ func Build(c *Config, k Key, st lm.Stored) (*graph.Graph, error) {
 	}
 	b := graph.NewBuilder("llama/" + k.String())
 	g := &builder{c: c, b: b, st: st, call: ops.Call(b)}
-	embed := g.matrix("model.embed_tokens.weight", c.Vocab, c.Hidden)
+	embed := st.Matrix(b, "model.embed_tokens.weight", c.Vocab, c.Hidden) // as stored, read whole
 	x := b.Label(ops.Embed(b, embed, b.Input(lm.InputIDs, graph.I32, k.Rows)), "embed")
 	for li := range c.Layers {
-		func() {
-			defer b.Push("layer %d", li)()
-			p := fmt.Sprintf("model.layers.%d.", li)
-			func() {
-				defer b.Push("attn")()
-				x = ops.Add(b, x, g.attention(li, g.norm(x, p+"input_layernorm.weight")))
-			}()
-			var y *graph.Value
-			func() {
-				defer b.Push("mlp")()
-				y = g.mlp(li, g.norm(x, p+"post_attention_layernorm.weight"))
-			}()
-			x = b.Label(ops.Add(b, x, y), "out") // the layer's output: "layer N / out"
-		}()
+		pop := b.Push("layer %d", li)
+		x = g.attention(li, x)
+		x = b.Label(ops.Add(b, x, g.mlp(li, x)), "out") // the layer's output: "layer N / out"
+		pop()
 	}
 	if k.Want == lm.WantNone {
 		return b.Graph()
@@ -145,7 +144,7 @@ func Build(c *Config, k Key, st lm.Stored) (*graph.Graph, error) {
 	}
 	head := embed
 	if !c.Tied {
-		head = g.matrix("lm_head.weight", c.Vocab, c.Hidden)
+		head = st.Matrix(b, "lm_head.weight", c.Vocab, c.Hidden)
 	}
 	b.Output(b.Label(ops.MatMul(b, b.Label(g.norm(x, "model.norm.weight"), "norm"), head), "logits"))
 	return b.Graph()
@@ -153,9 +152,10 @@ func Build(c *Config, k Key, st lm.Stored) (*graph.Graph, error) {
 
 func slotName(li int, kv string) string { return fmt.Sprintf("kv.%d.%s", li, kv) }
 
-// Model is a loaded Llama or Qwen3: its config and its weights.
+// Model is a loaded model of this decoder: its config and its weights.
 type Model struct {
 	Config  Config
+	arch    string // the registered architecture's name
 	ckpt    *weights.Checkpoint
 	tensors lm.Tensors
 	quant   lm.Quant // the format of its quantized matrices
@@ -181,12 +181,15 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // LoadQuantized is Load, quantizing at load the projections the checkpoint
 // stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
 // none). The embedding, the norms and the output head stay as stored.
-func LoadQuantized(dir, quant string) (*Model, error) {
+func LoadQuantized(dir, quant string) (*Model, error) { return load("llama", dir, quant, ReadConfig) }
+
+// load is LoadQuantized of the architecture arch, whose config.json read reads.
+func load(arch, dir, quant string, read func(*weights.Config) (Config, error)) (*Model, error) {
 	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
 	}
-	c, err := ReadConfig(cfg)
+	c, err := read(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +200,7 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 	onLoad := quant != "" && quant != q.Method
 	if onLoad {
 		if q.Method != "" {
-			return nil, fmt.Errorf("llama %s: --quant %s: the checkpoint is stored quantized in %s", dir, quant, q.Method)
+			return nil, fmt.Errorf("%s %s: --quant %s: the checkpoint is stored quantized in %s", arch, dir, quant, q.Method)
 		}
 		if q, err = lm.DefaultQuant(quant); err != nil {
 			return nil, err
@@ -215,11 +218,11 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 		}
 		var ts lm.Tensors
 		if ts, err = lm.LoadWeights(ck, decl, o); err == nil {
-			return &Model{Config: c, ckpt: ck, tensors: ts, quant: q}, nil
+			return &Model{Config: c, arch: arch, ckpt: ck, tensors: ts, quant: q}, nil
 		}
 	}
 	ck.Close()
-	return nil, fmt.Errorf("llama %s: %w", dir, err)
+	return nil, fmt.Errorf("%s %s: %w", arch, dir, err)
 }
 
 // unused are tensors a checkpoint may carry that the graphs do not read:
@@ -249,11 +252,11 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Config: c, tensors: ts}, nil
+	return &Model{Config: c, arch: "llama", tensors: ts}, nil
 }
 
 // Arch names the architecture.
-func (m *Model) Arch() string { return "llama" }
+func (m *Model) Arch() string { return m.arch }
 
 // Vocab is the length of a row of logits.
 func (m *Model) Vocab() int { return m.Config.Vocab }
@@ -290,8 +293,11 @@ func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.tensors.DType, Qu
 // Close releases the checkpoint's file mappings.
 func (m *Model) Close() error { return m.ckpt.Close() }
 
-// graphs are a model's graphs as a session runs them (lm.Graphs).
-type graphs struct{ m *Model }
+// graphs are a model's graphs as a session of chunks of chunk rows runs them.
+type graphs struct {
+	m     *Model
+	chunk int
+}
 
 // Vocab is the length of a row of logits.
 func (g graphs) Vocab() int { return g.m.Config.Vocab }
@@ -299,8 +305,14 @@ func (g graphs) Vocab() int { return g.m.Config.Vocab }
 // Key is the key of a forward chunk: the only graph a dense model has.
 func (g graphs) Key(rows int, want lm.Want) capture.Key { return Key{Rows: rows, Want: want} }
 
-// State keeps every state (the KV slots) as a slot whose capacity doubles.
-func (g graphs) State(string) (lm.StateSpec, error) { return lm.StateSpec{Kind: lm.Slot}, nil }
+// State keeps the KV of a layer as a slot whose capacity doubles or, with
+// a sliding window, a ring of the window, a chunk and Rewind rows.
+func (g graphs) State(string) (lm.StateSpec, error) {
+	if w := g.m.Config.Window; w > 0 {
+		return lm.StateSpec{Kind: lm.Ring, Rows: w + g.chunk - 1 + Rewind, Rewind: Rewind}, nil
+	}
+	return lm.StateSpec{Kind: lm.Slot}, nil
+}
 
 // Build builds a key's graph with the weights' stored dtypes.
 func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
@@ -313,7 +325,7 @@ func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
 
 // NewSession starts a session on the model's weights.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
-	if err := o.CheckParams("llama"); err != nil {
+	if err := o.CheckParams(m.arch); err != nil {
 		return nil, err
 	}
 	return m.Session(o.SessionOptions)
@@ -325,7 +337,11 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 	if o.MaxPositions == 0 {
 		o.MaxPositions = m.Config.MaxPositions
 	}
-	return lm.NewSession(m, graphs{m}, o)
+	chunk, err := lm.ChunkRows(o.Chunk)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.arch, err)
+	}
+	return lm.NewSession(m, graphs{m, chunk}, o)
 }
 
 // Quantize quantizes the projections the model holds in a float type in
@@ -337,11 +353,11 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 		return m, nil
 	}
 	if m.quant.Method != "" {
-		return nil, fmt.Errorf("llama: --quant %s: the model is stored quantized in %s", quant, m.quant.Method)
+		return nil, fmt.Errorf("%s: --quant %s: the model is stored quantized in %s", m.arch, quant, m.quant.Method)
 	}
 	q, err := lm.DefaultQuant(quant)
 	if err != nil {
-		return nil, fmt.Errorf("llama: --quant: %w", err)
+		return nil, fmt.Errorf("%s: --quant: %w", m.arch, err)
 	}
 	decl, err := declarations(&m.Config, lm.Stored{DType: m.tensors.DType, Quant: q, QuantizeFloat: true})
 	if err != nil {
@@ -349,9 +365,9 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 	}
 	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
 	if err != nil {
-		return nil, fmt.Errorf("llama: %w", err)
+		return nil, fmt.Errorf("%s: %w", m.arch, err)
 	}
-	out := &Model{Config: m.Config, ckpt: m.ckpt, tensors: ts, quant: q}
+	out := &Model{Config: m.Config, arch: m.arch, ckpt: m.ckpt, tensors: ts, quant: q}
 	m.ckpt, m.tensors = nil, nil
 	return out, nil
 }

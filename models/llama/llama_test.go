@@ -13,6 +13,7 @@ import (
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/models/llama"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/planner"
 	"github.com/reel-runtime/reel/weights"
@@ -41,20 +42,6 @@ func session(t testing.TB, m *llama.Model, o lm.SessionOptions) *lm.Session {
 	return s
 }
 
-// checkGolden runs every case of dir's golden.json on s within tol.
-func checkGolden(t *testing.T, s models.Session, dir string, tol float64) {
-	t.Helper()
-	g, err := models.ReadGolden(dir)
-	require.NoError(t, err)
-	for i, c := range g.Cases {
-		r, err := c.Check(s)
-		require.NoError(t, err, "case %d", i)
-		require.Less(t, r.Full, tol, "case %d whole", i)
-		require.Less(t, r.Incremental, tol, "case %d incremental", i)
-		t.Logf("case %d (%d ids): |logit - transformers| whole %.3g, incremental %.3g", i, len(c.IDs), r.Full, r.Incremental)
-	}
-}
-
 // TestGolden reproduces transformers' logits of the three checkpoints (tied
 // and untied Qwen3, Llama 3 with llama3 rope scaling), whole and
 // incrementally, through the registry as the reel command finds them.
@@ -68,7 +55,7 @@ func TestGolden(t *testing.T) {
 			s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2)}}})
 			require.NoError(t, err)
 			defer s.Close()
-			checkGolden(t, s, dir, 1e-4)
+			modeltest.CheckGolden(t, s, dir, 1e-4)
 		})
 	}
 }
@@ -289,4 +276,39 @@ func TestTiedIgnoresHead(t *testing.T) {
 	for _, v := range g.Values {
 		require.NotEqual(t, "lm_head.weight", v.Name)
 	}
+}
+
+// TestSlidingWindow: a window over every layer (Config.Window, as Mistral
+// sets it) changes nothing while every row sees all its keys, changes the
+// rows past it, and its rings give one forward's logits in prompt chunks
+// of 1, 3 and 7 rows and decoding past their rows (so they wrap); a
+// rollback goes back Rewind rows, no further.
+func TestSlidingWindow(t *testing.T) {
+	dir := filepath.Join(testdata, "llama3-13")
+	full, win := load(t, dir), load(t, dir)
+	win.Config.Window = 4
+	ids := make([]int, 2*llama.Rewind+40)
+	for i := range ids {
+		ids[i] = (i*37 + 11) % full.Config.Vocab
+	}
+	a, err := session(t, full, lm.SessionOptions{}).Forward(ids[:8], 0, lm.WantAll)
+	require.NoError(t, err)
+	b, err := session(t, win, lm.SessionOptions{}).Forward(ids[:8], 0, lm.WantAll)
+	require.NoError(t, err)
+	v := full.Config.Vocab
+	fa, fb := a.Data().([]float32), b.Data().([]float32)
+	require.InDeltaSlice(t, fa[:4*v], fb[:4*v], 1e-5, "rows that see at most 4 keys")
+	for p := 4; p < 8; p++ {
+		require.NotEqual(t, fa[p*v:(p+1)*v], fb[p*v:(p+1)*v], "row %d sees 4 keys, not %d", p, p+1)
+	}
+	modeltest.CheckChunks(t, win, cpu.New(2), ids, 2*llama.Rewind, []int{1, 3, 7}, 1e-4)
+
+	s := session(t, win, lm.SessionOptions{Chunk: 7})
+	want, err := s.Forward(ids, 0, lm.WantLast)
+	require.NoError(t, err)
+	require.ErrorContains(t, s.Rollback(len(ids)-llama.Rewind-1), "keep only")
+	require.NoError(t, s.Rollback(len(ids)-llama.Rewind))
+	got, err := s.Forward(ids[len(ids)-llama.Rewind:], len(ids)-llama.Rewind, lm.WantLast)
+	require.NoError(t, err)
+	require.InDeltaSlice(t, want.Data(), got.Data(), 1e-5)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/models/llama"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/planner"
 	"github.com/reel-runtime/reel/weights"
@@ -60,7 +61,7 @@ func TestFP8Golden(t *testing.T) {
 	for _, p := range []*planner.Options{nil, &off} {
 		s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2), Planner: p}}})
 		require.NoError(t, err)
-		checkGolden(t, s, fp8Dir, 1e-4)
+		modeltest.CheckGolden(t, s, fp8Dir, 1e-4)
 		s.Close()
 	}
 }

@@ -1,18 +1,86 @@
 // Package modeltest is what the tests of every architecture's package
 // share beyond weights/weightstest: setups that rewrite a checkpoint's
-// tensors, and the fuzzing of a model's config.json with a forward of
-// what it accepts.
+// tensors, the fuzzing of a model's config.json with a forward of what it
+// accepts, a golden.json's check and prompts fed in chunks.
 package modeltest
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 	"github.com/reel-runtime/reel/weights/weightstest"
 )
+
+// CheckGolden runs every case of dir's golden.json on s (whole and, where
+// the golden has them, incrementally: models.GoldenCase.Check) and fails
+// past tol, logging the largest differences.
+func CheckGolden(t testing.TB, s models.Session, dir string, tol float64) {
+	t.Helper()
+	g, err := models.ReadGolden(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range g.Cases {
+		r, err := c.Check(s)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if !(r.Max() < tol) {
+			t.Fatalf("case %d (%d ids): |logit - golden| whole %.3g, incremental %.3g, last %.3g: want below %g", i, len(c.IDs), r.Full, r.Incremental, r.Last, tol)
+		}
+		t.Logf("case %d (%d ids): |logit - golden| whole %.3g, incremental %.3g", i, len(c.IDs), r.Full, r.Incremental)
+	}
+}
+
+// CheckChunks feeds ids to a session of m on be for each chunk size (its
+// first prompt ids as a prompt in chunks of that many rows, the rest one
+// id per call) and checks every row's logits against one forward of all
+// the ids, within tol.
+func CheckChunks(t testing.TB, m models.Model, be ops.Backend, ids []int, prompt int, sizes []int, tol float64) {
+	t.Helper()
+	open := func(chunk int) models.Session {
+		s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: chunk}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	out, err := open(len(ids)).Forward(ids, 0, lm.WantAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := out.Data().([]float32)
+	for _, size := range sizes {
+		s := open(size)
+		out, err := s.Forward(ids[:prompt], 0, lm.WantAll)
+		if err != nil {
+			t.Fatalf("chunks of %d: prompt: %v", size, err)
+		}
+		got := out.Data().([]float32)
+		for p := prompt; p < len(ids); p++ {
+			out, err := s.Forward(ids[p:p+1], p, lm.WantLast)
+			if err != nil {
+				t.Fatalf("chunks of %d: position %d: %v", size, p, err)
+			}
+			got = append(got, out.Data().([]float32)...)
+		}
+		var d float64
+		for i := range want {
+			d = max(d, math.Abs(float64(got[i]-want[i])))
+		}
+		if !(d < tol) {
+			t.Fatalf("chunks of %d: |logit - one forward's| %.3g: want below %g", size, d, tol)
+		}
+	}
+}
 
 // Rewrite makes a ConfigCase Setup that writes the checkpoint src's
 // tensors, changed by edit, into the case's folder.
