@@ -13,8 +13,10 @@ import (
 // one warp per (unit, output feature) when there are few units (decode:
 // each unit streams its expert's rows), else a grouping of the units by
 // expert followed by a tiled product per (expert, block of features), which
-// reads each expert's rows once for all of its units; silu_glu and
-// moe_combine are grid-stride elementwise kernels.
+// reads each expert's rows once for all of its units: in f32 up to
+// matvecMaxRows rows and for f32 weights, on the tensor cores (bf16 or f16
+// weights) for more rows (a prompt chunk); silu_glu and moe_combine are
+// grid-stride elementwise kernels.
 
 // moeBinders are the binders of the MoE ops, by op name.
 var moeBinders = map[string]binder{
@@ -25,7 +27,8 @@ var moeBinders = map[string]binder{
 }
 
 // moeKernels are the kernels of kernels/moe.cu that the binders launch.
-var moeKernels = []string{"moe_route", "moe_expert_warp", "moe_expert_group", "moe_expert_tile", "moe_silu_glu", "moe_combine"}
+var moeKernels = []string{"moe_route", "moe_expert_warp", "moe_expert_group", "moe_expert_tile", "moe_expert_rank",
+	"moe_expert_mma_bf16", "moe_expert_mma_f16", "moe_silu_glu", "moe_combine"}
 
 // The error codes of kernels/moe.cu (ERR_MOE_*).
 const (
@@ -45,6 +48,13 @@ const (
 	moeTileThreads = 256
 	// moeGroupThreads is the block of moe_expert_group.
 	moeGroupThreads = 1024
+	// moeRankWarps is the warps of a moe_expert_rank block (one a unit).
+	moeRankWarps = 8
+	// moeMMAUnits and moeMMAFeats are MOE_MMA_BM and MOE_MMA_BN: the units
+	// and features of a moe_expert_mma tile; moeMMAThreads its block.
+	moeMMAUnits   = 64
+	moeMMAFeats   = 128
+	moeMMAThreads = 256
 )
 
 // moeKernelErr words the error record of the MoE kernels' codes; nil for
@@ -101,11 +111,13 @@ func bindMoERoute(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 	return s, nil
 }
 
-// bindExpertMatMul binds expert_matmul. With at most as many units (rows·k)
-// as experts it launches moe_expert_warp, a warp per (unit, feature), with
-// 16-byte weight loads when the rows allow them; with more, the units are
-// grouped by expert into scratch (moe_expert_group) and moe_expert_tile
-// reads each expert's rows once for all of its units.
+// bindExpertMatMul binds expert_matmul. Over matvecMaxRows rows with bf16
+// or f16 weights it takes the tensor cores (expertMMA). Otherwise, with at
+// most as many units (rows·k) as experts it launches moe_expert_warp, a
+// warp per (unit, feature), with 16-byte weight loads when the rows allow
+// them; with more, the units are grouped by expert into scratch
+// (moe_expert_group) and moe_expert_tile reads each expert's rows once for
+// all of its units.
 func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	x, w, ids, y := in[0], in[1], in[2], out[0]
 	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
@@ -145,6 +157,9 @@ func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	if perUnit {
 		pu = 1
 	}
+	if rows > matvecMaxRows && wt != 0 && 4*e <= moeSharedMax {
+		return be.expertMMA(s, x, w, wt, ids, y, units, k, e, nOut, nIn, pu)
+	}
 	if units > e && 4*e <= moeSharedMax {
 		return be.expertGrouped(s, x, w, wt, ids, y, units, k, e, nOut, nIn, pu)
 	}
@@ -173,9 +188,56 @@ func (be *Backend) expertGrouped(s *steps, x, w *Buffer, wt int32, ids, y *Buffe
 	}
 	list := offs + cu.DevicePtr(4*(e+1))
 	s.add("moe_expert_group", [3]uint32{1, 1, 1}, [3]uint32{moeGroupThreads, 1, 1}, uint32(4*e),
-		ids.ptr, int32(units), int32(k), int32(e), offs, list, be.errRec)
+		ids.ptr, int32(units), int32(k), int32(e), offs, list, cu.DevicePtr(0), int32(0), cu.DevicePtr(0), cu.DevicePtr(0), be.errRec)
 	s.add("moe_expert_tile", [3]uint32{uint32((nOut + moeTile - 1) / moeTile), uint32(e), 1}, [3]uint32{moeTileThreads, 1, 1}, 0,
 		x.ptr, w.ptr, wt, offs, list, y.ptr, int32(k), int32(nOut), int32(nIn), pu)
+	return s, nil
+}
+
+// moeMaxTiles is the most tiles of moeMMAUnits units that units units
+// routed to e experts can make, whatever the routing: Σ_e ⌈c_e / BM⌉ over
+// the counts c_e ≥ 0 summing to units, at most one partial tile for each of
+// the at most min(e, units) experts with units.
+func moeMaxTiles(units, e int) int {
+	return (units + min(e, units)*(moeMMAUnits-1)) / moeMMAUnits
+}
+
+// expertMMA appends expert_matmul's tensor-core form to s (bf16 or f16
+// weights, wt 1 or 2). In scratch: offs (e+1 ints) and the units' list
+// (units) as expertGrouped's, in unit order within each expert (rank, units
+// ints, from moe_expert_rank); toffs (e+1) and tiles, the expert of each
+// tile of moeMMAUnits units. The grid has a block for every tile there can
+// be whatever the ids (moeMaxTiles: a recorded plan replays with others);
+// moe_expert_mma's blocks past the real tiles exit at once. Activations are rounded once to the weights'
+// type (kernels/moe.cu's moe_expert_mma words the error).
+func (be *Backend) expertMMA(s *steps, x, w *Buffer, wt int32, ids, y *Buffer, units, k, e, nOut, nIn int, pu int32) (*steps, error) {
+	tiles := moeMaxTiles(units, e)
+	if tiles > 65535 {
+		return nil, fmt.Errorf("expert_matmul: %d units over %d experts: up to %d tiles of %d units, over the grid's limit of 65535",
+			units, e, tiles, moeMMAUnits)
+	}
+	offs, err := be.scratchAlloc(4 * (2*(e+1) + 2*units + tiles))
+	if err != nil {
+		return nil, fmt.Errorf("expert_matmul: %w", err)
+	}
+	toffs := offs + cu.DevicePtr(4*(e+1))
+	list := toffs + cu.DevicePtr(4*(e+1))
+	rank := list + cu.DevicePtr(4*units)
+	tile := rank + cu.DevicePtr(4*units)
+	s.add("moe_expert_rank", [3]uint32{uint32((units + moeRankWarps - 1) / moeRankWarps), 1, 1}, [3]uint32{32 * moeRankWarps, 1, 1}, 0,
+		ids.ptr, int32(units), rank)
+	s.add("moe_expert_group", [3]uint32{1, 1, 1}, [3]uint32{moeGroupThreads, 1, 1}, uint32(4*e),
+		ids.ptr, int32(units), int32(k), int32(e), offs, list, rank, int32(moeMMAUnits), toffs, tile, be.errRec)
+	vx, vw := int32(0), int32(0)
+	if nIn%4 == 0 && x.ptr%16 == 0 {
+		vx = 1
+	}
+	if nIn%8 == 0 && w.ptr%16 == 0 {
+		vw = 1
+	}
+	s.add("moe_expert_mma_"+wtypeNames[wt], [3]uint32{uint32((nOut + moeMMAFeats - 1) / moeMMAFeats), uint32(tiles), 1},
+		[3]uint32{moeMMAThreads, 1, 1}, 0,
+		x.ptr, w.ptr, offs, toffs, tile, list, y.ptr, int32(k), int32(e), int32(nOut), int32(nIn), pu, vx, vw)
 	return s, nil
 }
 

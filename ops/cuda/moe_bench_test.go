@@ -1,0 +1,114 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// moeShape is one expert_matmul of a prompt chunk: rows rows routed to k
+// of e experts of out x in bf16 weights, x one row a token (gate_up) or
+// one a unit (down, perUnit).
+type moeShape struct {
+	name                string
+	rows, k, e, out, in int
+	perUnit             bool
+}
+
+// moeShapes are qwen4-12l's expert products over a prompt chunk of 512
+// rows (64 experts, top 10, hidden 2560, expert FFN 640).
+var moeShapes = []moeShape{
+	{"qwen4_gate_up_512rows", 512, 10, 64, 1280, 2560, false},
+	{"qwen4_down_512rows", 512, 10, 64, 2560, 640, true},
+}
+
+// BenchmarkMoEPrompt measures expert_matmul at qwen4-12l's prompt shapes
+// (the tensor-core path): TFLOP/s of the products (2·units·out·in), GB/s
+// of the weights and activations moved, and the time of one product,
+// replayed as one CUDA graph; every row takes k distinct experts, drawn
+// uniformly, e.g. ops_cuda.test -test.run '^$' -test.bench MoEPrompt.
+func BenchmarkMoEPrompt(b *testing.B) {
+	be := newTestBackend(b, Options{})
+	for _, s := range moeShapes {
+		b.Run(s.name, func(b *testing.B) {
+			mb := newMoEBench(b, be, s)
+			defer mb.free()
+			st := mb.steps(b, be, false)
+			b.ResetTimer()
+			per, gbps := mb.time(b, be, st, b.N)
+			b.StopTimer()
+			units := s.rows * s.k
+			tflops := 2 * float64(units) * float64(s.out) * float64(s.in) / per.Seconds() / 1e12
+			b.ReportMetric(tflops, "TFLOP/s")
+			b.ReportMetric(gbps, "GB/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			b.Logf("%s on %s: %.1f TFLOP/s, %.0f GB/s, %v each", s.name, be.Device(), tflops, gbps, per)
+		})
+	}
+}
+
+// newMoEBench is newGEMVBench for one expert_matmul of shape s: x zeros
+// (the time does not depend on the values), ids drawn once, and enough
+// copies of the weights to miss the L2 cache.
+func newMoEBench(tb testing.TB, be *Backend, s moeShape) *gemvBench {
+	tb.Helper()
+	gb := graph.NewBuilder("moe")
+	xs := []int{s.rows, s.in}
+	if s.perUnit {
+		xs = []int{s.rows, s.k, s.in}
+	}
+	x := gb.Input("x", graph.F32, xs...)
+	ids := gb.Input("ids", graph.I32, s.rows, s.k)
+	w := gb.Weight("w", graph.BF16, s.e, s.out, s.in)
+	gb.Output(ops.ExpertMatMul(gb, x, w, ids))
+	g, err := gb.Graph()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := &gemvBench{s: gemvShape{name: s.name}, rows: s.rows, g: g, x: x, ws: []*graph.Value{w}, be: be}
+	wBytes := w.Bytes()
+	b.copies = max(1, min(32, (512<<20)/wBytes))
+	units := s.rows * s.k
+	b.bytes = float64(wBytes + x.Bytes() + ids.Bytes() + 4*units*s.out)
+	shared := make([]ops.Buffer, len(g.Values))
+	alloc := func(dt graph.DType, n int) ops.Buffer {
+		buf, err := be.Alloc(dt, n)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		b.owned = append(b.owned, buf)
+		return buf
+	}
+	for _, v := range g.Values {
+		if v.Kind != graph.Weight {
+			shared[v.ID] = alloc(v.DType, v.Shape.Elems())
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	raw := make([]byte, 0, 4*units)
+	for range s.rows {
+		for _, e := range r.Perm(s.e)[:s.k] {
+			raw = binary.LittleEndian.AppendUint32(raw, uint32(e))
+		}
+	}
+	if err := be.Write(shared[ids.ID], raw); err != nil {
+		tb.Fatal(err)
+	}
+	for i := 0; i < b.copies; i++ {
+		bufs := append([]ops.Buffer(nil), shared...)
+		host := make([]byte, wBytes)
+		for j := range host {
+			host[j] = byte(j*7+j>>9+i) & 0x3f // small finite bf16 values
+		}
+		buf := alloc(graph.BF16, w.Shape.Elems())
+		if err := be.Write(buf, host); err != nil {
+			tb.Fatal(err)
+		}
+		bufs[w.ID] = buf
+		b.inst = append(b.inst, bufs)
+	}
+	return b
+}
