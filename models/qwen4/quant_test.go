@@ -213,3 +213,49 @@ func TestQuantizeOnLoad(t *testing.T) {
 	_, err := LoadQuantized(filepath.Join(testdata, checkpoints[0]), "q3")
 	require.ErrorContains(t, err, `--quant: quantization "q3": want fp8, q8 or q4`)
 }
+
+// TestQuantizeModel: Quantize makes of a loaded float model the very
+// weights LoadQuantized makes at load (so the same logits, bit for bit);
+// of a model of shapes only, one of the format's shapes, whose graphs read
+// quant_matmul and quant_expert_matmul. The receiver is spent; another
+// format than the one a model holds, or none, is an error naming the flag.
+// reel quantize's folders load back to the weights LoadQuantized makes
+// (TestQuantizeCommand in cmd/reel).
+func TestQuantizeModel(t *testing.T) {
+	dir := filepath.Join(testdata, "qwen4-tiny-mtp")
+	ids := []int{5, 17, 3, 99, 42, 7}
+	for _, c := range quantFormats {
+		want, err := LoadQuantized(dir, c.quant)
+		require.NoError(t, err)
+		t.Cleanup(func() { want.Close() })
+		src := loadModel(t, dir)
+		q, err := src.Quantize(c.quant, nil)
+		require.NoError(t, err)
+		got := q.(*Model)
+		require.Nil(t, src.tensors, "the receiver is spent")
+		require.Equal(t, want.tensors, got.tensors, c.quant)
+		require.Equal(t, want.storage, got.storage)
+		require.Equal(t, logits(t, want, ids), logits(t, got, ids), c.quant)
+		same, err := got.Quantize(c.quant, nil)
+		require.NoError(t, err)
+		require.Same(t, got, same)
+		_, err = got.Quantize(lm.QuantQ8, nil)
+		if c.quant != lm.QuantQ8 {
+			require.ErrorContains(t, err, "--quant q8: the model is stored quantized in "+c.quant)
+		}
+	}
+
+	shape, err := Shapes(BenchShape(), graph.BF16)
+	require.NoError(t, err)
+	params := shape.Parameters()
+	qs, err := shape.Quantize(lm.QuantQ4, nil)
+	require.NoError(t, err)
+	g, err := qs.Graph("forward", 1, lm.WantLast, models.Options{})
+	require.NoError(t, err)
+	mats, experts, _ := quantizedProducts(t, g, graph.U8)
+	require.Len(t, experts, 2*len(BenchShape().Layers))
+	require.NotEmpty(t, mats)
+	require.Equal(t, params, qs.Parameters())
+	_, err = loadModel(t, dir).Quantize("q3", nil)
+	require.ErrorContains(t, err, `qwen4: --quant: quantization "q3": want fp8, q8 or q4`)
+}
