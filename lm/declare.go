@@ -99,7 +99,10 @@ type LoadOptions struct {
 	// (stacked, folded, from several tensors) instead of reading the
 	// checkpoint tensor of the same name; reads names the tensors it used.
 	// Its errors come back prefixed with the weight's scope only, so they
-	// name the tensor they are about (the one missing, say).
+	// name the tensor they are about (the one missing, say). With Quant, a
+	// declaration of codes the checkpoint has no tensor of is also asked
+	// for: a float tensor made for it (per-expert matrices stacked) is
+	// quantized.
 	Make func(d Declared, ck *weights.Checkpoint) (t Tensor, reads []string, ok bool, err error)
 	// Unused says a checkpoint tensor may be left unread (a buffer of
 	// precomputed rotary frequencies, say); every other tensor the
@@ -297,6 +300,18 @@ func quantizeDeclared(ck *weights.Checkpoint, decl []Declared, o LoadOptions, re
 			}
 		}
 		info, err := ck.Info(name)
+		if err != nil && o.Make != nil {
+			// Made of other tensors (experts stored one by one, stacked):
+			// a float matrix made for the codes is quantized here.
+			t, reads, ok, err := o.Make(d, ck)
+			if err != nil || !ok || !t.DType.IsFloat() {
+				return Tensor{}, false, nil // made again, and its error or dtype named, by LoadWeights
+			}
+			for _, r := range reads {
+				read[r] = true
+			}
+			return t, true, nil
+		}
 		if err != nil || !info.DType.IsFloat() {
 			return Tensor{}, false, nil // read as stored, or named missing, by LoadWeights
 		}
@@ -348,7 +363,7 @@ func quantizeMatrices(decl []Declared, q Quant, progress Progress, source func(D
 	var jobs []job
 	var total, done int64
 	for _, d := range decl {
-		if d.DType != q.DType() || len(d.Shape) != 2 {
+		if d.DType != q.DType() || len(d.Shape) != 2 && len(d.Shape) != 3 {
 			continue
 		}
 		t, ok, err := source(d)
@@ -358,7 +373,7 @@ func quantizeMatrices(decl []Declared, q Quant, progress Progress, source func(D
 		if !ok {
 			continue
 		}
-		if len(t.Shape) != 2 || t.Shape[0] != d.Shape[0] || ops.QuantCols(d.DType, t.Shape[1]) != d.Shape[1] {
+		if n := len(d.Shape); len(t.Shape) != n || !slices.Equal(t.Shape[:n-1], d.Shape[:n-1]) || ops.QuantCols(d.DType, t.Shape[n-1]) != d.Shape[n-1] {
 			return nil, fmt.Errorf("%s: shape %v does not make codes %v in %s", d.Where(), t.Shape, d.Shape, q)
 		}
 		jobs = append(jobs, job{d, t})

@@ -185,9 +185,11 @@ func (q Quant) Attrs() ops.QuantAttrs {
 	return ops.QuantAttrs{BlockRows: q.BlockRows, BlockCols: q.BlockCols}
 }
 
-// scaleShape is the shape of the scales of a matrix [out, in].
-func (q Quant) scaleShape(out, in int) []int {
-	return []int{(out + q.BlockRows - 1) / q.BlockRows, (in + q.BlockCols - 1) / q.BlockCols}
+// scaleShape is the shape of the scales of a matrix [out, in], after the
+// leading dimensions of a stack of them (lead: [E] for experts): one table
+// of blocks per matrix.
+func (q Quant) scaleShape(out, in int, lead ...int) []int {
+	return append(append([]int(nil), lead...), (out+q.BlockRows-1)/q.BlockRows, (in+q.BlockCols-1)/q.BlockCols)
 }
 
 // Stored is how a model's weights are stored, for graphs built to read
@@ -230,19 +232,44 @@ func (s Stored) Matrix(b *graph.Builder, name string, out, in int) *graph.Value 
 // scales (Quant.ScaleName, declared beside it) when W is stored quantized
 // in Quant's format, or in a float type with QuantizeFloat set.
 func (s Stored) Linear(b *graph.Builder, x *graph.Value, name string, out, in int) *graph.Value {
+	w, sc, ok := s.quantized(b, name, out, in)
+	if !ok {
+		return ops.MatMul(b, x, w)
+	}
+	return ops.QuantMatMul(b, x, w, sc, s.Quant.Attrs())
+}
+
+// Experts is expert_matmul of x by the experts called name, [experts, out,
+// in] (a stack of matrices, one per expert), for the routed ids, as
+// stored: in their float type, or quant_expert_matmul of their codes and
+// scales (one table of blocks per expert) as Linear reads a matrix.
+func (s Stored) Experts(b *graph.Builder, x, ids *graph.Value, name string, experts, out, in int) *graph.Value {
+	w, sc, ok := s.quantized(b, name, out, in, experts)
+	if !ok {
+		return ops.ExpertMatMul(b, x, w, ids)
+	}
+	return ops.QuantExpertMatMul(b, x, w, sc, ids, s.Quant.Attrs())
+}
+
+// quantized declares the weight name [lead..., out, in] as stored: its
+// float matrix (ok false), or its codes and scales (ok true) when it is
+// stored quantized in Quant's format or in a float type with
+// QuantizeFloat set.
+func (s Stored) quantized(b *graph.Builder, name string, out, in int, lead ...int) (w, scales *graph.Value, ok bool) {
 	dt, q := s.dtype(name), s.Quant
+	shape := append(append([]int(nil), lead...), out, in)
 	if !dt.IsQuantized() && !(s.QuantizeFloat && q.Method != "") {
-		return ops.MatMul(b, x, b.Weight(name, dt, out, in))
+		return b.Weight(name, dt, shape...), nil, false
 	}
 	if q.DType() == graph.Invalid || q.BlockRows < 1 || q.BlockCols < 1 || dt.IsQuantized() && dt != q.DType() {
 		b.Fail(fmt.Errorf("weight %s is stored as %s, which the quantization (%s) does not describe", name, dt, q))
-		return ops.MatMul(b, x, b.Weight(name, dt, out, in)) // a placeholder: the builder has failed
+		return b.Weight(name, dt, shape...), nil, false // a placeholder: the builder has failed
 	}
 	sn := q.ScaleName(name)
 	sdt := s.dtype(sn)
 	if !dt.IsQuantized() || !sdt.IsFloat() {
 		sdt = q.ScaleDType() // made at load
 	}
-	w := b.Weight(name, q.DType(), out, ops.QuantCols(q.DType(), in))
-	return ops.QuantMatMul(b, x, w, b.Weight(sn, sdt, q.scaleShape(out, in)...), q.Attrs())
+	shape[len(shape)-1] = ops.QuantCols(q.DType(), in)
+	return b.Weight(name, q.DType(), shape...), b.Weight(sn, sdt, q.scaleShape(out, in, lead...)...), true
 }

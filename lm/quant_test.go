@@ -3,8 +3,10 @@ package lm_test
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -286,4 +288,143 @@ func TestQuantizeTensors(t *testing.T) {
 	require.ErrorContains(t, err, "layer 0: tensor w: quantize rows 1..1: columns 0..31")
 	_, err = lm.QuantizeTensors(ts, build(ts), lm.Quant{}, nil)
 	require.ErrorContains(t, err, "not a format")
+}
+
+// TestQuantizeStack: a stack of matrices [E, out, in] (experts) is
+// quantized matrix by matrix: its codes and scales are each matrix's, as
+// Quantize makes them of the matrix alone, one after the other (so a block
+// never spans two experts), and Dequantize reads the stack back; an error
+// names the matrix.
+func TestQuantizeStack(t *testing.T) {
+	const e, out, in = 3, 40, 65
+	w, _ := gaussian(5, graph.BF16, e*out, in, 0.02)
+	w.Shape = []int{e, out, in}
+	for _, method := range []string{lm.QuantFP8, lm.QuantQ8, lm.QuantQ4} {
+		q, err := lm.DefaultQuant(method)
+		require.NoError(t, err)
+		codes, scales, err := q.Quantize(w)
+		require.NoError(t, err)
+		stride := ops.QuantCols(q.DType(), in)
+		sr, sc := (out+q.BlockRows-1)/q.BlockRows, (in+q.BlockCols-1)/q.BlockCols
+		require.Equal(t, []int{e, out, stride}, codes.Shape)
+		require.Equal(t, []int{e, sr, sc}, scales.Shape)
+		deq, err := q.Dequantize(codes, scales, out, in)
+		require.NoError(t, err)
+		require.Len(t, deq, e*out*in)
+		ssz := sr * sc * q.ScaleDType().Size()
+		for m := range e {
+			one := lm.Tensor{DType: w.DType, Shape: []int{out, in}, Data: w.Data[m*out*in*2 : (m+1)*out*in*2]}
+			c1, s1, err := q.Quantize(one)
+			require.NoError(t, err)
+			require.Equal(t, c1.Data, codes.Data[m*out*stride:(m+1)*out*stride], "%s matrix %d codes", q, m)
+			require.Equal(t, s1.Data, scales.Data[m*ssz:(m+1)*ssz], "%s matrix %d scales", q, m)
+			d1, err := q.Dequantize(c1, s1, out, in)
+			require.NoError(t, err)
+			require.Equal(t, d1, deq[m*out*in:(m+1)*out*in], "%s matrix %d dequantized", q, m)
+		}
+	}
+	v := make([]float32, e*out*in)
+	v[2*out*in+5*in+3] = float32(math.Inf(1))
+	q8, _ := lm.DefaultQuant(lm.QuantQ8)
+	_, _, err := q8.Quantize(lm.F32Tensor(v, e, out, in))
+	require.ErrorContains(t, err, "quantize matrix 2: rows 5..5: columns 0..31")
+	_, _, err = q8.Quantize(lm.F32Tensor(v, 1, e, out, in))
+	require.ErrorContains(t, err, "want a float matrix, or a stack of them")
+}
+
+// TestStoredExperts: Experts reads float experts with expert_matmul and
+// quantized ones (stored so, or declared so with QuantizeFloat) with
+// quant_expert_matmul and one table of scales per expert.
+func TestStoredExperts(t *testing.T) {
+	q4, _ := lm.DefaultQuant(lm.QuantQ4)
+	fp8, _ := lm.DefaultQuant(lm.QuantFP8)
+	for _, c := range []struct {
+		st   lm.Stored
+		op   string
+		decl []string
+	}{
+		{lm.Stored{}, "expert_matmul", []string{"w:bf16[4 300 65]"}},
+		{lm.Stored{DType: func(string) graph.DType { return graph.F8E4M3 }, Quant: fp8}, "quant_expert_matmul",
+			[]string{"w:f8_e4m3[4 300 65]", "w_scale_inv:f32[4 3 1]"}},
+		{lm.Stored{DType: func(string) graph.DType { return graph.BF16 }, Quant: q4, QuantizeFloat: true}, "quant_expert_matmul",
+			[]string{"w:u8[4 300 33]", "w_scale:f16[4 300 3]"}},
+	} {
+		b := graph.NewBuilder("t")
+		x := b.Input("x", graph.F32, 2, 65)
+		ids := b.Input("ids", graph.I32, 2, 3)
+		y := c.st.Experts(b, x, ids, "w", 4, 300, 65)
+		b.Output(y)
+		g, err := b.Graph()
+		require.NoError(t, err)
+		require.Equal(t, c.op, g.Nodes[0].Op)
+		require.Equal(t, graph.Shape{2, 3, 300}, y.Shape)
+		decl, err := lm.Declarations(g)
+		require.NoError(t, err)
+		var got []string
+		for _, d := range decl {
+			got = append(got, d.Name+":"+d.DType.String()+graph.Shape(d.Shape).String())
+		}
+		require.Equal(t, c.decl, got)
+	}
+	b := graph.NewBuilder("t")
+	lm.Stored{DType: func(string) graph.DType { return graph.I8 }, Quant: q4}.Experts(b, b.Input("x", graph.F32, 1, 8),
+		b.Input("ids", graph.I32, 1, 1), "w", 2, 4, 8)
+	_, err := b.Graph()
+	require.ErrorContains(t, err, "w is stored as i8, which the quantization (q4/1x32) does not describe")
+}
+
+// TestLoadWeightsQuantizeMade: quantizing at load, a stack of experts the
+// checkpoint stores one by one (LoadOptions.Make stacks them) is quantized
+// as a whole stack is, and the tensors it was made of count as read; a
+// stack that cannot be made is named by Make's error.
+func TestLoadWeightsQuantizeMade(t *testing.T) {
+	const e, out, in = 3, 8, 40
+	stack, _ := gaussian(9, graph.BF16, e*out, in, 0.02)
+	stack.Shape = []int{e, out, in}
+	dir := t.TempDir()
+	var parts []weights.NamedTensor
+	for m := range e {
+		parts = append(parts, weights.NamedTensor{Name: "experts." + string(rune('0'+m)), DType: graph.BF16, Shape: []int{out, in},
+			Data: stack.Data[m*out*in*2 : (m+1)*out*in*2]})
+	}
+	require.NoError(t, weights.WriteFile(filepath.Join(dir, weights.SingleFile), parts))
+	ck, err := weights.Open(dir)
+	require.NoError(t, err)
+	defer ck.Close()
+	q8, _ := lm.DefaultQuant(lm.QuantQ8)
+	b := graph.NewBuilder("t")
+	st := lm.Stored{DType: func(string) graph.DType { return graph.BF16 }, Quant: q8, QuantizeFloat: true}
+	pop := b.Push("layer 0")
+	b.Output(st.Experts(b, b.Input("x", graph.F32, 1, in), b.Input("ids", graph.I32, 1, 2), "experts", e, out, in))
+	pop()
+	g, err := b.Graph()
+	require.NoError(t, err)
+	decl, err := lm.Declarations(g)
+	require.NoError(t, err)
+	makeStack := func(n int) func(lm.Declared, *weights.Checkpoint) (lm.Tensor, []string, bool, error) {
+		return func(d lm.Declared, ck *weights.Checkpoint) (lm.Tensor, []string, bool, error) {
+			if d.Name != "experts" {
+				return lm.Tensor{}, nil, false, nil
+			}
+			t := lm.Tensor{DType: graph.BF16, Shape: []int{n, out, in}}
+			var reads []string
+			for m := range n {
+				name := "experts." + string(rune('0'+m))
+				data, err := ck.Bytes(name)
+				if err != nil {
+					return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: %w", name, err)
+				}
+				t.Data = append(t.Data, data...)
+				reads = append(reads, name)
+			}
+			return t, reads, true, nil
+		}
+	}
+	ts, err := lm.LoadWeights(ck, decl, lm.LoadOptions{Make: makeStack(e), Quant: q8})
+	require.NoError(t, err)
+	codes, scales, err := q8.Quantize(stack)
+	require.NoError(t, err)
+	require.Equal(t, lm.Tensors{"experts": codes, "experts_scale": scales}, ts)
+	_, err = lm.LoadWeights(ck, decl, lm.LoadOptions{Make: makeStack(e + 1), Quant: q8})
+	require.ErrorContains(t, err, "layer 0: tensor experts.3")
 }

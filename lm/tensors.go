@@ -28,6 +28,17 @@ func (t Tensor) Len() int {
 	return n
 }
 
+// Float32 is the elements of a tensor stored in a float type (f32, bf16,
+// f16) in f32; another dtype, or data of another length, is an error.
+func (t Tensor) Float32() ([]float32, error) {
+	if !t.DType.IsFloat() || len(t.Data) != t.Len()*t.DType.Size() {
+		return nil, fmt.Errorf("%s%v with %d bytes: not a float tensor with its data", t.DType, t.Shape, len(t.Data))
+	}
+	v := make([]float32, t.Len())
+	decodeFloat(t.DType, v, t.Data)
+	return v, nil
+}
+
 // F32Tensor keeps f32 values as a Tensor of the given shape.
 func F32Tensor(v []float32, shape ...int) Tensor {
 	data := make([]byte, 4*len(v))

@@ -190,6 +190,17 @@ type Weighted interface {
 	Weights() lm.Tensors
 }
 
+// Sourced is a Weighted model some of whose weights are not the
+// checkpoint's tensors of their names: made of several (experts stored
+// one by one, stacked at load), or stored under a prefix of the
+// checkpoint's own. Source gives where a checkpoint written with the
+// weight of graph name stores it, and the tensors of the model's
+// checkpoint it replaces there ("", nil for a weight the checkpoint does
+// not hold).
+type Sourced interface {
+	Source(name string) (stored string, from []string)
+}
+
 // registry holds the architectures by model_type and by architecture
 // name. It is written by Register in init functions only.
 var registry struct {

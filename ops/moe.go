@@ -72,16 +72,25 @@ var OpExpertMatMul = &Def{
 		if len(w.Shape) != 3 || w.Shape.Elems() <= 0 {
 			return graph.Signature{}, fmt.Errorf("w %s must be [experts, out, in]", w)
 		}
-		if ids.DType != graph.I32 || len(ids.Shape) != 2 || ids.Shape[1] <= 0 {
-			return graph.Signature{}, fmt.Errorf("ids %s must be i32 [rows, k]", ids)
+		if err := checkExpertRows(x, w, ids, w.Shape[2]); err != nil {
+			return graph.Signature{}, err
 		}
-		t, k := ids.Shape[0], ids.Shape[1]
-		okX := (len(x.Shape) == 2 && x.Shape[0] == t) || (len(x.Shape) == 3 && x.Shape[0] == t && x.Shape[1] == k)
-		if !okX || x.Shape.Last() != w.Shape[2] {
-			return graph.Signature{}, fmt.Errorf("x %s, w %s, ids %s: x must be [%d, %d] or [%d, %d, %d]", x, w, ids, t, w.Shape[2], t, k, w.Shape[2])
-		}
-		return one(graph.F32, graph.Shape{t, k, w.Shape[1]}), nil
+		return one(graph.F32, graph.Shape{ids.Shape[0], ids.Shape[1], w.Shape[1]}), nil
 	},
+}
+
+// checkExpertRows checks the rows x and the ids of a product with the
+// experts w of in features: ids i32 [T, k], x f32 [T, in] or [T, k, in].
+func checkExpertRows(x, w, ids *graph.Value, in int) error {
+	if ids.DType != graph.I32 || len(ids.Shape) != 2 || ids.Shape[1] <= 0 {
+		return fmt.Errorf("ids %s must be i32 [rows, k]", ids)
+	}
+	t, k := ids.Shape[0], ids.Shape[1]
+	okX := (len(x.Shape) == 2 && x.Shape[0] == t) || (len(x.Shape) == 3 && x.Shape[0] == t && x.Shape[1] == k)
+	if !okX || x.Shape.Last() != in {
+		return fmt.Errorf("x %s, w %s, ids %s: x must be [%d, %d] or [%d, %d, %d]", x, w, ids, t, in, t, k, in)
+	}
+	return nil
 }
 
 // ExpertMatMul is w[ids[t, j]] · x[t] (or x[t, j]) for every unit (t, j).

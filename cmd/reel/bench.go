@@ -239,10 +239,10 @@ func productFLOPs(p *planner.Planned) float64 {
 		}
 		rows := n.Inputs[0].Shape.Rows()
 		k := n.Inputs[0].Shape.Last()
-		if n.Op == "expert_matmul" && len(n.Inputs) == 3 {
-			units := n.Inputs[2].Shape.Elems()
+		if (n.Op == "expert_matmul" || n.Op == "quant_expert_matmul") && len(n.Inputs) >= 3 {
+			units := n.Inputs[len(n.Inputs)-1].Shape.Elems()
 			if w := n.Inputs[1].Shape; len(w) == 3 {
-				total += 2 * float64(units) * float64(w[1]) * float64(w[2])
+				total += 2 * float64(units) * float64(w[1]) * float64(k)
 			}
 			continue
 		}
@@ -287,7 +287,7 @@ func writeDecodePlan(b *strings.Builder, p *planner.Planned, rep planner.Report,
 func weightBytesRead(p *planner.Planned) int {
 	total := 0
 	for _, n := range p.Schedule {
-		for i, v := range n.Inputs {
+		for _, v := range n.Inputs {
 			if v.Kind != graph.Weight {
 				continue
 			}
@@ -298,10 +298,11 @@ func weightBytesRead(p *planner.Planned) int {
 			case n.Op == "ngram_embed" && len(n.Outputs) == 1:
 				// one table row per output row and head, whichever shard
 				total += n.Outputs[0].Shape.Elems() * v.DType.Size() / max(1, len(n.Inputs)-1)
-			case n.Op == "expert_matmul" && i == 1 && len(v.Shape) == 3 && len(n.Inputs) == 3:
-				// at most one expert per (row, pick) unit
-				units := n.Inputs[2].Shape.Elems()
-				total += min(v.Shape[0], units) * v.Shape[1] * v.Shape[2] * v.DType.Size()
+			case (n.Op == "expert_matmul" || n.Op == "quant_expert_matmul") && len(v.Shape) == 3 && v.Shape[0] > 0:
+				// at most one expert per (row, pick) unit: its weights (or
+				// codes and scales)
+				units := n.Inputs[len(n.Inputs)-1].Shape.Elems()
+				total += min(v.Shape[0], units) * (v.Bytes() / v.Shape[0])
 			default:
 				total += v.Bytes()
 			}

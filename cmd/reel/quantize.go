@@ -97,7 +97,8 @@ The --out folder must not exist, or be empty.`, stderr)
 		return err
 	}
 	defer ck.Close()
-	tensors, quantized, err := quantizedTensors(ck, w.Weights(), q)
+	src, _ := m.(models.Sourced)
+	tensors, quantized, err := quantizedTensors(ck, w.Weights(), q, src)
 	if err != nil {
 		return fmt.Errorf("quantize %s: %w", *dir, err)
 	}
@@ -147,10 +148,41 @@ The --out folder must not exist, or be empty.`, stderr)
 // quantizedTensors are the tensors of a checkpoint as written quantized:
 // each tensor the model holds quantized (ws: its weights loaded with q)
 // and the checkpoint in a float type becomes its codes and its scales,
-// every other one is the checkpoint's as stored. They are in the natural
-// order of their names, a matrix's scales after its codes; it also gives
-// the number of matrices quantized.
-func quantizedTensors(ck *weights.Checkpoint, ws lm.Tensors, q lm.Quant) ([]weights.NamedTensor, int, error) {
+// every other one is the checkpoint's as stored. A model whose weights
+// are not all the checkpoint's tensors of their names (src, when not nil)
+// says where each quantized one goes and which tensors it replaces (a
+// stack of experts stored one by one is written whole, in place of its
+// first expert's). They are in the natural order of their names, a
+// matrix's scales after its codes; it also gives the number of matrices
+// quantized.
+func quantizedTensors(ck *weights.Checkpoint, ws lm.Tensors, q lm.Quant, src models.Sourced) ([]weights.NamedTensor, int, error) {
+	// at: the quantized weight each checkpoint tensor is replaced by (its
+	// graph name; "" for the tensors after the first of a stack), by the
+	// name it is written under.
+	type place struct{ weight, stored string }
+	at := map[string]place{}
+	for _, n := range slices.Sorted(maps.Keys(ws)) {
+		if !ws[n].DType.IsQuantized() {
+			continue
+		}
+		stored, from := n, []string{n}
+		if src != nil {
+			if stored, from = src.Source(n); stored == "" {
+				continue // named below: no tensor of the checkpoint holds it
+			}
+		}
+		for i, f := range from {
+			info, err := ck.Info(f)
+			if err != nil || !info.DType.IsFloat() {
+				break // stored quantized already, or none: copied as stored
+			}
+			if i == 0 {
+				at[f] = place{n, stored}
+			} else {
+				at[f] = place{}
+			}
+		}
+	}
 	names := ck.Names()
 	slices.SortFunc(names, naturalCompare)
 	var out []weights.NamedTensor
@@ -161,18 +193,23 @@ func quantizedTensors(ck *weights.Checkpoint, ws lm.Tensors, q lm.Quant) ([]weig
 		if err != nil {
 			return nil, 0, err
 		}
-		if t, ok := ws[n]; ok && t.DType.IsQuantized() && info.DType.IsFloat() {
-			sn := q.ScaleName(n)
+		if p, ok := at[n]; ok {
+			if p.weight == "" {
+				continue // a part of a stack written whole
+			}
+			t, sn := ws[p.weight], q.ScaleName(p.weight)
 			s, ok := ws[sn]
 			if !ok || t.DType != q.DType() {
-				return nil, 0, fmt.Errorf("weight %s is loaded as %s without scales %s of %s", n, t.DType, sn, q)
+				return nil, 0, fmt.Errorf("weight %s is loaded as %s without scales %s of %s", p.weight, t.DType, sn, q)
 			}
-			if ck.Has(sn) {
-				return nil, 0, fmt.Errorf("tensor %s: the name of the scales of %s is taken", sn, n)
+			if ssn := q.ScaleName(p.stored); ck.Has(ssn) {
+				return nil, 0, fmt.Errorf("tensor %s: the name of the scales of %s is taken", ssn, p.stored)
+			} else if p.stored != n && ck.Has(p.stored) {
+				return nil, 0, fmt.Errorf("tensor %s: the name of the stack of %s is taken", p.stored, n)
 			}
-			out = append(out, weights.NamedTensor{Name: n, DType: t.DType, Shape: t.Shape, Data: t.Data},
-				weights.NamedTensor{Name: sn, DType: s.DType, Shape: s.Shape, Data: s.Data})
-			written[n], written[sn] = true, true
+			out = append(out, weights.NamedTensor{Name: p.stored, DType: t.DType, Shape: t.Shape, Data: t.Data},
+				weights.NamedTensor{Name: q.ScaleName(p.stored), DType: s.DType, Shape: s.Shape, Data: s.Data})
+			written[p.weight], written[sn] = true, true
 			quantized++
 			continue
 		}

@@ -19,6 +19,7 @@ func init() {
 		ModelTypes:    []string{"qwen4_exp", "qwen4_exp_text"},
 		Architectures: []string{"Qwen4ExpForCausalLM"},
 		Load:          func(dir string) (models.Model, error) { return Load(dir) },
+		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
 		Synthetic: map[string]func(graph.DType, uint64, lm.Progress) (models.Model, error){
 			BenchShapeName: func(dt graph.DType, seed uint64, p lm.Progress) (models.Model, error) {
 				return synthetic(BenchShape(), dt, seed, false, p)

@@ -237,7 +237,7 @@ func (g *builder) gdn(li int, u *graph.Value) *graph.Value {
 	h, cd, vd := c.Hidden, c.ConvDim(), c.ValueHeads*c.ValueDim
 	ring := g.state("gdn", li, "conv", c.ConvKernel-1, cd)
 	s := g.state("gdn", li, "state", c.ValueHeads, c.KeyDim, c.ValueDim)
-	qkv := b.Label(ops.MatMul(b, u, g.weight(pre+"in_proj_qkv.weight", cd, h)), "qkv")
+	qkv := b.Label(g.linear(u, pre+"in_proj_qkv.weight", cd, h), "qkv")
 	mixed := ops.CausalConv(b, qkv, g.weight(pre+"conv1d.weight", cd, 1, c.ConvKernel), ring, g.call, ops.ConvAttrs{Dilation: 1, Act: ops.ActSiLU})
 	q, k, v := ops.GDNPrep(b, mixed, ops.GDNPrepAttrs{KeyHeads: c.KeyHeads, KeyDim: c.KeyDim, ValueHeads: c.ValueHeads, ValueDim: c.ValueDim, Eps: GDNEps})
 	a := ops.MatMul(b, u, g.weight(pre+"in_proj_a.weight", c.ValueHeads, h))
@@ -247,9 +247,9 @@ func (g *builder) gdn(li int, u *graph.Value) *graph.Value {
 	g.taped(li, "b", bl)
 	decay, beta := ops.GDNGates(b, a, bl, g.weight(pre+"A_log", c.ValueHeads), g.weight(pre+"dt_bias", c.ValueHeads))
 	o := ops.GDNScan(b, q, k, v, decay, beta, s, g.call)
-	z := b.Label(ops.MatMul(b, u, g.weight(pre+"in_proj_z.weight", vd, h)), "z")
+	z := b.Label(g.linear(u, pre+"in_proj_z.weight", vd, h), "z")
 	y := ops.GatedRMSNorm(b, o, z, g.weight(pre+"norm.weight", c.ValueDim), ops.GatedRMSNormAttrs{Group: c.ValueDim, Eps: g.eps, Act: c.OutGate})
-	return b.Label(ops.MatMul(b, y, g.weight(pre+"out_proj.weight", h, vd)), "gdn_out")
+	return b.Label(g.linear(y, pre+"out_proj.weight", h, vd), "gdn_out")
 }
 
 // qsa builds a QSA layer (li < 0: the MTP head's) on the block input u.
@@ -262,16 +262,16 @@ func (g *builder) qsa(li int, pre string, u *graph.Value) *graph.Value {
 	kraw := g.state("qsa", li, "kraw", graph.Dyn, id)
 	keys := g.state("qsa", li, "blocks", graph.Dyn, id)
 
-	qg := ops.Split(b, ops.MatMul(b, u, g.weight(pre+"q_proj.weight", 2*c.Heads*hd, h)), c.Heads, hd, hd)
+	qg := ops.Split(b, g.linear(u, pre+"q_proj.weight", 2*c.Heads*hd, h), c.Heads, hd, hd)
 	q := ops.Rope(b, ops.RMSNorm(b, qg[0], g.weight(pre+"q_norm.weight", hd), hd, g.eps), g.call, g.rope(hd))
-	k := ops.RMSNorm(b, ops.MatMul(b, u, g.weight(pre+"k_proj.weight", kw, h)), g.weight(pre+"k_norm.weight", hd), hd, g.eps)
+	k := ops.RMSNorm(b, g.linear(u, pre+"k_proj.weight", kw, h), g.weight(pre+"k_norm.weight", hd), hd, g.eps)
 	k = ops.Rope(b, k, g.call, g.rope(hd))
-	v := ops.MatMul(b, u, g.weight(pre+"v_proj.weight", kw, h))
+	v := g.linear(u, pre+"v_proj.weight", kw, h)
 	ops.KVWrite(b, k, K, g.call, ops.SlotAttrs{})
 	ops.KVWrite(b, v, V, g.call, ops.SlotAttrs{})
 
 	pop := b.Push("indexer")
-	ik := ops.Split(b, ops.MatMul(b, u, g.weight(pre+"indexer.index_qk_proj.weight", (c.IndexHeads+1)*id, h)), 1, c.IndexHeads*id, id)
+	ik := ops.Split(b, g.linear(u, pre+"indexer.index_qk_proj.weight", (c.IndexHeads+1)*id, h), 1, c.IndexHeads*id, id)
 	qi := ops.Rope(b, ops.RMSNorm(b, ik[0], g.weight(pre+"indexer.q_layernorm.weight", id), id, g.eps), g.call, g.rope(id))
 	ops.QSABlockKeys(b, ik[1], g.weight(pre+"indexer.k_layernorm.weight", id), kraw, keys, g.call,
 		ops.BlockKeyAttrs{Block: c.Block, Rope: g.rope(id), Eps: g.eps})
@@ -281,7 +281,7 @@ func (g *builder) qsa(li int, pre string, u *graph.Value) *graph.Value {
 	y := ops.QSAAttention(b, q, K, V, sel, g.call, ops.SparseAttentionAttrs{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: hd, Block: c.Block,
 		Scale: float32(1 / math.Sqrt(float64(hd)))})
 	y = ops.GateMerge(b, y, qg[1])
-	return b.Label(ops.MatMul(b, y, g.weight(pre+"o_proj.weight", h, c.Heads*hd)), "attn_out")
+	return b.Label(g.linear(y, pre+"o_proj.weight", h, c.Heads*hd), "attn_out")
 }
 
 // moe builds the routed experts and the gated shared expert on u.
@@ -289,11 +289,11 @@ func (g *builder) moe(pre string, u *graph.Value) *graph.Value {
 	c, b := g.c, g.b
 	h, f, sf := c.Hidden, c.ExpertFFN, c.SharedFFN
 	ids, w := ops.MoERoute(b, ops.MatMul(b, u, g.weight(pre+"mlp.gate.weight", c.Experts, h)), c.TopK, c.NormTopK)
-	units := ops.SiLUGLU(b, ops.ExpertMatMul(b, u, g.weight(pre+ExpertsGateUp, c.Experts, 2*f, h), ids))
-	y := ops.ExpertMatMul(b, units, g.weight(pre+ExpertsDown, c.Experts, h, f), ids)
-	gt := ops.MatMul(b, u, g.weight(pre+"mlp.shared_expert.gate_proj.weight", sf, h))
-	up := ops.MatMul(b, u, g.weight(pre+"mlp.shared_expert.up_proj.weight", sf, h))
-	shared := ops.MatMul(b, ops.Mul(b, ops.SiLU(b, gt), up), g.weight(pre+"mlp.shared_expert.down_proj.weight", h, sf))
+	units := ops.SiLUGLU(b, g.experts(u, ids, pre+ExpertsGateUp, 2*f, h))
+	y := g.experts(units, ids, pre+ExpertsDown, h, f)
+	gt := g.linear(u, pre+"mlp.shared_expert.gate_proj.weight", sf, h)
+	up := g.linear(u, pre+"mlp.shared_expert.up_proj.weight", sf, h)
+	shared := g.linear(ops.Mul(b, ops.SiLU(b, gt), up), pre+"mlp.shared_expert.down_proj.weight", h, sf)
 	sg := ops.MatMul(b, u, g.weight(pre+"mlp.shared_expert_gate.weight", 1, h))
 	return b.Label(ops.MoECombine(b, y, w, shared, sg), "moe_out")
 }
@@ -318,9 +318,9 @@ func (g *builder) ple(li int, x, ids *graph.Value) *graph.Value {
 		shards[i] = g.weight(n, rows[i], width)
 	}
 	e := b.Label(ops.NGramEmbed(b, ops.PLEHash(b, ids, hist, g.call, at), shards...), "ngram")
-	kn := ops.RMSNorm(b, ops.MatMul(b, e, g.weight(pre+"key_proj.weight", ch, c.PLEDim)), g.weight(pre+"norm_key.weight", ch), h, g.eps)
+	kn := ops.RMSNorm(b, g.linear(e, pre+"key_proj.weight", ch, c.PLEDim), g.weight(pre+"norm_key.weight", ch), h, g.eps)
 	qn := ops.RMSNorm(b, x, g.weight(pre+"norm_query.weight", ch), h, g.eps)
-	gv := ops.PLEGate(b, kn, qn, ops.MatMul(b, e, g.weight(pre+"value_proj.weight", h, c.PLEDim)), c.Streams)
+	gv := ops.PLEGate(b, kn, qn, g.linear(e, pre+"value_proj.weight", h, c.PLEDim), c.Streams)
 	gn := ops.RMSNorm(b, gv, g.weight(pre+"norm_conv.weight", ch), h, g.eps)
 	g.taped(li, "ple", gn)
 	cv := ops.CausalConv(b, gn, g.weight(pre+"conv1d.weight", ch, 1, c.PLEConvKernel), ring, g.call, ops.ConvAttrs{Dilation: c.NGram, Act: ops.ActSiLU})
@@ -474,8 +474,8 @@ func (g *builder) mtpInput(hs, e *graph.Value) *graph.Value {
 	defer b.Push("mtp input")()
 	h, ch := c.Hidden, c.Streams*c.Hidden
 	en := ops.RMSNorm(b, e, g.weight("mtp.pre_fc_norm_embedding.weight", h), 0, g.eps)
-	ef := ops.MatMul(b, en, g.weight("mtp.fc_embedding.weight", h, h))
+	ef := g.linear(en, "mtp.fc_embedding.weight", h, h)
 	hn := ops.RMSNorm(b, hs, g.weight("mtp.pre_fc_norm_hidden.weight", ch), 0, g.eps)
-	hf := ops.MatMul(b, ops.Reshape(b, hn, g.rows*c.Streams, h), g.weight("mtp.fc_hidden.weight", h, h))
+	hf := g.linear(ops.Reshape(b, hn, g.rows*c.Streams, h), "mtp.fc_hidden.weight", h, h)
 	return ops.Add(b, ops.Reshape(b, hf, g.rows, ch), ops.HCExpand(b, ef, c.Streams))
 }

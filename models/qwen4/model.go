@@ -26,6 +26,8 @@ type Model struct {
 	shards  map[int][]shard
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
 	HasMTP bool
+
+	storage // how its projections are stored (quantized or not)
 }
 
 // shard is one part of a PLE layer's n-gram table: its weight and rows.
@@ -43,8 +45,14 @@ func newModel(c Config) *Model {
 // causal LM) or model.language_model. (the multimodal wrapper). The
 // checkpoint must hold every weight the model's graphs declare, with its
 // shape, and nothing else of the text model; errors name the tensor and
-// its layer.
-func Load(dir string) (*Model, error) {
+// its layer. A checkpoint stored quantized (its config's
+// quantization_config, as lm.Quant describes it) is read as it is.
+func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
+
+// LoadQuantized is Load, quantizing at load the projections the checkpoint
+// stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
+// none): see Quantize for which.
+func LoadQuantized(dir, quant string) (*Model, error) {
 	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
@@ -56,11 +64,15 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	st, err := readStorage(cfg, quant)
+	if err != nil {
+		return nil, fmt.Errorf("qwen4 %s: %w", dir, err)
+	}
 	ck, err := weights.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	m, err := fromCheckpoint(c, ck)
+	m, err := fromCheckpoint(c, st, ck)
 	if err != nil {
 		ck.Close()
 		return nil, fmt.Errorf("qwen4 %s: %w", dir, err)
@@ -85,9 +97,9 @@ const MTPPrefix = "mtp.layers.0."
 
 // fromCheckpoint reads the PLE layers' constants and shards, then the
 // weights the graphs declare.
-func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
+func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error) {
 	m := newModel(c)
-	m.ckpt = ck
+	m.ckpt, m.storage = ck, st
 	r := newResolver(ck)
 	m.HasMTP = c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != ""
 	consts := map[string]bool{} // the PLE constant tensors read
@@ -112,10 +124,12 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 		Make:   r.stack,
 		Fold:   onePlus,
 		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
+		Quant:  m.onLoad(),
 	})
 	if err != nil {
 		return nil, err
 	}
+	m.quantizeFloat = false // loaded: the projections are stored quantized now
 	return m, nil
 }
 
@@ -222,14 +236,14 @@ func (r resolver) name(n string) string {
 
 // dtype is a graph weight's stored dtype, as the graphs that load it
 // declare it: a stacked expert weight the checkpoint stores per expert
-// takes expert 0's; a weight absent or in no float dtype is f32 (the
-// loader then says what is wrong with it).
+// takes expert 0's; a weight absent or in no float or quantized dtype is
+// f32 (the loader then says what is wrong with it).
 func (r resolver) dtype(name string) graph.DType {
 	n := r.name(name)
 	if pre, parts, ok := expertParts(name); ok && n == "" {
 		n = r.name(pre + "0." + parts[0])
 	}
-	if info, err := r.ck.Info(n); err == nil && info.DType.IsFloat() {
+	if info, err := r.ck.Info(n); err == nil && (info.DType.IsFloat() || info.DType.IsQuantized()) {
 		return info.DType
 	}
 	return graph.F32
@@ -267,7 +281,12 @@ func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []stri
 	if !ok || r.name(d.Name) != "" {
 		return lm.Tensor{}, nil, false, nil
 	}
-	shape := []int{d.Shape[1] / len(parts), d.Shape[2]}
+	dt, shape := d.DType, []int{d.Shape[1] / len(parts), d.Shape[2]}
+	if dt.IsQuantized() { // quantized at load: the float stack, its input width expert 0's
+		if info, err := r.ck.Info(r.name(pre + "0." + parts[0])); err == nil && len(info.Shape) == 2 {
+			dt, shape[1] = info.DType, info.Shape[1]
+		}
+	}
 	// Every expert's tensors are checked before the stack is made: a
 	// router of many experts over a few stored must not allocate for all.
 	var reads []string
@@ -283,13 +302,14 @@ func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []stri
 				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: shape %v, want %v", name, info.Shape, shape)
 			case !info.DType.IsFloat():
 				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", name, info.DType)
-			case info.DType != d.DType:
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", name, info.DType, d.DType)
+			case info.DType != dt:
+				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", name, info.DType, dt)
 			}
 			reads = append(reads, n)
 		}
 	}
-	t := lm.Tensor{DType: d.DType, Shape: d.Shape, Data: make([]byte, 0, lm.Tensor{Shape: d.Shape}.Len()*d.DType.Size())}
+	t := lm.Tensor{DType: dt, Shape: []int{d.Shape[0], d.Shape[1], shape[1]}}
+	t.Data = make([]byte, 0, t.Len()*dt.Size())
 	for _, n := range reads {
 		data, err := r.ck.Bytes(n)
 		if err != nil {
@@ -462,8 +482,9 @@ func (m *Model) PLEShards(li int) (names []string, rows []int) {
 // WeightDType is the stored dtype of a weight; graphs declare weights with it.
 func (m *Model) WeightDType(name string) graph.DType { return m.tensors.DType(name) }
 
-// Parameters counts the model's weights.
-func (m *Model) Parameters() int { return m.tensors.Parameters() }
+// Parameters counts the model's weights (a quantized matrix's elements, not
+// its codes' and scales').
+func (m *Model) Parameters() int { return m.parameters() }
 
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name.

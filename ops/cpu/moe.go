@@ -90,28 +90,35 @@ func moeRouteKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, er
 // expertRows is how many rows of an expert matrix one task decodes and applies.
 const expertRows = 64
 
-// expertMatMulKernel computes every unit (t, j) = w[ids[t, j]] · x. Units are
-// grouped by expert, so each expert's rows are read (and decoded) once for all
-// the units that take it; tasks are (expert, block of rows).
+// expertMatMulKernel computes every unit (t, j) = w[ids[t, j]] · x.
 func expertMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
 	ws := n.Inputs[1].Shape
-	e, nOut, nIn := ws[0], ws[1], ws[2]
-	rows, k := n.Inputs[2].Shape[0], n.Inputs[2].Shape[1]
-	perUnit := len(n.Inputs[0].Shape) == 3 // x[T, k, in]
-	wm, err := matrixOf("w", in[1], e*nOut, nIn)
+	wm, err := matrixOf("w", in[1], ws[0]*ws[1], ws[2])
 	if err != nil {
 		return nil, err
 	}
+	return expertProduct(be, n, in[0], wm, in[2], out[0], ws[0])
+}
+
+// expertProduct is the step of an expert product: every unit (t, j) =
+// expert ids[t, j] of wm (the experts' rows one after the other: e
+// matrices) times x. Units are grouped by expert, so each expert's rows
+// are read (and decoded) once for all the units that take it; tasks are
+// (expert, block of rows).
+func expertProduct(be *Backend, n *graph.Node, xb *Buffer, wm matrix, idsb, yb *Buffer, e int) (ops.Step, error) {
+	nOut, nIn := wm.rows/e, wm.cols
+	rows, k := n.Inputs[len(n.Inputs)-1].Shape[0], n.Inputs[len(n.Inputs)-1].Shape[1]
+	perUnit := len(n.Inputs[0].Shape) == 3 // x[T, k, in]
 	xl := rows * nIn
 	if perUnit {
 		xl *= k
 	}
-	v, err := f32Bufs([]string{"x", "output"}, []*Buffer{in[0], out[0]}, xl, rows*k*nOut)
+	v, err := f32Bufs([]string{"x", "output"}, []*Buffer{xb, yb}, xl, rows*k*nOut)
 	if err != nil {
 		return nil, err
 	}
 	x, y := v[0], v[1]
-	ids, err := i32Buf("ids", in[2])
+	ids, err := i32Buf("ids", idsb)
 	if err != nil {
 		return nil, err
 	}

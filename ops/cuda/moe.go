@@ -64,7 +64,7 @@ func moeKernelErr(w [errRecWords]int32) error {
 	case moeErrNaN:
 		return fmt.Errorf("moe_route: row %d: router logit of expert %d is NaN", w[1], w[2])
 	case moeErrID:
-		return fmt.Errorf("expert_matmul: row %d pick %d: expert id %d outside [0, %d)", w[1], w[2], w[3], w[4])
+		return fmt.Errorf("expert product: row %d pick %d: expert id %d outside [0, %d)", w[1], w[2], w[3], w[4])
 	}
 	return nil
 }
@@ -120,78 +120,131 @@ func bindMoERoute(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 // all of its units.
 func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	x, w, ids, y := in[0], in[1], in[2], out[0]
-	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
-		return nil, err
-	}
 	wt, err := wtype(w)
 	if err != nil {
 		return nil, fmt.Errorf("expert_matmul: w: %w", err)
 	}
-	if ids.dt != graph.I32 {
-		return nil, fmt.Errorf("expert_matmul: ids are %s, want i32", ids.dt)
-	}
-	ws, is := n.Inputs[1].Shape, n.Inputs[2].Shape
-	if len(ws) != 3 || len(is) != 2 {
-		return nil, fmt.Errorf("expert_matmul: w %v must be [experts, out, in] and ids %v [rows, k]", ws, is)
-	}
-	e, nOut, nIn, k := ws[0], ws[1], ws[2], is[1]
-	if e <= 0 || nOut <= 0 || nIn <= 0 || k <= 0 {
-		return nil, fmt.Errorf("expert_matmul: w %v, ids %v: empty", ws, is)
-	}
-	perUnit := len(n.Inputs[0].Shape) == 3
-	units := ids.n
-	rows := units / k
-	xRows := rows
-	if perUnit {
-		xRows = units
-	}
-	if units%k != 0 || x.n != xRows*nIn || w.n != e*nOut*nIn || y.n != units*nOut {
-		return nil, fmt.Errorf("expert_matmul: x of %d, w of %d, ids of %d, output of %d elements do not fit w %v and k %d (per unit %v)",
-			x.n, w.n, ids.n, y.n, ws, k, perUnit)
+	d, err := expertDims("expert_matmul", n, x, w, ids, y, n.Inputs[1].Shape.Last())
+	if err != nil {
+		return nil, err
 	}
 	s := be.newSteps()
-	if units == 0 {
+	if d.units == 0 {
 		return s, nil
 	}
-	pu := int32(0)
-	if perUnit {
-		pu = 1
+	if d.mma(wt) {
+		return be.expertMMA(s, d, x, w, wt, ids, y)
 	}
-	if rows > matvecMaxRows && wt != 0 && 4*e <= moeSharedMax {
-		return be.expertMMA(s, x, w, wt, ids, y, units, k, e, nOut, nIn, pu)
+	if d.grouped() {
+		return be.expertGrouped(s, d, ids, func(offs, list cu.DevicePtr) {
+			s.add("moe_expert_tile", d.tileGrid(), [3]uint32{moeTileThreads, 1, 1}, 0,
+				x.ptr, w.ptr, wt, offs, list, y.ptr, int32(d.k), int32(d.nOut), int32(d.nIn), d.perUnit)
+		})
 	}
-	if units > e && 4*e <= moeSharedMax {
-		return be.expertGrouped(s, x, w, wt, ids, y, units, k, e, nOut, nIn, pu)
-	}
-	warps := int64(units) * int64(nOut)
-	blocks := (warps + moeWarps - 1) / moeWarps
-	if blocks > 1<<31-1 {
-		return nil, fmt.Errorf("expert_matmul: %d units of %d features: %d blocks, over the grid's limit", units, nOut, blocks)
+	grid, err := d.warpGrid()
+	if err != nil {
+		return nil, err
 	}
 	es := w.store.Size()
 	vec := int32(0)
-	if (nIn*es)%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
+	if (d.nIn*es)%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
 		vec = 1
 	}
-	s.add("moe_expert_warp", [3]uint32{uint32(blocks), 1, 1}, [3]uint32{32 * moeWarps, 1, 1}, 0,
-		x.ptr, w.ptr, wt, ids.ptr, y.ptr, int32(units), int32(k), int32(e), int32(nOut), int32(nIn), pu, vec, be.errRec)
+	s.add("moe_expert_warp", grid, [3]uint32{32 * moeWarps, 1, 1}, 0,
+		x.ptr, w.ptr, wt, ids.ptr, y.ptr, int32(d.units), int32(d.k), int32(d.e), int32(d.nOut), int32(d.nIn), d.perUnit, vec, be.errRec)
 	return s, nil
 }
 
-// expertGrouped appends expert_matmul's grouped form to s: the units'
-// offsets by expert (e+1 ints) and their list (units ints) in scratch,
-// then the tiled product.
-func (be *Backend) expertGrouped(s *steps, x, w *Buffer, wt int32, ids, y *Buffer, units, k, e, nOut, nIn int, pu int32) (*steps, error) {
-	offs, err := be.scratchAlloc(4 * (e + 1 + units))
-	if err != nil {
-		return nil, fmt.Errorf("expert_matmul: %w", err)
+// expertShape is the dimensions of an expert product: units (rows·k) of
+// k picks over e experts of nOut x nIn, x a row per unit (perUnit 1) or
+// per row.
+type expertShape struct {
+	op                     string
+	units, k, e, nOut, nIn int
+	perUnit                int32
+}
+
+// expertDims checks the buffers of an expert product op (x, the experts w
+// [E, out, cols] as stored, ids, the output y) for nIn input features and
+// gives its dimensions.
+func expertDims(op string, n *graph.Node, x, w, ids, y *Buffer, nIn int) (expertShape, error) {
+	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+		return expertShape{}, fmt.Errorf("%s: %w", op, err)
 	}
-	list := offs + cu.DevicePtr(4*(e+1))
-	s.add("moe_expert_group", [3]uint32{1, 1, 1}, [3]uint32{moeGroupThreads, 1, 1}, uint32(4*e),
-		ids.ptr, int32(units), int32(k), int32(e), offs, list, cu.DevicePtr(0), int32(0), cu.DevicePtr(0), cu.DevicePtr(0), be.errRec)
-	s.add("moe_expert_tile", [3]uint32{uint32((nOut + moeTile - 1) / moeTile), uint32(e), 1}, [3]uint32{moeTileThreads, 1, 1}, 0,
-		x.ptr, w.ptr, wt, offs, list, y.ptr, int32(k), int32(nOut), int32(nIn), pu)
+	if ids.dt != graph.I32 {
+		return expertShape{}, fmt.Errorf("%s: ids are %s, want i32", op, ids.dt)
+	}
+	ws, is := n.Inputs[1].Shape, n.Inputs[len(n.Inputs)-1].Shape
+	if len(ws) != 3 || len(is) != 2 {
+		return expertShape{}, fmt.Errorf("%s: w %v must be [experts, out, in] and ids %v [rows, k]", op, ws, is)
+	}
+	d := expertShape{op: op, e: ws[0], nOut: ws[1], nIn: nIn, k: is[1], units: ids.n}
+	if d.e <= 0 || d.nOut <= 0 || nIn <= 0 || d.k <= 0 {
+		return d, fmt.Errorf("%s: w %v, ids %v: empty", op, ws, is)
+	}
+	xRows := d.units / d.k
+	if len(n.Inputs[0].Shape) == 3 {
+		d.perUnit, xRows = 1, d.units
+	}
+	if d.units%d.k != 0 || x.n != xRows*nIn || w.n != ws.Elems() || y.n != d.units*d.nOut {
+		return d, fmt.Errorf("%s: x of %d, w of %d, ids of %d, output of %d elements do not fit w %v and k %d (per unit %v)",
+			op, x.n, w.n, ids.n, y.n, ws, d.k, d.perUnit == 1)
+	}
+	return d, nil
+}
+
+// grouped says whether the product takes the grouped form: more units than
+// experts (each expert's rows read once for its units), and the experts'
+// counts fit in shared memory.
+func (d expertShape) grouped() bool { return d.units > d.e && 4*d.e <= moeSharedMax }
+
+// mma says whether expert_matmul over weights of type wt (wtype's code)
+// takes the tensor cores (expertMMA): bf16 or f16 weights, more than
+// matvecMaxRows rows (a prompt chunk), and the experts' counts fit in
+// shared memory.
+func (d expertShape) mma(wt int32) bool {
+	return wt != 0 && d.units/d.k > matvecMaxRows && 4*d.e <= moeSharedMax
+}
+
+// warpGrid is the grid of the warp form: a warp per (unit, feature).
+func (d expertShape) warpGrid() ([3]uint32, error) {
+	blocks := (int64(d.units)*int64(d.nOut) + moeWarps - 1) / moeWarps
+	if blocks > 1<<31-1 {
+		return [3]uint32{}, fmt.Errorf("%s: %d units of %d features: %d blocks, over the grid's limit", d.op, d.units, d.nOut, blocks)
+	}
+	return [3]uint32{uint32(blocks), 1, 1}, nil
+}
+
+// tileGrid is the grid of the grouped form's tiles: (blocks of features,
+// experts).
+func (d expertShape) tileGrid() [3]uint32 {
+	return [3]uint32{uint32((d.nOut + moeTile - 1) / moeTile), uint32(d.e), 1}
+}
+
+// expertGrouped appends an expert product's grouped form to s: the units'
+// offsets by expert (e+1 ints) and their list (units ints) in scratch,
+// then the tiled product tile appends, reading them.
+func (be *Backend) expertGrouped(s *steps, d expertShape, ids *Buffer, tile func(offs, list cu.DevicePtr)) (*steps, error) {
+	offs, err := be.scratchAlloc(4 * (d.e + 1 + d.units))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.op, err)
+	}
+	list := offs + cu.DevicePtr(4*(d.e+1))
+	be.addGroup(s, d, ids, offs, list, 0, 0, 0, 0)
+	tile(offs, list)
 	return s, nil
+}
+
+// addGroup appends moe_expert_group to s, the one launch of it for both
+// expert products and both grouped forms: the units of d grouped by expert
+// (bad ids reported) into offs (e+1 ints) and list (units ints), in unit
+// order within each expert with rank (moe_expert_rank's, units ints), in no
+// particular order with rank 0; with tm > 0 also cut into tiles of tm
+// units, toffs (e+1 ints) each expert's first tile and tiles (up to
+// moeMaxTiles ints) the expert of each; tm 0 makes none (toffs and tiles 0).
+func (be *Backend) addGroup(s *steps, d expertShape, ids *Buffer, offs, list, rank cu.DevicePtr, tm int, toffs, tiles cu.DevicePtr) {
+	s.add("moe_expert_group", [3]uint32{1, 1, 1}, [3]uint32{moeGroupThreads, 1, 1}, uint32(4*d.e),
+		ids.ptr, int32(d.units), int32(d.k), int32(d.e), offs, list, rank, int32(tm), toffs, tiles, be.errRec)
 }
 
 // moeMaxTiles is the most tiles of moeMMAUnits units that units units
@@ -208,36 +261,36 @@ func moeMaxTiles(units, e int) int {
 // ints, from moe_expert_rank); toffs (e+1) and tiles, the expert of each
 // tile of moeMMAUnits units. The grid has a block for every tile there can
 // be whatever the ids (moeMaxTiles: a recorded plan replays with others);
-// moe_expert_mma's blocks past the real tiles exit at once. Activations are rounded once to the weights'
-// type (kernels/moe.cu's moe_expert_mma words the error).
-func (be *Backend) expertMMA(s *steps, x, w *Buffer, wt int32, ids, y *Buffer, units, k, e, nOut, nIn int, pu int32) (*steps, error) {
-	tiles := moeMaxTiles(units, e)
+// moe_expert_mma's blocks past the real tiles exit at once. Activations are
+// rounded once to the weights' type (kernels/moe.cu's moe_expert_mma words
+// the error).
+func (be *Backend) expertMMA(s *steps, d expertShape, x, w *Buffer, wt int32, ids, y *Buffer) (*steps, error) {
+	tiles := moeMaxTiles(d.units, d.e)
 	if tiles > 65535 {
-		return nil, fmt.Errorf("expert_matmul: %d units over %d experts: up to %d tiles of %d units, over the grid's limit of 65535",
-			units, e, tiles, moeMMAUnits)
+		return nil, fmt.Errorf("%s: %d units over %d experts: up to %d tiles of %d units, over the grid's limit of 65535",
+			d.op, d.units, d.e, tiles, moeMMAUnits)
 	}
-	offs, err := be.scratchAlloc(4 * (2*(e+1) + 2*units + tiles))
+	offs, err := be.scratchAlloc(4 * (2*(d.e+1) + 2*d.units + tiles))
 	if err != nil {
-		return nil, fmt.Errorf("expert_matmul: %w", err)
+		return nil, fmt.Errorf("%s: %w", d.op, err)
 	}
-	toffs := offs + cu.DevicePtr(4*(e+1))
-	list := toffs + cu.DevicePtr(4*(e+1))
-	rank := list + cu.DevicePtr(4*units)
-	tile := rank + cu.DevicePtr(4*units)
-	s.add("moe_expert_rank", [3]uint32{uint32((units + moeRankWarps - 1) / moeRankWarps), 1, 1}, [3]uint32{32 * moeRankWarps, 1, 1}, 0,
-		ids.ptr, int32(units), rank)
-	s.add("moe_expert_group", [3]uint32{1, 1, 1}, [3]uint32{moeGroupThreads, 1, 1}, uint32(4*e),
-		ids.ptr, int32(units), int32(k), int32(e), offs, list, rank, int32(moeMMAUnits), toffs, tile, be.errRec)
+	toffs := offs + cu.DevicePtr(4*(d.e+1))
+	list := toffs + cu.DevicePtr(4*(d.e+1))
+	rank := list + cu.DevicePtr(4*d.units)
+	tile := rank + cu.DevicePtr(4*d.units)
+	s.add("moe_expert_rank", [3]uint32{uint32((d.units + moeRankWarps - 1) / moeRankWarps), 1, 1}, [3]uint32{32 * moeRankWarps, 1, 1}, 0,
+		ids.ptr, int32(d.units), rank)
+	be.addGroup(s, d, ids, offs, list, rank, moeMMAUnits, toffs, tile)
 	vx, vw := int32(0), int32(0)
-	if nIn%4 == 0 && x.ptr%16 == 0 {
+	if d.nIn%4 == 0 && x.ptr%16 == 0 {
 		vx = 1
 	}
-	if nIn%8 == 0 && w.ptr%16 == 0 {
+	if d.nIn%8 == 0 && w.ptr%16 == 0 {
 		vw = 1
 	}
-	s.add("moe_expert_mma_"+wtypeNames[wt], [3]uint32{uint32((nOut + moeMMAFeats - 1) / moeMMAFeats), uint32(tiles), 1},
+	s.add("moe_expert_mma_"+wtypeNames[wt], [3]uint32{uint32((d.nOut + moeMMAFeats - 1) / moeMMAFeats), uint32(tiles), 1},
 		[3]uint32{moeMMAThreads, 1, 1}, 0,
-		x.ptr, w.ptr, offs, toffs, tile, list, y.ptr, int32(k), int32(e), int32(nOut), int32(nIn), pu, vx, vw)
+		x.ptr, w.ptr, offs, toffs, tile, list, y.ptr, int32(d.k), int32(d.e), int32(d.nOut), int32(d.nIn), d.perUnit, vx, vw)
 	return s, nil
 }
 

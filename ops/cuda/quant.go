@@ -5,19 +5,25 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
 // Products with quantized weights (quant_matmul): up to matvecMaxRows rows
 // a bandwidth-bound matvec that dequantizes as it streams the codes (qmv_*,
 // kernels/quant.cu); more rows dequantize the weight to bf16 into scratch
 // the backend shares between all such products (one runs at a time on the
-// stream) and multiply through matmul's GEMM path (cuBLAS).
+// stream) and multiply through matmul's GEMM path (cuBLAS). The quantized
+// experts of quant_expert_matmul take expert_matmul's two forms (moe.go):
+// a warp per (unit, feature) streaming its expert's codes as qmv does
+// (qmoe_warp_*), or the units grouped by expert and a tiled product that
+// dequantizes the tiles of codes as it loads them (qmoe_tile_*).
 
 // quantBinders are the binders of the quantized products.
-var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul}
+var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_expert_matmul": bindQuantExpertMatMul}
 
 // quantKernels are their kernels.
-var quantKernels = []string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32"}
+var quantKernels = []string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
+	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}
 
 // qmvWarps is the warps (features) of a qmv block.
 const qmvWarps = 8
@@ -97,5 +103,58 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 	if err := be.matmul(s, x, wb, y, rows, k, nOut); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// bindQuantExpertMatMul binds quant_expert_matmul as expert_matmul is
+// bound (bindExpertMatMul): the warp form with 16-byte code loads when
+// the rows and blocks allow them, or the grouped form.
+func bindQuantExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	const op = "quant_expert_matmul"
+	a, err := ops.NodeAttrs[ops.QuantAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	x, w, sc, ids, y := in[0], in[1], in[2], in[3], out[0]
+	_, name, perVec, err := quantCode(w.store)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	st, err := wtype(sc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: scales: %w", op, err)
+	}
+	d, err := expertDims(op, n, x, w, ids, y, n.Inputs[0].Shape.Last())
+	if err != nil {
+		return nil, err
+	}
+	sv := n.Inputs[2].Shape
+	if len(sv) != 3 || sc.n != sv.Elems() {
+		return nil, fmt.Errorf("%s: scales %v of %d elements: want [experts, row blocks, column blocks]", op, sv, sc.n)
+	}
+	stride := ops.QuantCols(w.store, d.nIn)
+	sr, scols, br, bc := int32(sv[1]), int32(sv[2]), int32(a.BlockRows), int32(a.BlockCols)
+	s := be.newSteps()
+	if d.units == 0 {
+		return s, nil
+	}
+	if d.grouped() {
+		return be.expertGrouped(s, d, ids, func(offs, list cu.DevicePtr) {
+			s.add("qmoe_tile_"+name, d.tileGrid(), [3]uint32{moeTileThreads, 1, 1}, 0,
+				x.ptr, w.ptr, int64(stride), sc.ptr, st, sr, scols, br, bc, offs, list, y.ptr,
+				int32(d.k), int32(d.nOut), int32(d.nIn), d.perUnit)
+		})
+	}
+	grid, err := d.warpGrid()
+	if err != nil {
+		return nil, err
+	}
+	vec := int32(0)
+	if d.nIn%perVec == 0 && a.BlockCols%perVec == 0 && stride%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
+		vec = 1
+	}
+	s.add("qmoe_warp_"+name, grid, [3]uint32{32 * moeWarps, 1, 1}, 0,
+		x.ptr, w.ptr, int64(stride), sc.ptr, st, sr, scols, br, bc, ids.ptr, y.ptr,
+		int32(d.units), int32(d.k), int32(d.e), int32(d.nOut), int32(d.nIn), d.perUnit, vec, be.errRec)
 	return s, nil
 }

@@ -77,29 +77,12 @@ func moeCases() []Case {
 			name = "expert_matmul/error/" + name[len("expert_matmul/"):]
 		}
 		m := newMaker(name)
-		ids := make([]int, s.rows*s.k)
-		for i := range ids {
-			ids[i] = m.r.intn(s.e)
-		}
-		ids[0] = s.e - 1
-		if len(ids) > 2 {
-			ids[2] = ids[0] // an expert taken by two rows
-		}
-		var want string
-		if s.bad > 0 {
-			ids[len(ids)-1] = s.e + s.bad - 1
-			want = fmt.Sprintf("expert id %d outside [0, %d)", s.e+s.bad-1, s.e)
-		} else if s.bad < 0 {
-			ids[1] = -1
-			want = fmt.Sprintf("expert id -1 outside [0, %d)", s.e)
-		}
-		xs := []int{s.rows, s.in}
-		if s.perUnit {
-			xs = []int{s.rows, s.k, s.in}
-		}
+		x := m.expertRows(s.rows, s.k, s.in, s.perUnit)
+		w := m.weight("w", s.dt, s.e, s.out, s.in)
+		ids, want := m.expertIDs(s.rows, s.k, s.e, s.bad)
 		cs = append(cs, Case{
 			Name:   name,
-			Inputs: []Tensor{m.in("x", xs...), m.weight("w", s.dt, s.e, s.out, s.in), intLeaf("ids", graph.Input, ids, s.rows, s.k)},
+			Inputs: []Tensor{x, w, ids},
 			Build:  applyAll(ops.OpExpertMatMul, nil, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				return [][]float64{refExpert(in[0], in[1], in[2], s.out, s.in, s.perUnit)}
@@ -145,4 +128,36 @@ func expertTol(rows int, dt graph.DType) float64 {
 		return TolF32
 	}
 	return tolFor(dt)
+}
+
+// expertRows are the rows of an expert product: x [rows, in], or [rows, k,
+// in] per unit.
+func (m *maker) expertRows(rows, k, in int, perUnit bool) Tensor {
+	if perUnit {
+		return m.in("x", rows, k, in)
+	}
+	return m.in("x", rows, in)
+}
+
+// expertIDs are the ids [rows, k] of an expert product over e experts:
+// random, with the last expert in the first pick and an expert taken by
+// two rows; bad != 0 puts in an id of e + bad − 1 (bad > 0, the last pick)
+// or −1 (the second pick), and want is then the error it gives.
+func (m *maker) expertIDs(rows, k, e, bad int) (ids Tensor, want string) {
+	v := make([]int, rows*k)
+	for i := range v {
+		v[i] = m.r.intn(e)
+	}
+	v[0] = e - 1
+	if len(v) > 2 {
+		v[2] = v[0] // an expert taken by two rows
+	}
+	if bad > 0 {
+		v[len(v)-1] = e + bad - 1
+		want = fmt.Sprintf("expert id %d outside [0, %d)", e+bad-1, e)
+	} else if bad < 0 {
+		v[1] = -1
+		want = fmt.Sprintf("expert id -1 outside [0, %d)", e)
+	}
+	return intLeaf("ids", graph.Input, v, rows, k), want
 }

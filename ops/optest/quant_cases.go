@@ -42,7 +42,6 @@ func quantCases() []Case {
 	}
 	var cs []Case
 	for _, q := range qs {
-		q := q
 		name := fmt.Sprintf("quant_matmul/%s/%s/%dx%dx%d/blocks=%dx%d", q.dt, q.sdt, q.rows, q.k, q.n, q.br, q.bc)
 		m := newMaker(name)
 		attrs := ops.QuantAttrs{BlockRows: q.br, BlockCols: q.bc}
@@ -73,6 +72,96 @@ func quantCases() []Case {
 		},
 		Tol: TolQuant,
 	})
+	return append(cs, quantExpertCases()...)
+}
+
+// tolQuantExpert is the NMSE quant_expert_matmul allows, by format. Its
+// kernels dequantize in f32, where an i8 or 4-bit code times an f16 or
+// bf16 scale is exact (at most 8 + 11 significant bits) and so only the
+// f32 sums differ from the float64 reference (about 1e-14): TolF32; an
+// FP8 code (4 significant bits, magnitudes 2⁻⁹ to 448 here) times an f32
+// scale rounds once more, to 2⁻²⁴ of the weight: ten times more room. A
+// weight read with another expert's or block's scales, or a wrong nibble,
+// gives an NMSE above 1e-3.
+var tolQuantExpert = map[graph.DType]float64{graph.F8E4M3: 10 * TolF32, graph.I8: TolF32, graph.U8: TolF32}
+
+// quantExpertCases are quant_expert_matmul's, in each format: decode shapes
+// (no more units than experts: CUDA's warp path, with and without 16-byte
+// rows) and prompt shapes (CUDA's grouped path, an expert taking more
+// units than a tile holds), rows per unit, inputs not a multiple of the
+// group (odd for 4-bit codes), FP8's 128 x 128 blocks partial at a
+// matrix's edges and smaller blocks that leave each expert a partial row
+// block (so an expert's scales must be read from its own table), and bad
+// ids on both paths.
+func quantExpertCases() []Case {
+	type qcase struct {
+		dt, sdt             graph.DType
+		br, bc              int
+		rows, k, e, out, in int
+		perUnit             bool
+		bad                 int
+	}
+	var qs []qcase
+	for _, s := range []qcase{
+		{rows: 1, k: 2, e: 8, out: 130, in: 200}, {rows: 1, k: 3, e: 4, out: 256, in: 256},
+		{rows: 9, k: 4, e: 6, out: 70, in: 300, perUnit: true},
+	} {
+		s.dt, s.sdt, s.br, s.bc = graph.F8E4M3, graph.F32, 128, 128
+		qs = append(qs, s)
+	}
+	qs = append(qs,
+		qcase{graph.F8E4M3, graph.BF16, 16, 32, 5, 2, 3, 40, 100, false, 0},
+		qcase{graph.F8E4M3, graph.F32, 16, 16, 1, 2, 4, 24, 48, true, 0})
+	for _, dt := range []graph.DType{graph.I8, graph.U8} {
+		for _, s := range []qcase{
+			{rows: 1, k: 2, e: 8, out: 16, in: 64}, {rows: 1, k: 3, e: 8, out: 12, in: 33},
+			{rows: 1, k: 10, e: 64, out: 40, in: 256}, {rows: 7, k: 3, e: 5, out: 65, in: 77, perUnit: true},
+			{rows: 3, k: 2, e: 4, out: 9, in: 130, bc: 64}, {rows: 70, k: 2, e: 2, out: 20, in: 40},
+			{rows: 33, k: 4, e: 16, out: 20, in: 96, sdt: graph.BF16},
+			{rows: 2, k: 2, e: 4, out: 8, in: 64, bad: 1}, {rows: 4, k: 3, e: 4, out: 8, in: 31, perUnit: true, bad: -1},
+		} {
+			s.dt, s.br = dt, 1
+			if s.bc == 0 {
+				s.bc = 32
+			}
+			if s.sdt == graph.Invalid {
+				s.sdt = graph.F16
+			}
+			qs = append(qs, s)
+		}
+	}
+	var cs []Case
+	for _, q := range qs {
+		name := fmt.Sprintf("quant_expert_matmul/%s/%s/rows=%d/k=%d/e=%d/%dx%d/blocks=%dx%d/per_unit=%v",
+			q.dt, q.sdt, q.rows, q.k, q.e, q.out, q.in, q.br, q.bc, q.perUnit)
+		if q.bad != 0 {
+			name = "quant_expert_matmul/error/" + name[len("quant_expert_matmul/"):]
+		}
+		m := newMaker(name)
+		attrs := ops.QuantAttrs{BlockRows: q.br, BlockCols: q.bc}
+		x := m.expertRows(q.rows, q.k, q.in, q.perUnit)
+		w := m.codes("w", q.dt, q.e*q.out, q.in)
+		w.Shape = graph.Shape{q.e, q.out, w.Shape[1]}
+		sr, sc := (q.out+q.br-1)/q.br, (q.in+q.bc-1)/q.bc
+		s := m.scales("s", q.sdt, q.e*sr, sc)
+		s.Shape = graph.Shape{q.e, sr, sc}
+		ids, want := m.expertIDs(q.rows, q.k, q.e, q.bad)
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{x, w, s, ids},
+			Build:  applyAll(ops.OpQuantExpertMatMul, attrs, 1),
+			Ref: func(in [][]float64) [][]float64 {
+				stride := ops.QuantCols(q.dt, q.in)
+				var deq []float64
+				for e := range q.e {
+					deq = append(deq, RefDequant(q.dt, in[1][e*q.out*stride:(e+1)*q.out*stride], in[2][e*sr*sc:(e+1)*sr*sc], q.out, q.in, attrs)...)
+				}
+				return [][]float64{refExpert(in[0], deq, in[3], q.out, q.in, q.perUnit)}
+			},
+			Tol:     tolQuantExpert[q.dt],
+			WantErr: want,
+		})
+	}
 	return cs
 }
 

@@ -2,9 +2,10 @@
 // moe_route (the router's softmax and top-k), expert_matmul (moe_expert_warp
 // for few units, moe_expert_group then moe_expert_tile for a few rows of many
 // units, and for many rows moe_expert_rank, moe_expert_group and the tensor-core
-// moe_expert_mma_bf16 / _f16), silu_glu (moe_silu_glu) and moe_combine. Every
-// sum has a fixed order (no float atomics), so results are the same bit for
-// bit on every run.
+// moe_expert_mma_bf16 / _f16; the quantized experts of quant_expert_matmul
+// share the grouping and moe_expert_tile's tile, kernels/quant.cu), silu_glu
+// (moe_silu_glu) and moe_combine. Every sum has a fixed order (no float
+// atomics), so results are the same bit for bit on every run.
 
 // Error codes (moe.go's moeKernelErr words them).
 #define ERR_MOE_NAN 40 // a = row, b = expert: a NaN router logit
@@ -178,11 +179,12 @@ extern "C" __global__ void moe_expert_warp(const float* x, const void* w, int wt
 // moe_expert_group: one block (blockDim.x a multiple of 32), dynamic shared
 // memory of E ints. It groups the units by expert: offs[e] .. offs[e+1]
 // index list, which holds the units of expert e, in unit order when rank
-// (moe_expert_rank's) is given, else in no particular order (moe_expert_tile's
-// results do not depend on it). With tm > 0 it also cuts each expert's units
-// into tiles of tm for moe_expert_mma: toffs[e] .. toffs[e+1] are expert e's
-// tiles, toffs[E] their total, and tiles[t] is the expert of tile t. An id
-// outside [0, E) is reported and its unit left out.
+// (moe_expert_rank's) is given, else in no particular order (the results
+// of moe_expert_tile and quant.cu's qmoe_tile_* do not depend on it). With
+// tm > 0 it also cuts each expert's units into tiles of tm for
+// moe_expert_mma: toffs[e] .. toffs[e+1] are expert e's tiles, toffs[E]
+// their total, and tiles[t] is the expert of tile t. An id outside [0, E)
+// is reported and its unit left out.
 extern "C" __global__ void moe_expert_group(const int* ids, int units, int K, int E, int* offs, int* list, const int* rank, int tm,
                                             int* toffs, int* tiles, int* err) {
 	pdl_entry();
@@ -253,15 +255,18 @@ extern "C" __global__ void moe_expert_rank(const int* ids, int units, int* rank)
 	if (lane == 0) rank[u] = r;
 }
 
-// moe_expert_tile: expert_matmul over units grouped by moe_expert_group.
-// Grid (ceil(nOut / MOE_TN), E), 256 threads: block (b, e) computes features
-// [b·MOE_TN, (b+1)·MOE_TN) of every unit of expert e, MOE_TM units at a
-// time, stepping over the inputs MOE_TK at a time through shared tiles of x
-// and w. Thread (ty, tx) = (tid / 16, tid mod 16) sums units ty + 16i and
-// features tx + 16j (i, j < 4) in input order, in f32.
-extern "C" __global__ void moe_expert_tile(const float* x, const void* w, int wt, const int* offs, const int* list, float* y, int K,
-                                           int nOut, int nIn, int perUnit) {
-	pdl_entry();
+// moe_tile is the tiled product over units grouped by moe_expert_group,
+// the experts' weights read through wl: wl(e, n, k) is element (n, k) of
+// expert e in f32 (moe_expert_tile's stored floats, qmoe_tile_*'s
+// dequantized codes, kernels/quant.cu). Grid (ceil(nOut / MOE_TN), E), 256
+// threads: block (b, e) computes features [b·MOE_TN, (b+1)·MOE_TN) of every
+// unit of expert e, MOE_TM units at a time, stepping over the inputs
+// MOE_TK at a time through shared tiles of x and w. Thread (ty, tx) =
+// (tid / 16, tid mod 16) sums units ty + 16i and features tx + 16j (i, j <
+// 4) in input order, in f32.
+template <class WL>
+__device__ __forceinline__ void moe_tile(const float* x, WL wl, const int* offs, const int* list, float* y, int K, int nOut, int nIn,
+                                         int perUnit) {
 	__shared__ float xs[MOE_TK][MOE_TM + 1];
 	__shared__ float ws[MOE_TK][MOE_TN + 1];
 	__shared__ int su[MOE_TM];
@@ -269,7 +274,6 @@ extern "C" __global__ void moe_expert_tile(const float* x, const void* w, int wt
 	int lo = offs[e], hi = offs[e + 1];
 	if (lo >= hi) return;
 	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-	const long long wbase = (long long)e * nOut;
 	for (int m0 = lo; m0 < hi; m0 += MOE_TM) {
 		int cnt = min(MOE_TM, hi - m0);
 		__syncthreads(); // the previous units are written
@@ -290,7 +294,7 @@ extern "C" __global__ void moe_expert_tile(const float* x, const void* w, int wt
 			for (int i = tid; i < MOE_TK * MOE_TN; i += blockDim.x) {
 				int n = i / MOE_TK, kk = i % MOE_TK, k = k0 + kk;
 				float v = 0.f;
-				if (n0 + n < nOut && k < nIn) v = load_w(w, wt, (wbase + n0 + n) * nIn + k);
+				if (n0 + n < nOut && k < nIn) v = wl(e, n0 + n, k);
 				ws[kk][n] = v;
 			}
 			__syncthreads();
@@ -318,6 +322,21 @@ extern "C" __global__ void moe_expert_tile(const float* x, const void* w, int wt
 			}
 		}
 	}
+}
+
+// moe_wl reads stored float experts w [E, nOut, nIn] of type wt for moe_tile.
+struct moe_wl {
+	const void* w;
+	int wt, nOut, nIn;
+	__device__ float operator()(int e, int n, int k) const { return load_w(w, wt, ((long long)e * nOut + n) * nIn + k); }
+};
+
+// moe_expert_tile: expert_matmul over units grouped by moe_expert_group
+// (moe_tile over the stored weights).
+extern "C" __global__ void moe_expert_tile(const float* x, const void* w, int wt, const int* offs, const int* list, float* y, int K,
+                                           int nOut, int nIn, int perUnit) {
+	pdl_entry();
+	moe_tile(x, moe_wl{w, wt, nOut, nIn}, offs, list, y, K, nOut, nIn, perUnit);
 }
 
 // moe_smem_addr is the shared-window address of p, as ldmatrix takes it.

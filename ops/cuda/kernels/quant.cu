@@ -60,24 +60,26 @@ __device__ __forceinline__ float q_at(const unsigned char* row, int k) {
 	return (float)(int)(signed char)row[k];
 }
 
+// q_deq is code k of a row of codes as its value (q_at times Q_SCALE).
+template <int QT>
+__device__ __forceinline__ float q_deq(const unsigned char* row, int k) {
+	return q_at<QT>(row, k) * Q_SCALE(QT);
+}
+
 #define QMV_PARAMS                                                                                                    \
 	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *s, int st, int sc, \
 		int br, int bc, float *__restrict__ y, int R, int K, int N, int vec
 #define QMV_ARGS x, w, stride, s, st, sc, br, bc, y, R, K, N, vec
 
+// q_row adds to acc[r] (r < R <= RB) one lane's share of the dot product
+// of a row of K codes wr, whose scales start at element srow of the table
+// s, with row r of x [R, K]: with vec, every 32nd of the row's 16-byte
+// vectors (their codes times x summed, then times the vector's scale);
+// else every 32nd element. The lanes' sums are the caller's to reduce.
 template <int QT, int RB>
-__device__ __forceinline__ void qmv_impl(QMV_PARAMS) {
+__device__ __forceinline__ void q_row(const unsigned char* wr, const void* s, int st, long long srow, int bc, const float* x, int R,
+                                      int K, int vec, int lane, float* acc) {
 	const int E = QT == QT_U4 ? 32 : 16; // codes per 16-byte vector
-	int lane = threadIdx.x & 31;
-	int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	const unsigned char* wr = w + (long long)(n < N ? n : 0) * stride;
-	if (vec && n < N && (lane & 7) == 0 && lane * E < K) prefetch_l2((const uint4*)wr + lane);
-	pdl_entry();
-	if (n >= N) return;
-	long long srow = (long long)(n / br) * sc;
-	float acc[RB];
-#pragma unroll
-	for (int r = 0; r < RB; r++) acc[r] = 0.f;
 	if (vec) {
 		int V = K / E;
 		for (int v = lane; v < V; v += 32) {
@@ -113,6 +115,21 @@ __device__ __forceinline__ void qmv_impl(QMV_PARAMS) {
 				if (r < R) acc[r] = fmaf(x[(long long)r * K + k], wv, acc[r]);
 		}
 	}
+}
+
+template <int QT, int RB>
+__device__ __forceinline__ void qmv_impl(QMV_PARAMS) {
+	const int E = QT == QT_U4 ? 32 : 16; // codes per 16-byte vector
+	int lane = threadIdx.x & 31;
+	int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	const unsigned char* wr = w + (long long)(n < N ? n : 0) * stride;
+	if (vec && n < N && (lane & 7) == 0 && lane * E < K) prefetch_l2((const uint4*)wr + lane);
+	pdl_entry();
+	if (n >= N) return;
+	float acc[RB];
+#pragma unroll
+	for (int r = 0; r < RB; r++) acc[r] = 0.f;
+	q_row<QT, RB>(wr, s, st, (long long)(n / br) * sc, bc, x, R, K, vec, lane, acc);
 #pragma unroll
 	for (int r = 0; r < RB; r++) {
 		float t = warp_sum(acc[r]);
@@ -136,7 +153,80 @@ extern "C" __global__ void dequant_f32(const unsigned char* w, long long stride,
 	GRID_STRIDE(i, (long long)N * K) {
 		int n = (int)(i / K), k = (int)(i % K);
 		const unsigned char* wr = w + (long long)n * stride;
-		float c = qt == QT_F8 ? q_at<QT_F8>(wr, k) * 256.f : qt == QT_I8 ? q_at<QT_I8>(wr, k) : q_at<QT_U4>(wr, k);
+		float c = qt == QT_F8 ? q_deq<QT_F8>(wr, k) : qt == QT_I8 ? q_deq<QT_I8>(wr, k) : q_deq<QT_U4>(wr, k);
 		out[i] = c * load_w(s, st, (long long)(n / br) * sc + k / bc);
 	}
+}
+
+// Quantized experts (quant_expert_matmul): codes w [E, N, stride] and one
+// scale table [ceil(N/br), sc] per expert (sr = ceil(N/br) rows each), read
+// as quant_matmul's weight. moe.go binds them as expert_matmul: qmoe_warp_*
+// for few units (a warp per (unit, feature), the row dot of q_row), else
+// moe_expert_group then qmoe_tile_* (moe_tile, kernels/moe.cu, reading the
+// codes through qmoe_wl).
+
+#define QMOE_PARAMS                                                                                                                 \
+	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *s, int st, int sr, int sc, int br, \
+		int bc, const int *ids, float *__restrict__ y, int units, int K, int E, int nOut, int nIn, int perUnit, int vec, int *err
+#define QMOE_ARGS x, w, stride, s, st, sr, sc, br, bc, ids, y, units, K, E, nOut, nIn, perUnit, vec, err
+
+// qmoe_warp_impl: warp g of the grid computes y[u, f] = W_ids[u][f] · x_u
+// for u = g / nOut, f = g mod nOut, as moe_expert_warp. An id outside
+// [0, E) is reported and its outputs are zero.
+template <int QT>
+__device__ __forceinline__ void qmoe_warp_impl(QMOE_PARAMS) {
+	pdl_entry();
+	int lane = threadIdx.x & 31;
+	long long g = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (g >= (long long)units * nOut) return;
+	int u = (int)(g / nOut), f = (int)(g % nOut);
+	int id = ids[u];
+	float* yo = y + (long long)u * nOut + f;
+	if (id < 0 || id >= E) {
+		if (lane == 0) {
+			if (f == 0) report5(err, ERR_MOE_ID, u / K, u % K, id, E, 0);
+			*yo = 0.f;
+		}
+		return;
+	}
+	const float* xu = x + (long long)(perUnit ? u : u / K) * nIn;
+	float acc = 0.f;
+	q_row<QT, 1>(w + ((long long)id * nOut + f) * stride, s, st, ((long long)id * sr + f / br) * sc, bc, xu, 1, nIn, vec, lane, &acc);
+	acc = warp_sum(acc);
+	if (lane == 0) *yo = acc * Q_SCALE(QT);
+}
+
+extern "C" __global__ void qmoe_warp_f8(QMOE_PARAMS) { qmoe_warp_impl<QT_F8>(QMOE_ARGS); }
+extern "C" __global__ void qmoe_warp_i8(QMOE_PARAMS) { qmoe_warp_impl<QT_I8>(QMOE_ARGS); }
+extern "C" __global__ void qmoe_warp_u4(QMOE_PARAMS) { qmoe_warp_impl<QT_U4>(QMOE_ARGS); }
+
+// qmoe_wl reads element (n, k) of quantized expert e for moe_tile.
+template <int QT>
+struct qmoe_wl {
+	const unsigned char* w;
+	long long stride;
+	const void* s;
+	int st, sr, sc, br, bc, nOut;
+	__device__ float operator()(int e, int n, int k) const {
+		const unsigned char* row = w + ((long long)e * nOut + n) * stride;
+		return q_deq<QT>(row, k) * load_w(s, st, ((long long)e * sr + n / br) * sc + k / bc);
+	}
+};
+
+#define QMOE_TILE_PARAMS                                                                                                               \
+	const float *x, const unsigned char *w, long long stride, const void *s, int st, int sr, int sc, int br, int bc, const int *offs, \
+		const int *list, float *y, int K, int nOut, int nIn, int perUnit
+#define QMOE_TILE(QT) moe_tile(x, qmoe_wl<QT>{w, stride, s, st, sr, sc, br, bc, nOut}, offs, list, y, K, nOut, nIn, perUnit)
+
+extern "C" __global__ void qmoe_tile_f8(QMOE_TILE_PARAMS) {
+	pdl_entry();
+	QMOE_TILE(QT_F8);
+}
+extern "C" __global__ void qmoe_tile_i8(QMOE_TILE_PARAMS) {
+	pdl_entry();
+	QMOE_TILE(QT_I8);
+}
+extern "C" __global__ void qmoe_tile_u4(QMOE_TILE_PARAMS) {
+	pdl_entry();
+	QMOE_TILE(QT_U4);
 }
