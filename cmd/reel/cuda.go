@@ -9,13 +9,29 @@ import (
 type cudaFlags struct {
 	graphs    bool
 	f32AsBF16 bool
+	precision precisionFlag
+}
+
+// precisionFlag is --precision: how prompt chunks round for the tensor
+// cores (cuda.Precision).
+type precisionFlag struct{ p cuda.Precision }
+
+func (f *precisionFlag) String() string { return f.p.String() }
+
+func (f *precisionFlag) Set(s string) error {
+	p, err := cuda.ParsePrecision(s)
+	if err != nil {
+		return err
+	}
+	f.p = p
+	return nil
 }
 
 // openCUDA opens the CUDA backend on device 0. On an error the backend is
 // a nil interface, never a nil *cuda.Backend inside one (whose Close would
 // panic).
 func openCUDA(f cudaFlags) (ops.Backend, error) {
-	be, err := cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16})
+	be, err := cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16, Precision: f.precision.p})
 	if err != nil {
 		return nil, err
 	}

@@ -161,7 +161,9 @@ func TestBenchQwen4(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, out, "(qwen4, ")
 	require.Contains(t, out, "decode       5 tokens")
-	require.Contains(t, out, "hits 5")
+	// the warm prompt and the five tokens replay plans (the first prompt and the
+	// warm-up token record them)
+	require.Contains(t, out, "plans 2, records 2, updates 0, hits 6")
 }
 
 // TestRunQwen4: greedy generation on a Qwen4-Exp checkpoint prints the

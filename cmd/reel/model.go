@@ -56,6 +56,7 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	registerQuant(fs, &f.quant)
 	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
 	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")
+	fs.Var(&f.cuda.precision, "precision", "cuda: how prompt chunks round for the tensor cores: auto (16-bit where the weights are), exact (16 bits of each activation, f32 attention) or half (f16 attention always)")
 	fs.Var(&f.progress, "progress", "show the progress of long work (weights, long prompts) on stderr: true, or false (default: when stderr is a terminal)")
 	f.stderr = fs.Output()
 	registerParams(fs, &f.params)

@@ -113,7 +113,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if ops.RingHolds(at, capacity, rows) {
 		ring = 1 // else a ring too short to wrap, read as a linear slot
 	}
-	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && groups <= flashRows && !be.opts.NoFlashAttention {
+	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && groups <= flashRows && be.halfAttention() {
 		return be.flash(s, at, fd, q, k, v, call, y, gp, sp, rows, capacity, ring)
 	}
 	span := capacity
@@ -168,6 +168,18 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(2*splits+d/dsplit)),
 		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp, fvec)
 	return s, nil
+}
+
+// halfAttention says whether attention of prompt chunks takes the flash
+// kernel, rounding to f16 (see Precision).
+func (be *Backend) halfAttention() bool {
+	switch be.opts.Precision {
+	case PrecisionHalf:
+		return true
+	case PrecisionAuto:
+		return be.lowWeights
+	}
+	return false
 }
 
 // flashMinRows is the fewest query rows that take the flash kernel (fewer

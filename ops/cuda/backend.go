@@ -55,23 +55,59 @@ type Options struct {
 	// H200 it took Dory-4B's decode from 196.1 to 210.8 tok/s (one run).
 	// The environment variable REEL_PDL=0 sets it.
 	NoPDL bool
-	// ExactActivations splits f32 activations into two 16-bit parts (hi and
-	// the rounded rest) for the cuBLAS products of prompt chunks and
-	// multiplies twice, keeping about 16 bits of each activation. By default
-	// they are rounded to the weights' 16-bit type once, as PyTorch, vLLM and
-	// llama.cpp multiply: about twice as fast. On dory-gotiny (bf16, 229
-	// positions in one chunk) the logits are within 5.1e-3 of the CPU exact
-	// and 4.1e-2 rounded once, and greedy ids match the reference in both
-	// (TestCUDAPromptPrecision). The environment variable
-	// REEL_EXACT_ACTIVATIONS=1 sets it.
-	ExactActivations bool
-	// NoFlashAttention turns off the flash attention kernel for prompt
-	// chunks (flash.cu), leaving every attention to attn_part and
-	// attn_finish. The environment variable REEL_FLASH=0 sets it.
-	NoFlashAttention bool
+	// Precision is how prompt chunks use the tensor cores (see Precision);
+	// the environment variable REEL_PRECISION (auto, exact or half) sets it.
+	Precision Precision
 	// Eager makes Record keep the steps and run them one by one instead of
 	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
 	Eager bool
+}
+
+// Precision is how the products and attention of prompt chunks (more than
+// a few rows) round f32 activations for the tensor cores. Decode rows are
+// always computed in f32 against the stored weights.
+type Precision int
+
+const (
+	// PrecisionAuto rounds activations to 16 bits where the model is
+	// 16-bit: a product with bf16 or f16 weights rounds its input once to
+	// the weights' type (as PyTorch, vLLM and llama.cpp multiply), and
+	// attention rounds q, k, v and the probabilities to f16 (the flash
+	// kernel) when the backend holds any large weight in fewer than 32 bits
+	// (a bf16, f16 or quantized model). A model of f32 weights computes in
+	// f32 throughout, as the goldens need.
+	PrecisionAuto Precision = iota
+	// PrecisionExact splits activations into two 16-bit parts (hi and the
+	// rounded rest) for products with 16-bit weights and multiplies twice
+	// (about 16 bits of each activation kept, about twice the time), and
+	// keeps attention in f32. On dory-gotiny (bf16, 229 positions in one
+	// chunk) the logits are within 5.1e-3 of the CPU exact and 4.9e-2 in
+	// auto; greedy ids match the reference in both
+	// (models/dory TestCUDAPromptPrecision).
+	PrecisionExact
+	// PrecisionHalf is auto with f16 attention whatever the weights (the
+	// op table's setting, so that every fast kernel is tested).
+	PrecisionHalf
+)
+
+// ParsePrecision reads a Precision by name: auto, exact or half.
+func ParsePrecision(s string) (Precision, error) {
+	for p, n := range precisionNames {
+		if s == n {
+			return Precision(p), nil
+		}
+	}
+	return 0, fmt.Errorf("precision %q: want auto, exact or half", s)
+}
+
+var precisionNames = [...]string{"auto", "exact", "half"}
+
+// String is the precision's name.
+func (p Precision) String() string {
+	if p >= 0 && int(p) < len(precisionNames) {
+		return precisionNames[p]
+	}
+	return fmt.Sprintf("Precision(%d)", int(p))
 }
 
 // MinConvertElems is the smallest f32 weight that F32WeightsAsBF16 converts.
@@ -126,6 +162,9 @@ type Backend struct {
 	// f16 keys and values of the flash kernel.
 	deq, glu, normed, kvHalf reused
 	half                     [2]reused
+	// lowWeights says a large weight is stored in fewer than 32 bits
+	// (PrecisionAuto then takes f16 attention).
+	lowWeights bool
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
 	// pdl launches kernels with programmatic dependent launch.
@@ -153,11 +192,12 @@ func New(opts Options) (*Backend, error) {
 	if os.Getenv("REEL_PDL") == "0" {
 		opts.NoPDL = true
 	}
-	if os.Getenv("REEL_FLASH") == "0" {
-		opts.NoFlashAttention = true
-	}
-	if os.Getenv("REEL_EXACT_ACTIVATIONS") == "1" {
-		opts.ExactActivations = true
+	if v := os.Getenv("REEL_PRECISION"); v != "" {
+		p, err := ParsePrecision(v)
+		if err != nil {
+			return nil, fmt.Errorf("REEL_PRECISION: %w", err)
+		}
+		opts.Precision = p
 	}
 	lib, err := cu.Load()
 	if err != nil {
@@ -388,6 +428,9 @@ func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) 
 	}
 	b := &Buffer{ptr: p, dt: dt, store: store, n: n, bytes: nb, owned: true, weight: true, be: be}
 	be.owned[p] = b
+	if store != graph.F32 && n >= MinConvertElems {
+		be.lowWeights = true
+	}
 	return b, nil
 }
 

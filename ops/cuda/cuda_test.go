@@ -87,7 +87,7 @@ func caseOps(be *Backend, c optest.Case) (string, bool) {
 // TestOpCases runs the golden table: every case against its float64
 // reference (plain, in place, unfused) and against the CPU backend.
 func TestOpCases(t *testing.T) {
-	be := newTestBackend(t, Options{})
+	be := newTestBackend(t, Options{Precision: PrecisionHalf})
 	ref := cpu.New(0)
 	t.Logf("device %s, cuBLAS %v", be.Device(), be.HasBLAS())
 	for _, c := range optest.Cases() {

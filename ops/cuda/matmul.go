@@ -11,8 +11,9 @@ import (
 // (MV_MAXR in matvec.cu); more rows go to cuBLAS or the tiled kernel.
 const matvecMaxRows = 8
 
-// blasMin is the smallest output and input width cuBLAS is used for.
-const blasMin = 64
+// blasMin is the smallest output and input width cuBLAS is used for
+// (narrower products take matmul_tiled).
+const blasMin = 1
 
 // The matvec kernels' compile-time shape (matvec.cu): mvLoads 16-byte loads
 // per lane per iteration (MV_LOADS), at most mvMaxWarps warps a block
@@ -300,12 +301,12 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 // toHalf appends the conversion of x (normalized by eps when not nil) to
 // 16-bit numbers of weight type wt for cuBLAS, which multiplies like types
 // only: x = hi + lo, both 16-bit, so that y = W·hi + W·lo keeps about 16
-// bits of each activation, with Options.ExactActivations; else only hi (lo
-// is 0), one rounding, as PyTorch, vLLM and llama.cpp multiply. slot picks
-// one of two scratch areas (a product of two weight types keeps both).
+// bits of each activation, with PrecisionExact; else only hi (lo is 0), one
+// rounding, as PyTorch, vLLM and llama.cpp multiply. slot picks one of two
+// scratch areas (a product of two weight types keeps both).
 func (be *Backend) toHalf(s *steps, x *Buffer, rows, k int, wt int32, eps *float32, slot int) ([2]cu.DevicePtr, error) {
 	parts := 1
-	if be.opts.ExactActivations {
+	if be.opts.Precision == PrecisionExact {
 		parts = 2
 	}
 	n := rows * k

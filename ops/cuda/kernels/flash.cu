@@ -29,6 +29,15 @@ __device__ __forceinline__ u16 fa_sat(float x) {
 // fa_half2 packs two floats as f16, x in the low half.
 __device__ __forceinline__ u32 fa_half2(float x, float y) { return (u32)fa_sat(x) | ((u32)fa_sat(y) << 16); }
 
+// fa_ldsm4 loads four 8×8 f16 matrices from shared memory (ldmatrix.x4):
+// lanes 8j..8j+7 give the row addresses of matrix j, and every lane gets
+// elements (lane/4, 2·(lane%4)..+1) of each, one register a matrix.
+__device__ __forceinline__ void fa_ldsm4(const u16* p, u32& r0, u32& r1, u32& r2, u32& r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(smem_addr(p)));
+}
+
 __device__ __forceinline__ void fa_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 	asm volatile(
 	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -180,15 +189,21 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		float s[BN / 8][4];
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-		const u16* qa = sQ + (warp * 16 + gq) * LQ + 2 * tq;
+		// ldmatrix rows: A (16 rows × 16) takes rows lane%16, columns
+		// 8·(lane/16); a B pair of n-tiles (16 × 16 of a [n][k] tile) takes
+		// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2).
+		const u16* qa = sQ + (warp * 16 + (lane & 15)) * LQ + 8 * (lane >> 4);
+		int bRow = (lane & 7) + 8 * (lane >> 4), bCol = 8 * ((lane >> 3) & 1);
 #pragma unroll 4
 		for (int kk = 0; kk < D / 16; kk++) {
-			u32 a0 = *(const u32*)(qa + 16 * kk), a1 = *(const u32*)(qa + 8 * LQ + 16 * kk);
-			u32 a2 = *(const u32*)(qa + 16 * kk + 8), a3 = *(const u32*)(qa + 8 * LQ + 16 * kk + 8);
+			u32 a0, a1, a2, a3;
+			fa_ldsm4(qa + 16 * kk, a0, a1, a2, a3);
 #pragma unroll
-			for (int n = 0; n < BN / 8; n++) {
-				const u16* kb = sk + (8 * n + gq) * LQ + 16 * kk + 2 * tq;
-				fa_mma(s[n], a0, a1, a2, a3, *(const u32*)kb, *(const u32*)(kb + 8));
+			for (int n = 0; n < BN / 8; n += 2) {
+				u32 b0, b1, b2, b3;
+				fa_ldsm4(sk + (8 * n + bRow) * LQ + 16 * kk + bCol, b0, b1, b2, b3);
+				fa_mma(s[n], a0, a1, a2, a3, b0, b1);
+				fa_mma(s[n + 1], a0, a1, a2, a3, b2, b3);
 			}
 		}
 		// Mask, then the online softmax in base 2. A masked score is -1e30,
@@ -233,9 +248,11 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 			u32 a0 = fa_half2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_half2(s[2 * kk][2], s[2 * kk][3]);
 			u32 a2 = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
-			for (int n = 0; n < D / 8; n++) {
-				const u16* vb = sv + (8 * n + gq) * LV + 16 * kk + 2 * tq;
-				fa_mma(o[n], a0, a1, a2, a3, *(const u32*)vb, *(const u32*)(vb + 8));
+			for (int n = 0; n < D / 8; n += 2) {
+				u32 b0, b1, b2, b3;
+				fa_ldsm4(sv + (8 * n + bRow) * LV + 16 * kk + bCol, b0, b1, b2, b3);
+				fa_mma(o[n], a0, a1, a2, a3, b0, b1);
+				fa_mma(o[n + 1], a0, a1, a2, a3, b2, b3);
 			}
 		}
 		__syncthreads(); // every warp is done with this buffer before it is loaded again
