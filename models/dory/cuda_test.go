@@ -28,11 +28,11 @@ func TestCUDAGolden(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &cases))
 	for _, c := range cases {
 		m := loadModel(t, filepath.Join(testdata, "dory", c.Model))
-		s := newSession(t, m, Options{Backend: be, Chunk: c.Chunk})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: c.Chunk}})
 		var last []float32
 		for a := 0; a < len(c.IDs); a += c.Chunk {
 			b := min(a+c.Chunk, len(c.IDs))
-			out, err := s.Forward(c.IDs[a:b], a, c.Loops, lm.WantLast)
+			out, err := s.ForwardLoops(c.IDs[a:b], a, c.Loops, lm.WantLast)
 			require.NoError(t, err)
 			last = rowsOf(t, out)[0]
 		}
@@ -58,8 +58,8 @@ func TestCUDAMatchesCPUOnBF16(t *testing.T) {
 		rows := forwardIn(t, s, seq[:110], 64, m.Config.Loops)
 		return append(rows, forwardIn(t, s, seq[110:], 1, m.Config.Loops)...)
 	}
-	gpu := run(newSession(t, m, Options{Backend: be}))
-	host := run(newSession(t, m, Options{Backend: cpu.New(0)}))
+	gpu := run(newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}}))
+	host := run(newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(0)}}}))
 	worst := 0.0
 	for i := range gpu {
 		for j := range gpu[i] {
@@ -76,8 +76,8 @@ func TestCUDAReplayEqualsEager(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory-gotiny"))
 	run := func(eager bool) ([][]float32, *Session) {
 		be := cudaBackend(t, cuda.Options{Eager: eager})
-		s := newSession(t, m, Options{Backend: be})
-		_, err := s.Forward(testIDs, 0, 2, lm.WantNone)
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}})
+		_, err := s.ForwardLoops(testIDs, 0, 2, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, testIDs[:20], 1, 2), s
 	}

@@ -35,7 +35,7 @@ func loadAndForward(dir string) ([]float32, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	defer s.Close()
-	d, err := s.Forward([]int{1}, 0, m.Config.Loops, lm.WantLast)
+	d, err := s.ForwardLoops([]int{1}, 0, m.Config.Loops, lm.WantLast)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

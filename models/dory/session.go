@@ -2,7 +2,6 @@ package dory
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -12,16 +11,11 @@ import (
 	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
-	"github.com/reel-runtime/reel/ops"
-	"github.com/reel-runtime/reel/planner"
 )
 
 // Rewind is how many rows a session can roll back: a sliding layer's ring
 // keeps its window, a chunk, and this many rows more.
 const Rewind = 448
-
-// DefaultChunk is the rows of a prompt chunk.
-const DefaultChunk = lm.DefaultChunk
 
 // GateKind says how a token may leave the loop early.
 type GateKind int
@@ -60,34 +54,19 @@ func ParseGate(s string) (Gate, error) {
 	return Gate{}, fmt.Errorf("gate %q: want none, conf:THRESHOLD or recon", s)
 }
 
-// Options configure a Session.
+// Options configure a Session: those of every session, and Dory's own.
 type Options struct {
-	// Backend runs the plans; nil means a CPU backend on every core.
-	Backend ops.Backend
+	lm.SessionOptions
+	// Loops is the passes of the recurrent block a Forward runs; 0: the
+	// checkpoint's n_recurrent_loops.
+	Loops int
 	// KV overrides the checkpoint's recurrent_kv_cache_mode when set.
 	KV *KVMode
-	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
-	Chunk int
 	// PromptLoops caps the loops of chunks whose logits nobody reads, on the
 	// last_loop cache (their rows are all that stays of them); 0: no cap.
 	PromptLoops int
 	// Gate is the early-exit policy; it needs the last_loop cache.
 	Gate Gate
-	// Capacity is the first row capacity of a full-attention slot; 0: 256.
-	Capacity int
-	// Logger receives debug lines (slot growth, gate decisions); nil: discard.
-	Logger *slog.Logger
-	// Planner sets the planner's passes; nil: planner.DefaultOptions()
-	// (fusion on unless REEL_FUSE=0).
-	Planner *planner.Options
-	// ReuseLogits makes the logits a Forward of at most Chunk ids returns
-	// live in memory the session reuses: valid until its next Forward. A
-	// decode loop that samples and moves on saves a fresh slice a token
-	// (131072 logits are 512 KB, and a new slice costs its zeroing and
-	// page faults: about 0.1 ms a token on the H200's host).
-	ReuseLogits bool
-	// Progress is told the bytes of weights uploaded; nil: nothing.
-	Progress lm.Progress
 }
 
 // Session runs forwards of one sequence, keeping its KV cache between calls.
@@ -158,31 +137,26 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.Gate.Kind == GateRecon && m.Router == nil {
 		return nil, fmt.Errorf("dory: gate recon: the checkpoint carries no router (dory.router.* tensors)")
 	}
+	if opts.Loops == 0 {
+		opts.Loops = c.Loops
+	}
+	if opts.Loops < 1 || opts.Loops > MaxLoops {
+		return nil, fmt.Errorf("dory: %d loops: want 1 to %d", opts.Loops, MaxLoops)
+	}
 	chunk, err := lm.ChunkRows(opts.Chunk)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	opts.Chunk = chunk
+	if opts.MaxPositions == 0 {
+		opts.MaxPositions = c.MaxPositionEmbed
+	}
 	s := &Session{m: m, c: c, opts: opts, exits: newExitRate()}
-	s.Session, err = lm.NewSession(m, graphs{m: m, c: &s.c, chunk: chunk, loops: c.Loops}, lm.SessionOptions{
-		Options:      lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner, Progress: opts.Progress},
-		Chunk:        chunk,
-		Capacity:     opts.Capacity,
-		ReuseLogits:  opts.ReuseLogits,
-		MaxPositions: c.MaxPositionEmbed,
-	})
+	s.Session, err = lm.NewSession(m, graphs{m: m, c: &s.c, chunk: chunk, loops: opts.Loops}, opts.SessionOptions)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	return s, nil
-}
-
-// Profile times the launches of key's plan op by op (see capture.Engine.Profile).
-func (s *Session) Profile(k Key) ([]capture.OpTime, error) { return s.Session.Profile(k) }
-
-// Planned gives the plan the session built for a key, for dumps.
-func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
-	return s.Session.Planned(k)
 }
 
 // Config is the config the session runs (with its KV mode).
@@ -207,11 +181,18 @@ func (s *Session) Rollback(n int) error {
 	return nil
 }
 
-// Forward runs ids at positions pos0, pos0+1, ... through loops passes of the
-// recurrent block and returns the wanted logits as a [rows, vocab] f32 tensor
-// (nil for lm.WantNone). pos0 must equal Pos(). On an error the cache is as
-// before the call.
-func (s *Session) Forward(ids []int, pos0, loops int, want lm.Want) (*tensor.Dense, error) {
+// Forward runs ids at positions pos0, pos0+1, ... through the session's
+// loops (Options.Loops) and returns the wanted logits as a [rows, vocab]
+// f32 tensor (nil for lm.WantNone). pos0 must equal Pos(). On an error the
+// cache is as before the call.
+func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error) {
+	return s.ForwardLoops(ids, pos0, s.opts.Loops, want)
+}
+
+// ForwardLoops is Forward through loops passes of the recurrent block (a
+// last_loop cache takes any loops from call to call; a per_loop cache needs
+// the same loops for every call).
+func (s *Session) ForwardLoops(ids []int, pos0, loops int, want lm.Want) (*tensor.Dense, error) {
 	if err := s.check(pos0, loops); err != nil {
 		return nil, err
 	}
@@ -226,6 +207,15 @@ func (s *Session) Forward(ids []int, pos0, loops int, want lm.Want) (*tensor.Den
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	return d, nil
+}
+
+// Report gives the loops and KV mode, and the gate's decisions.
+func (s *Session) Report() []string {
+	out := []string{fmt.Sprintf("loops        %d, kv %s", s.opts.Loops, s.c.KV)}
+	if s.GateTokens > 0 {
+		out = append(out, fmt.Sprintf("gate         %d of %d tokens took one pass", s.GateOne, s.GateTokens))
+	}
+	return out
 }
 
 // check checks what is Dory's own in a forward (lm.Session checks the rest).
