@@ -683,3 +683,30 @@ func (g *Getter) Strings(key string) []string {
 func (g *Getter) Require(keys ...string) {
 	g.note(g.c.Require(keys...))
 }
+
+// Need notes an error in g when the field key is set (neither missing nor
+// null) to anything but want: a setting a model supports one way only. The
+// error names the file, the field and its value, and then says why ("Dory
+// needs true", say). A value of the wrong type is Getter's error, as for
+// any field.
+func Need[T int | float64 | string | bool](g *Getter, key string, want T, why string) {
+	var got any
+	switch w := any(want).(type) {
+	case int:
+		got = g.Int(key, w)
+	case float64:
+		got = g.Float(key, w)
+	case string:
+		got = g.String(key, w)
+	case bool:
+		got = g.Bool(key, w)
+	}
+	if got == any(want) {
+		return
+	}
+	shown := fmt.Sprint(got)
+	if s, ok := got.(string); ok {
+		shown = strconv.Quote(s)
+	}
+	g.note(fmt.Errorf("%s: %s = %s: %s", g.c.path, key, shown, why))
+}

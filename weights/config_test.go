@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -287,4 +288,33 @@ func TestParseIntLimits(t *testing.T) {
 	v, err = cfg.Int("minf", 0)
 	require.NoError(t, err)
 	assert.Equal(t, int64(math.MinInt64), int64(v))
+}
+
+// TestNeed: a field set to anything but the one value a model supports is
+// an error naming the file, the field and its value; missing, null or that
+// value is none, and a value of the wrong type is Getter's own error.
+func TestNeed(t *testing.T) {
+	cfg, err := ParseConfig("config.json", []byte(`{"act": "gelu", "bias": false, "tp": 2, "nil": null, "f": "x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Get()
+	Need(g, "bias", false, "unused")
+	Need(g, "nil", true, "unused")
+	Need(g, "missing", 1, "unused")
+	if err := g.Err(); err != nil {
+		t.Fatalf("fields set as needed: %v", err)
+	}
+	Need(g, "act", "silu", "the model needs silu")
+	Need(g, "tp", 1, "only 1 is supported")
+	Need(g, "f", 0.5, "unused")
+	got := g.Err()
+	for _, want := range []string{`config.json: act = "gelu": the model needs silu`, "config.json: tp = 2: only 1 is supported", `field "f": want a number`} {
+		if got == nil || !strings.Contains(got.Error(), want) {
+			t.Errorf("Err() = %v, want it to say %q", got, want)
+		}
+	}
+	if got != nil && strings.Contains(got.Error(), "unused") {
+		t.Errorf("Err() = %v: a wrong type is one error, not two", got)
+	}
 }

@@ -254,42 +254,22 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	} else {
 		c.GateLogitScale = math.Sqrt(float64(c.Hidden))
 	}
-	mustBool := func(key string, want, def bool) {
-		if v := g.Bool(key, def); v != want {
-			errs = append(errs, fmt.Errorf("%s = %v: Dory needs %v", key, v, want))
-		}
+	for _, key := range []string{"ngpt", "fngpt", "attention_output_gate"} {
+		weights.Need(g, key, true, "Dory needs true")
 	}
-	mustBool("ngpt", true, true)
-	mustBool("fngpt", true, true)
-	mustBool("attention_output_gate", true, true)
-	mustBool("ngpt_enable_final_norm", false, false)
-	mustBool("attention_bias", false, false)
-	mustBool("mlp_bias", false, false)
-	mustBool("tie_word_embeddings", false, false)
-	mustString := func(key, want string) {
-		if cfg.Has(key) && !cfg.IsNull(key) {
-			if v := g.String(key, want); v != want {
-				errs = append(errs, fmt.Errorf("%s = %q: Dory needs %q", key, v, want))
-			}
-		}
+	for _, key := range []string{"ngpt_enable_final_norm", "attention_bias", "mlp_bias", "tie_word_embeddings"} {
+		weights.Need(g, key, false, "Dory needs false")
 	}
-	mustString("mlp_hidden_act", "silu")
-	mustString("initial_state", "input_copy")
-	mustString("input_transform", "residual")
-	mustString("output_transform", "replace")
+	weights.Need(g, "mlp_hidden_act", "silu", `Dory needs "silu"`)
+	weights.Need(g, "initial_state", "input_copy", `Dory needs "input_copy"`)
+	weights.Need(g, "input_transform", "residual", `Dory needs "residual"`)
+	weights.Need(g, "output_transform", "replace", `Dory needs "replace"`)
 	if cfg.Has("mixer_type") && !cfg.IsNull("mixer_type") {
 		errs = append(errs, fmt.Errorf("mixer_type = %s: Dory needs null", cfg.Raw("mixer_type")))
 	}
-	for _, k := range []struct {
-		key  string
-		want int
-	}{{"swa_num_attention_heads", c.Heads}, {"swa_num_key_value_heads", c.KVHeads}, {"swa_head_dim", c.HeadDim}} {
-		if cfg.Has(k.key) && !cfg.IsNull(k.key) {
-			if v := g.Int(k.key, k.want); v != k.want {
-				errs = append(errs, fmt.Errorf("%s = %d: sliding layers must match the full ones (%d)", k.key, v, k.want))
-			}
-		}
-	}
+	weights.Need(g, "swa_num_attention_heads", c.Heads, fmt.Sprintf("sliding layers must match the full ones (%d)", c.Heads))
+	weights.Need(g, "swa_num_key_value_heads", c.KVHeads, fmt.Sprintf("sliding layers must match the full ones (%d)", c.KVHeads))
+	weights.Need(g, "swa_head_dim", c.HeadDim, fmt.Sprintf("sliding layers must match the full ones (%d)", c.HeadDim))
 	if err := errors.Join(append([]error{g.Err()}, errs...)...); err != nil {
 		return c, err
 	}

@@ -402,7 +402,6 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.IndexDim = g.Int(key("indexer_head_dim"), 0)
 	c.Block = g.Int(key("indexer_compress_ratio"), 0)
 	c.Budget = g.Int(key("indexer_budget"), 0)
-	ikv := g.Int(key("indexer_kv_heads"), 1)
 	pleIDs := g.Ints(key("ple_layer_ids"))
 	c.NGram = g.Int(key("ngram_size"), 0)
 	c.HeadsPerNGram = g.Int(key("heads_per_ngram"), 0)
@@ -419,34 +418,20 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.NormTopK = g.Bool(key("norm_topk_prob"), true)
 	c.MTPLayers = g.Int(key("mtp_num_hidden_layers"), 0)
 	c.MaxPositions = g.Int(key("max_position_embeddings"), 0)
-	act := g.String(key("hidden_act"), "silu")
-	tied := g.Bool(key("tie_word_embeddings"), false)
-	bias := g.Bool(key("attention_bias"), false)
+	weights.Need(g, key("hidden_act"), "silu", "Qwen4-Exp needs silu")
+	weights.Need(g, key("tie_word_embeddings"), false, "Qwen4-Exp needs an untied lm_head")
+	weights.Need(g, key("attention_bias"), false, "not supported")
+	weights.Need(g, key("decoder_sparse_step"), 1, "every layer must be MoE (1)")
+	weights.Need(g, key("indexer_kv_heads"), 1, "the indexer needs 1")
 	mlpOnly := g.Ints(key("mlp_only_layers"))
-	sparseStep := g.Int(key("decoder_sparse_step"), 1)
 	if err := g.Err(); err != nil {
 		return c, err
-	}
-	if act != "silu" {
-		errs = append(errs, fmt.Errorf("hidden_act = %q: Qwen4-Exp needs silu", act))
-	}
-	if tied {
-		errs = append(errs, fmt.Errorf("tie_word_embeddings = true: Qwen4-Exp needs an untied lm_head"))
-	}
-	if bias {
-		errs = append(errs, fmt.Errorf("attention_bias = true: not supported"))
 	}
 	if len(mlpOnly) > 0 {
 		errs = append(errs, fmt.Errorf("mlp_only_layers = %v: dense MLP layers are not supported", mlpOnly))
 	}
-	if sparseStep != 1 {
-		errs = append(errs, fmt.Errorf("decoder_sparse_step = %d: every layer must be MoE (1)", sparseStep))
-	}
 	if ropeType != "default" {
 		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", ropeType))
-	}
-	if ikv != 1 {
-		errs = append(errs, fmt.Errorf("indexer_kv_heads = %d: the indexer needs 1", ikv))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
