@@ -136,15 +136,12 @@ func byteTokenizer(name string) bool { return strings.HasPrefix(name, "bytes") }
 // checkpoint's mappings. A model of shapes only gives the format's graphs.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
 	c := m.Config
-	if quant == c.Quant.Method {
-		return m, nil
-	}
-	if c.Quant.Method != "" {
-		return nil, fmt.Errorf("dory: --quant %s: the model is stored quantized in %s", quant, c.Quant.Method)
-	}
-	q, err := lm.DefaultQuant(quant)
+	q, ok, err := lm.QuantizeTo(c.Quant, quant, "model")
 	if err != nil {
-		return nil, fmt.Errorf("dory: --quant: %w", err)
+		return nil, fmt.Errorf("dory: %w", err)
+	}
+	if !ok {
+		return m, nil
 	}
 	c.Quant, c.quantizeFloat = q, true
 	if m.tensors == nil {

@@ -64,9 +64,9 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
 }
 
-// Names of the graph inputs and of the states a stage graph reads and writes.
+// Names of the states a stage graph reads and writes (its input is
+// lm.InputIDs).
 const (
-	InputIDs   = "ids"
 	StateInput = "carry.input" // the input block's output, kept between stages
 	StateLoop  = "carry.state" // the recurrent block's state, kept between stages
 )
@@ -237,7 +237,7 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 	var h *graph.Value
 	switch k.Stage {
 	case All, First, FirstRead:
-		ids := b.Input(InputIDs, graph.I32, k.Rows)
+		ids := b.Input(lm.InputIDs, graph.I32, k.Rows)
 		h = b.Label(ops.Embed(b, g.matrix("backbone.embeddings.weight", c.Vocab, c.Hidden), ids), "embed")
 		func() {
 			defer b.Push("input block")()

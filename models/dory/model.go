@@ -58,14 +58,8 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 	if c.Quant, err = lm.ReadQuant(cfg); err != nil {
 		return nil, err
 	}
-	if quant != "" && quant != c.Quant.Method {
-		if c.Quant.Method != "" {
-			return nil, fmt.Errorf("dory %s: --quant %s: the checkpoint is stored quantized in %s", dir, quant, c.Quant.Method)
-		}
-		if c.Quant, err = lm.DefaultQuant(quant); err != nil {
-			return nil, err
-		}
-		c.quantizeFloat = true
+	if c.Quant, c.quantizeFloat, err = lm.QuantizeTo(c.Quant, quant, "checkpoint"); err != nil {
+		return nil, fmt.Errorf("dory %s: %w", dir, err)
 	}
 	ck, err := weights.Open(dir)
 	if err != nil {

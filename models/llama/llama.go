@@ -194,14 +194,9 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	onLoad := quant != "" && quant != q.Method
-	if onLoad {
-		if q.Method != "" {
-			return nil, fmt.Errorf("llama %s: --quant %s: the checkpoint is stored quantized in %s", dir, quant, q.Method)
-		}
-		if q, err = lm.DefaultQuant(quant); err != nil {
-			return nil, err
-		}
+	q, onLoad, err := lm.QuantizeTo(q, quant, "checkpoint")
+	if err != nil {
+		return nil, fmt.Errorf("llama %s: %w", dir, err)
 	}
 	ck, err := weights.Open(dir)
 	if err != nil {
@@ -333,15 +328,12 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 // for a synthetic model. m is spent: the model returned holds its
 // checkpoint's mappings.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
-	if quant == m.quant.Method {
-		return m, nil
-	}
-	if m.quant.Method != "" {
-		return nil, fmt.Errorf("llama: --quant %s: the model is stored quantized in %s", quant, m.quant.Method)
-	}
-	q, err := lm.DefaultQuant(quant)
+	q, ok, err := lm.QuantizeTo(m.quant, quant, "model")
 	if err != nil {
-		return nil, fmt.Errorf("llama: --quant: %w", err)
+		return nil, fmt.Errorf("llama: %w", err)
+	}
+	if !ok {
+		return m, nil
 	}
 	decl, err := declarations(&m.Config, lm.Stored{DType: m.tensors.DType, Quant: q, QuantizeFloat: true})
 	if err != nil {

@@ -84,13 +84,9 @@ func (k Key) tapeRows() int {
 	return 0
 }
 
-// Names of the graph inputs.
-const (
-	// InputIDs are the rows' token ids, i32 [rows].
-	InputIDs = "ids"
-	// InputHidden are the Draft rows' main hyper-states, f32 [rows, C·H].
-	InputHidden = "mtp.hidden"
-)
+// InputHidden is the input of the Draft rows' main hyper-states, f32
+// [rows, C·H] (the rows' token ids are lm.InputIDs).
+const InputHidden = "mtp.hidden"
 
 // StateName names a state of a layer: the layer's index, or "mtp" for the
 // draft head's layer, and the part:
@@ -399,7 +395,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	b := graph.NewBuilder("qwen4/" + k.String())
 	g := &builder{c: c, b: b, w: w, rows: k.Rows, eps: float32(c.Eps), tape: k.tapeRows()}
 	g.call = ops.Call(b)
-	ids := b.Input(InputIDs, graph.I32, k.Rows)
+	ids := b.Input(lm.InputIDs, graph.I32, k.Rows)
 	embed := g.weight("model.embed_tokens.weight", c.Vocab, c.Hidden)
 	var x *graph.Value
 	mixer := "model.hyper_connection_mixer."
