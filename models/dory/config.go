@@ -158,21 +158,6 @@ func (c *Config) Block(i int) int {
 	return 2
 }
 
-// Ordinal is sub-layer i's index among the attention sub-layers (its KV
-// slot table's row), or -1 for an MLP.
-func (c *Config) Ordinal(i int) int {
-	if !c.IsAttention(i) {
-		return -1
-	}
-	n := 0
-	for j := 0; j < i; j++ {
-		if c.IsAttention(j) {
-			n++
-		}
-	}
-	return n
-}
-
 // maxFold bounds the factors the scale vectors are folded with at load
 // (1/σ₀, √head_dim/σ₀, √g₀/σ₀, α₀/σ₀): squared, they stay finite in f32
 // with stored values up to 1e7, so a config cannot make the folded weights,

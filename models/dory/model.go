@@ -192,11 +192,6 @@ func (m *Model) MatrixDType(name string) graph.DType { return m.tensors.DType(na
 // not its codes' and scales'; a model of shapes only, those it would have).
 func (m *Model) Parameters() int { return m.Config.Parameters() }
 
-// MatrixBytes is the bytes of all matrices as stored.
-func (m *Model) MatrixBytes() int {
-	return m.tensors.Bytes(func(t lm.Tensor) bool { return len(t.Shape) == 2 })
-}
-
 // Upload puts every weight on a backend and returns the buffers by graph
 // weight name. The CPU keeps the file mapping's bytes without a copy.
 func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {

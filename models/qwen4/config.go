@@ -149,9 +149,6 @@ func Released() Config {
 	return c
 }
 
-// NumLayers is the number of decoder layers.
-func (c *Config) NumLayers() int { return len(c.Layers) }
-
 // HasPLE reports whether layer li has a PLE block.
 func (c *Config) HasPLE(li int) bool { return slices.Contains(c.PLELayers, li) }
 
