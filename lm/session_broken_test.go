@@ -44,6 +44,36 @@ func (storeGraphs) State(name string) (lm.StateSpec, error) {
 	return lm.StateSpec{Kind: lm.Slot}, nil
 }
 
+// TestSlotsHoldPositions: a run whose graph binds a slot that does not
+// hold the positions before its first row (made after them, or rolled
+// back past them) is refused with ErrUnwritten; a slot holds the positions
+// below where the last run that wrote it ended.
+func TestSlotsHoldPositions(t *testing.T) {
+	s, err := lm.NewSession(newModel(), storeGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	run := func(pos int) error {
+		_, err := s.Run(testKey{Stage: "slot", Rows: 1}, pos, 1, lm.Inputs{IDs: []int{1}})
+		return err
+	}
+	require.ErrorIs(t, run(2), lm.ErrUnwritten, "a slot made at position 2")
+	require.ErrorContains(t, run(2), "state slot holds the positions below 0, not those below 2")
+	for p := range 3 {
+		require.NoError(t, run(p))
+	}
+	require.NoError(t, run(1), "a rewrite from a position it holds")
+	require.ErrorIs(t, run(3), lm.ErrUnwritten, "the rewrite from 1 ended at 2")
+	require.NoError(t, run(2))
+	require.NoError(t, run(3))
+	require.NoError(t, s.Advance(4))
+	require.NoError(t, s.Rollback(1))
+	require.ErrorIs(t, run(2), lm.ErrUnwritten, "rolled back to 1")
+	require.NoError(t, run(1))
+	s.Reset()
+	require.ErrorIs(t, run(1), lm.ErrUnwritten, "after a reset")
+	require.NoError(t, run(0))
+}
+
 // TestSessionBroken: a run that fails in a graph with a recurrent state
 // breaks the session until a Reset; one that fails in a graph without
 // (a draft head's, over slots) leaves it running.

@@ -1,6 +1,7 @@
 package dory
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -73,13 +74,10 @@ type Options struct {
 // It is not safe for concurrent use.
 type Session struct {
 	*lm.Session
-	m    *Model
-	c    Config
-	opts Options
-	// filled is, per per_loop recurrent slot index, the position up to which
-	// it holds rows: a call may only use slots that reach its first row.
-	filled []int
-	exits  exitRate
+	m     *Model
+	c     Config
+	opts  Options
+	exits exitRate
 	// GateTokens counts tokens the gate decided on; GateOne those that took one pass.
 	GateTokens, GateOne int
 }
@@ -162,25 +160,6 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 // Config is the config the session runs (with its KV mode).
 func (s *Session) Config() Config { return s.c }
 
-// Reset empties the cache.
-func (s *Session) Reset() {
-	s.Session.Reset()
-	s.filled = nil
-}
-
-// Rollback forgets the positions from n on, so the next call starts at n.
-// A sliding layer's ring keeps Rewind rows behind its window; going back
-// further is an error and changes nothing.
-func (s *Session) Rollback(n int) error {
-	if err := s.Session.Rollback(n); err != nil {
-		return fmt.Errorf("dory: %w", err)
-	}
-	for i := range s.filled {
-		s.filled[i] = min(s.filled[i], n)
-	}
-	return nil
-}
-
 // Forward runs ids at positions pos0, pos0+1, ... through the session's
 // loops (Options.Loops) and returns the wanted logits as a [rows, vocab]
 // f32 tensor (nil for lm.WantNone). pos0 must equal Pos(). On an error the
@@ -191,10 +170,11 @@ func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, err
 
 // ForwardLoops is Forward through loops passes of the recurrent block (a
 // last_loop cache takes any loops from call to call; a per_loop cache needs
-// the same loops for every call).
+// the same loops for every call, since a loop's slots hold the positions
+// of the calls that ran it).
 func (s *Session) ForwardLoops(ids []int, pos0, loops int, want lm.Want) (*tensor.Dense, error) {
-	if err := s.check(pos0, loops); err != nil {
-		return nil, err
+	if loops < 1 || loops > MaxLoops {
+		return nil, fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
 	}
 	d, err := s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w lm.Want) ([]float32, error) {
 		lc := loops
@@ -203,6 +183,9 @@ func (s *Session) ForwardLoops(ids []int, pos0, loops int, want lm.Want) (*tenso
 		}
 		return s.chunk(ids, pos, lc, w)
 	})
+	if errors.Is(err, lm.ErrUnwritten) && s.c.KV == PerLoop {
+		return nil, fmt.Errorf("dory: %w: a per_loop cache needs the same loops for every call (use last_loop to vary them)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
@@ -218,53 +201,12 @@ func (s *Session) Report() []string {
 	return out
 }
 
-// check checks what is Dory's own in a forward (lm.Session checks the rest).
-func (s *Session) check(pos0, loops int) error {
-	if loops < 1 || loops > MaxLoops {
-		return fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
-	}
-	if s.c.KV == PerLoop && pos0 == s.Pos() {
-		for i := 0; i < loops; i++ {
-			if f := s.filledAt(i); f != pos0 {
-				return fmt.Errorf("dory: loop %d's per_loop cache holds positions up to %d, not %d: a per_loop cache needs the same loops for every call (use last_loop to vary them)", i, f, pos0)
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Session) filledAt(i int) int {
-	if i < len(s.filled) {
-		return s.filled[i]
-	}
-	if s.Pos() == 0 {
-		return 0
-	}
-	return -1
-}
-
 // chunk runs up to Chunk rows: one plan, or the gate's stages for one row.
 func (s *Session) chunk(ids []int, pos, loops int, want lm.Want) ([]float32, error) {
-	rows := len(ids)
-	var out []float32
-	var err error
-	if s.opts.Gate.Kind != NoGate && rows == 1 && want != lm.WantNone && loops == 2 {
-		out, err = s.gated(ids, pos, want)
-	} else {
-		out, err = s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: rows}, ids, pos)
+	if s.opts.Gate.Kind != NoGate && len(ids) == 1 && want != lm.WantNone && loops == 2 {
+		return s.gated(ids, pos, want)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if s.c.KV == PerLoop {
-		for len(s.filled) < loops {
-			s.filled = append(s.filled, 0)
-		}
-		for i := 0; i < loops; i++ {
-			s.filled[i] = pos + rows
-		}
-	}
-	return out, nil
+	return s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: len(ids)}, ids, pos)
 }
 
 // gated runs one token under the early-exit gate.
