@@ -105,7 +105,7 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*
 		c.KV = *opts.KV
 	}
 	var dt func(string) graph.DType
-	if m.tensors != nil {
+	if m.Tensors != nil {
 		dt = m.MatrixDType
 	}
 	return BuildStage(&c, Key{Stage: st, Loops: opts.Loops, Want: want, Rows: rows}, dt)
@@ -113,7 +113,7 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*
 
 // NewSession starts a session whose forwards run the loops of o's params.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
-	if m.tensors == nil {
+	if m.Tensors == nil {
 		return nil, fmt.Errorf("dory: a model of shapes only has no weights to run")
 	}
 	opts, err := m.params(o)
@@ -144,23 +144,19 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 		return m, nil
 	}
 	c.Quant, c.quantizeFloat = q, true
-	if m.tensors == nil {
+	if m.Tensors == nil {
 		return &Model{Config: c, ByteLevel: m.ByteLevel}, nil
 	}
 	decl, err := c.declarations(m.MatrixDType)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
+	ts, err := lm.QuantizeTensors(m.Tensors, decl, q, progress)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	c.quantizeFloat = false
-	out := &Model{Config: c, ckpt: m.ckpt, tensors: ts, Router: m.Router, ByteLevel: m.ByteLevel}
-	m.ckpt, m.tensors = nil, nil
+	out := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, Router: m.Router, ByteLevel: m.ByteLevel}
+	m.Loaded = lm.Loaded{}
 	return out, nil
 }
-
-// Weights are the model's weights by graph weight name: the matrices as
-// stored (or quantized at load) and the scale vectors folded.
-func (m *Model) Weights() lm.Tensors { return m.tensors }

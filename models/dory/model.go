@@ -10,7 +10,6 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
-	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -24,9 +23,8 @@ import (
 //	logit_scale -> logit_scale / σ₀
 type Model struct {
 	Config Config
-	ckpt   *weights.Checkpoint
-	// tensors are the matrices as stored and the folded vectors in f32.
-	tensors lm.Tensors
+	// Loaded are the matrices as stored and the folded vectors in f32.
+	lm.Loaded
 	// Router is the recon early-exit router a checkpoint may carry, or nil.
 	Router *Router
 	// ByteLevel says token ids are byte values (config "tokenizer": "bytes...").
@@ -142,7 +140,7 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 		return nil, err
 	}
 	c.quantizeFloat = false // loaded: the projections are stored quantized now
-	m := &Model{Config: c, ckpt: ck, tensors: ts}
+	m := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck}}
 	if m.Router, err = loadRouter(ck, c.Hidden); err != nil {
 		return nil, err
 	}
@@ -182,24 +180,15 @@ func synthetic(c Config, dt graph.DType, seed uint64, progress lm.Progress) (*Mo
 			ts[d.Name] = lm.F32Tensor(v, d.Shape...)
 		}
 	}
-	return &Model{Config: c, tensors: ts}, nil
+	return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts}}, nil
 }
 
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
-func (m *Model) MatrixDType(name string) graph.DType { return m.tensors.DType(name) }
+func (m *Model) MatrixDType(name string) graph.DType { return m.Tensors.DType(name) }
 
 // Parameters counts the model's weights (a quantized matrix's elements,
 // not its codes' and scales'; a model of shapes only, those it would have).
 func (m *Model) Parameters() int { return m.Config.Parameters() }
-
-// Upload puts every weight on a backend and returns the buffers by graph
-// weight name. The CPU keeps the file mapping's bytes without a copy.
-func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
-	return m.tensors.Upload(be, progress)
-}
-
-// Close releases the checkpoint's file mappings; the model is unusable after.
-func (m *Model) Close() error { return m.ckpt.Close() }
 
 // ConfigFromJSON reads a Dory config.json, checking every field vLLM's DoryConfig lists
 // and rejecting what Dory does not support, with errors naming the field.

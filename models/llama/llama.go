@@ -155,10 +155,9 @@ func slotName(li int, kv string) string { return fmt.Sprintf("kv.%d.%s", li, kv)
 
 // Model is a loaded Llama or Qwen3: its config and its weights.
 type Model struct {
-	Config  Config
-	ckpt    *weights.Checkpoint
-	tensors lm.Tensors
-	quant   lm.Quant // the format of its quantized matrices
+	Config Config
+	lm.Loaded
+	quant lm.Quant // the format of its quantized matrices
 }
 
 // declarations are the weights of a model of c whose weights are stored
@@ -210,7 +209,7 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 		}
 		var ts lm.Tensors
 		if ts, err = lm.LoadWeights(ck, decl, o); err == nil {
-			return &Model{Config: c, ckpt: ck, tensors: ts, quant: q}, nil
+			return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck}, quant: q}, nil
 		}
 	}
 	ck.Close()
@@ -244,7 +243,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Config: c, tensors: ts}, nil
+	return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts}}, nil
 }
 
 // Arch names the architecture.
@@ -258,14 +257,9 @@ func (m *Model) Vocab() int { return m.Config.Vocab }
 func (m *Model) Parameters() int {
 	decl, err := declarations(&m.Config, lm.Stored{})
 	if err != nil {
-		return m.tensors.Parameters()
+		return m.Tensors.Parameters()
 	}
 	return lm.Parameters(decl)
-}
-
-// Upload puts every weight on a backend.
-func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
-	return m.tensors.Upload(be, progress)
 }
 
 // Stages names the graphs a dump shows: the forward.
@@ -280,10 +274,7 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*
 }
 
 // stored says how the loaded weights are stored.
-func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.tensors.DType, Quant: m.quant} }
-
-// Close releases the checkpoint's file mappings.
-func (m *Model) Close() error { return m.ckpt.Close() }
+func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.Tensors.DType, Quant: m.quant} }
 
 // graphs are a model's graphs as a session runs them (lm.Graphs).
 type graphs struct{ m *Model }
@@ -335,18 +326,15 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 	if !ok {
 		return m, nil
 	}
-	decl, err := declarations(&m.Config, lm.Stored{DType: m.tensors.DType, Quant: q, QuantizeFloat: true})
+	decl, err := declarations(&m.Config, lm.Stored{DType: m.Tensors.DType, Quant: q, QuantizeFloat: true})
 	if err != nil {
 		return nil, err
 	}
-	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
+	ts, err := lm.QuantizeTensors(m.Tensors, decl, q, progress)
 	if err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
-	out := &Model{Config: m.Config, ckpt: m.ckpt, tensors: ts, quant: q}
-	m.ckpt, m.tensors = nil, nil
+	out := &Model{Config: m.Config, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, quant: q}
+	m.Loaded = lm.Loaded{}
 	return out, nil
 }
-
-// Weights are the model's weights by graph weight name, as loaded.
-func (m *Model) Weights() lm.Tensors { return m.tensors }

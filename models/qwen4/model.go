@@ -19,11 +19,10 @@ import (
 // into the [E, ...] layout of the expert ops), and each PLE layer's hash
 // constants and n-gram table shards.
 type Model struct {
-	Config  Config
-	ckpt    *weights.Checkpoint
-	tensors lm.Tensors
-	ple     map[int]ops.PLEHashAttrs
-	shards  map[int][]shard
+	Config Config
+	lm.Loaded
+	ple    map[int]ops.PLEHashAttrs
+	shards map[int][]shard
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
 	HasMTP bool
 }
@@ -35,7 +34,7 @@ type shard struct {
 }
 
 func newModel(c Config) *Model {
-	return &Model{Config: c, tensors: lm.Tensors{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]shard{}}
+	return &Model{Config: c, Loaded: lm.Loaded{Tensors: lm.Tensors{}}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]shard{}}
 }
 
 // Load reads a Qwen4-Exp checkpoint folder: config.json and safetensors
@@ -87,7 +86,7 @@ const MTPPrefix = "mtp.layers.0."
 // weights the graphs declare.
 func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 	m := newModel(c)
-	m.ckpt = ck
+	m.Checkpoint = ck
 	r := newResolver(ck)
 	m.HasMTP = c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != ""
 	consts := map[string]bool{} // the PLE constant tensors read
@@ -107,7 +106,7 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
+	m.Tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
 		Name:   r.name,
 		Make:   r.stack,
 		Fold:   onePlus,
@@ -460,16 +459,7 @@ func (m *Model) PLEShards(li int) (names []string, rows []int) {
 }
 
 // WeightDType is the stored dtype of a weight; graphs declare weights with it.
-func (m *Model) WeightDType(name string) graph.DType { return m.tensors.DType(name) }
+func (m *Model) WeightDType(name string) graph.DType { return m.Tensors.DType(name) }
 
 // Parameters counts the model's weights.
-func (m *Model) Parameters() int { return m.tensors.Parameters() }
-
-// Upload puts every weight on a backend and returns the buffers by graph
-// weight name.
-func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
-	return m.tensors.Upload(be, progress)
-}
-
-// Close releases the checkpoint's file mappings; the model is unusable after.
-func (m *Model) Close() error { return m.ckpt.Close() }
+func (m *Model) Parameters() int { return m.Tensors.Parameters() }
