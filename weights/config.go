@@ -554,6 +554,42 @@ func (c *Config) Ints(key string) ([]int, error) {
 	return out, nil
 }
 
+// IDs returns the token ids in the field key, written as one integer or as
+// an array of integers (eos_token_id is written either way), each in
+// [0, 2^31); nil if it is missing or null, and empty for an empty array.
+// An error names the field, or the element.
+func (c *Config) IDs(key string) ([]int, error) {
+	raw, ok, err := c.value(key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var ids []int
+	switch jsonKind(raw) {
+	case "array":
+		if ids, err = c.Ints(key); err != nil {
+			return nil, err
+		}
+	case "number":
+		id, err := c.parseInt(key, raw)
+		if err != nil {
+			return nil, err
+		}
+		ids = []int{id}
+	default:
+		return nil, c.typeErr(key, "an integer or an array of integers", raw)
+	}
+	for i, id := range ids {
+		if id < 0 || id > math.MaxInt32 {
+			field := key
+			if jsonKind(raw) == "array" {
+				field = fmt.Sprintf("%s[%d]", key, i)
+			}
+			return nil, fmt.Errorf("%s: field %q: %d is outside [0, 2^31)", c.path, field, id)
+		}
+	}
+	return ids, nil
+}
+
 // Floats returns the array of numbers in the field key, or nil if it is
 // missing or null.
 func (c *Config) Floats(key string) ([]float64, error) {
@@ -661,6 +697,13 @@ func (g *Getter) Bool(key string, def bool) bool {
 // Ints is Config.Ints with the error kept for Err.
 func (g *Getter) Ints(key string) []int {
 	v, err := g.c.Ints(key)
+	g.note(err)
+	return v
+}
+
+// IDs is Config.IDs with the error kept for Err.
+func (g *Getter) IDs(key string) []int {
+	v, err := g.c.IDs(key)
 	g.note(err)
 	return v
 }

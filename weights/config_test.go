@@ -318,3 +318,24 @@ func TestNeed(t *testing.T) {
 		t.Errorf("Err() = %v: a wrong type is one error, not two", got)
 	}
 }
+
+// TestIDs: token ids are one integer or an array of them, each in
+// [0, 2^31); missing and null are nil, and the errors name the element.
+func TestIDs(t *testing.T) {
+	cfg, err := ParseConfig("c.json", []byte(`{"one": 7, "list": [1, 2], "empty": [], "nil": null, "neg": [1, -2], "big": 2147483648, "s": "2", "frac": [1.5]}`))
+	require.NoError(t, err)
+	for key, want := range map[string][]int{"one": {7}, "list": {1, 2}, "empty": {}, "nil": nil, "missing": nil} {
+		ids, err := cfg.IDs(key)
+		require.NoError(t, err, key)
+		require.Equal(t, want, ids, key)
+	}
+	for key, want := range map[string]string{
+		"neg":  `c.json: field "neg[1]": -2 is outside [0, 2^31)`,
+		"big":  `c.json: field "big": 2147483648 is outside [0, 2^31)`,
+		"s":    `c.json: field "s": want an integer or an array of integers, have string`,
+		"frac": `c.json: field "frac[0]": 1.5 is not an integer`,
+	} {
+		_, err := cfg.IDs(key)
+		require.ErrorContains(t, err, want, key)
+	}
+}

@@ -358,12 +358,15 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.Vocab = g.Int(key("vocab_size"), 0)
 	c.Hidden = g.Int(key("hidden_size"), 0)
 	c.Eps = g.Float(key("rms_norm_eps"), 1e-6)
+	eos := key("eos_token_id")
+	if !has("eos_token_id") {
+		eos = "eos_token_id" // a multimodal config's, beside its text_config
+	}
 	c.EOS = -1
-	switch {
-	case has("eos_token_id"):
-		c.EOS = eosOf(cfg, key("eos_token_id"), &errs)
-	case cfg.Has("eos_token_id") && !cfg.IsNull("eos_token_id"):
-		c.EOS = eosOf(cfg, "eos_token_id", &errs)
+	if ids := g.IDs(eos); len(ids) > 0 {
+		c.EOS = ids[0]
+	} else if ids != nil {
+		errs = append(errs, fmt.Errorf("%s = []: want an id or a non-empty list of ids", eos))
 	}
 	c.Streams = g.Int(key("hc_count"), 0)
 	c.Rank = g.Int(key("hc_lowrank"), 0)
@@ -457,18 +460,4 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
 	}
 	return c, nil
-}
-
-// eosOf reads an end-of-sequence id written as a number or a list (the
-// first entry).
-func eosOf(cfg *weights.Config, key string, errs *[]error) int {
-	if v, err := cfg.Int(key, -1); err == nil {
-		return v
-	}
-	vs, err := cfg.Ints(key)
-	if err != nil || len(vs) == 0 {
-		*errs = append(*errs, fmt.Errorf("%s = %s: want an id or a non-empty list of ids", key, cfg.Raw(key)))
-		return -1
-	}
-	return vs[0]
 }
