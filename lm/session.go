@@ -33,6 +33,38 @@ type Graphs interface {
 	State(name string) (StateSpec, error)
 }
 
+// GraphFuncs are the Graphs of a model whose keys are of its type K, as
+// functions: Build is BuildOf for a key of type K, and an error for any
+// other.
+type GraphFuncs[K capture.Key] struct {
+	// VocabSize is the length of a row of logits.
+	VocabSize int
+	// KeyOf is the key of a forward chunk (Graphs.Key).
+	KeyOf func(rows int, want Want) K
+	// BuildOf builds the graph of a key.
+	BuildOf func(K) (*graph.Graph, error)
+	// StateOf says how to keep each state (Graphs.State).
+	StateOf func(name string) (StateSpec, error)
+}
+
+// Vocab is VocabSize.
+func (f GraphFuncs[K]) Vocab() int { return f.VocabSize }
+
+// Key is KeyOf's key.
+func (f GraphFuncs[K]) Key(rows int, want Want) capture.Key { return f.KeyOf(rows, want) }
+
+// Build builds a key of type K with BuildOf.
+func (f GraphFuncs[K]) Build(k capture.Key) (*graph.Graph, error) {
+	key, ok := k.(K)
+	if !ok {
+		return nil, fmt.Errorf("a key of type %T, not %T", k, key)
+	}
+	return f.BuildOf(key)
+}
+
+// State is StateOf's spec.
+func (f GraphFuncs[K]) State(name string) (StateSpec, error) { return f.StateOf(name) }
+
 // InputIDs is the name of the i32 input of token ids, one per row, that
 // Run writes from Inputs.IDs.
 const InputIDs = "ids"

@@ -9,7 +9,6 @@ import (
 
 	"gorgonia.org/tensor"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 )
@@ -82,40 +81,19 @@ type Session struct {
 	GateTokens, GateOne int
 }
 
-// graphs are a session's graphs: its config (with the session's KV mode)
-// and how it keeps their states.
-type graphs struct {
-	m     *Model
-	c     *Config
-	chunk int
-	loops int
-}
-
-func (g graphs) Vocab() int { return g.c.Vocab }
-func (g graphs) Key(rows int, want lm.Want) capture.Key {
-	return Key{Stage: All, Loops: g.loops, Want: want, Rows: rows}
-}
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	key, ok := k.(Key)
-	if !ok {
-		return nil, fmt.Errorf("dory: a key of type %T", k)
-	}
-	return BuildStage(g.c, key, g.m.MatrixDType)
-}
-
-// State keeps the loop's carry between stages, a sliding layer's slots as
+// state keeps the loop's carry between stages, a sliding layer's slots as
 // rings of window + chunk + Rewind rows, and a full layer's as slots.
-func (g graphs) State(name string) (lm.StateSpec, error) {
+func (c *Config) state(name string, chunk int) (lm.StateSpec, error) {
 	if name == StateInput || name == StateLoop {
 		return lm.StateSpec{Kind: lm.Scratch}, nil
 	}
 	var li, si int
 	var kv string
-	if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "kv %d %d %s", &li, &si, &kv); err != nil || li < 0 || li >= g.c.Layers() {
+	if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "kv %d %d %s", &li, &si, &kv); err != nil || li < 0 || li >= c.Layers() {
 		return lm.StateSpec{}, fmt.Errorf("dory: no state %q", name)
 	}
-	if g.c.IsSliding(li) {
-		return lm.StateSpec{Kind: lm.Ring, Rows: g.c.Window + g.chunk - 1 + Rewind, Rewind: Rewind}, nil
+	if c.IsSliding(li) {
+		return lm.StateSpec{Kind: lm.Ring, Rows: c.Window + chunk - 1 + Rewind, Rewind: Rewind}, nil
 	}
 	return lm.StateSpec{Kind: lm.Slot}, nil
 }
@@ -150,7 +128,12 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 		opts.MaxPositions = c.MaxPositionEmbed
 	}
 	s := &Session{m: m, c: c, opts: opts, exits: newExitRate()}
-	s.Session, err = lm.NewSession(m, graphs{m: m, c: &s.c, chunk: chunk, loops: opts.Loops}, opts.SessionOptions)
+	s.Session, err = lm.NewSession(m, lm.GraphFuncs[Key]{
+		VocabSize: c.Vocab,
+		KeyOf:     func(rows int, want lm.Want) Key { return Key{Stage: All, Loops: opts.Loops, Want: want, Rows: rows} },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return BuildStage(&s.c, k, m.MatrixDType) },
+		StateOf:   func(name string) (lm.StateSpec, error) { return s.c.state(name, chunk) },
+	}, opts.SessionOptions)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}

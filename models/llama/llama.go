@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
@@ -276,27 +275,6 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*
 // stored says how the loaded weights are stored.
 func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.Tensors.DType, Quant: m.quant} }
 
-// graphs are a model's graphs as a session runs them (lm.Graphs).
-type graphs struct{ m *Model }
-
-// Vocab is the length of a row of logits.
-func (g graphs) Vocab() int { return g.m.Config.Vocab }
-
-// Key is the key of a forward chunk: the only graph a dense model has.
-func (g graphs) Key(rows int, want lm.Want) capture.Key { return Key{Rows: rows, Want: want} }
-
-// State keeps every state (the KV slots) as a slot whose capacity doubles.
-func (g graphs) State(string) (lm.StateSpec, error) { return lm.StateSpec{Kind: lm.Slot}, nil }
-
-// Build builds a key's graph with the weights' stored dtypes.
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	key, ok := k.(Key)
-	if !ok {
-		return nil, fmt.Errorf("llama: a key of type %T", k)
-	}
-	return Build(&g.m.Config, key, g.m.stored())
-}
-
 // NewSession starts a session on the model's weights.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
 	if err := o.CheckParams("llama"); err != nil {
@@ -311,7 +289,13 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 	if o.MaxPositions == 0 {
 		o.MaxPositions = m.Config.MaxPositions
 	}
-	return lm.NewSession(m, graphs{m}, o)
+	return lm.NewSession(m, lm.GraphFuncs[Key]{
+		VocabSize: m.Config.Vocab,
+		KeyOf:     func(rows int, want lm.Want) Key { return Key{Rows: rows, Want: want} },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return Build(&m.Config, k, m.stored()) },
+		// every state (the KV slots) is a slot whose capacity doubles
+		StateOf: func(string) (lm.StateSpec, error) { return lm.StateSpec{Kind: lm.Slot}, nil },
+	}, o)
 }
 
 // Quantize quantizes the projections the model holds in a float type in

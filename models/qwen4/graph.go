@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
@@ -121,29 +120,6 @@ func (c *Config) stateSpec(name string) (lm.StateSpec, error) {
 	}
 	return lm.StateSpec{}, fmt.Errorf("qwen4: no state %s", name)
 }
-
-// graphs are a session's graphs (lm.Graphs): the model's, a forward with
-// the rows' final hyper-states when the MTP head runs.
-type graphs struct {
-	m   *Model
-	mtp bool
-}
-
-func (g graphs) Vocab() int { return g.m.Config.Vocab }
-
-func (g graphs) Key(rows int, want lm.Want) capture.Key {
-	return Key{Stage: Forward, Want: want, Rows: rows, Hidden: g.mtp}
-}
-
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	key, ok := k.(Key)
-	if !ok {
-		return nil, fmt.Errorf("qwen4: a key of %T", k)
-	}
-	return Build(&g.m.Config, key, g.m)
-}
-
-func (g graphs) State(name string) (lm.StateSpec, error) { return g.m.Config.stateSpec(name) }
 
 func layerTag(li int) string {
 	if li < 0 {

@@ -314,10 +314,10 @@ func TestGraphScopes(t *testing.T) {
 		if v.Kind != graph.State {
 			continue
 		}
-		_, err := graphs{m: m}.State(v.Name)
+		_, err := m.Config.stateSpec(v.Name)
 		require.NoError(t, err, "state %s is kept by the session", v.Name)
 	}
-	_, err = graphs{m: m}.State("qsa.3")
+	_, err = m.Config.stateSpec("qsa.3")
 	require.ErrorContains(t, err, "no state qsa.3")
 	s := newSession(t, m, Options{})
 	_, err = s.Forward([]int{1, 2, 3}, 0, lm.WantLast)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/reel-runtime/reel/graph"
+
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/lm"
@@ -55,7 +57,13 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.MaxPositions == 0 {
 		opts.MaxPositions = m.Config.MaxPositions
 	}
-	ls, err := lm.NewSession(m, graphs{m: m, mtp: mtp}, opts.SessionOptions)
+	ls, err := lm.NewSession(m, lm.GraphFuncs[Key]{
+		VocabSize: m.Config.Vocab,
+		// a forward gives the rows' final hyper-states when the MTP head runs
+		KeyOf:   func(rows int, want lm.Want) Key { return Key{Stage: Forward, Want: want, Rows: rows, Hidden: mtp} },
+		BuildOf: func(k Key) (*graph.Graph, error) { return Build(&m.Config, k, m) },
+		StateOf: m.Config.stateSpec,
+	}, opts.SessionOptions)
 	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
