@@ -227,6 +227,47 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 	return ts, nil
 }
 
+// StackExperts makes the weight d of a mixture of experts, [experts,
+// rows, cols], from the tensors a checkpoint stores per expert (for
+// LoadOptions.Make): parts(e) names expert e's, whose rows are stacked in
+// that order (gate then up, say), each [rows/len(parts), cols] in d's
+// dtype, a float type. Every expert's tensors are checked before the stack
+// is made: a router of many experts over a few stored must not allocate
+// for all. It returns the names it read.
+func StackExperts(ck *weights.Checkpoint, d Declared, parts func(e int) []string) (Tensor, []string, error) {
+	if len(d.Shape) != 3 {
+		return Tensor{}, nil, fmt.Errorf("tensor %s: a stack of experts is [experts, rows, cols], not %v", d.Name, d.Shape)
+	}
+	var reads []string
+	for e := range d.Shape[0] {
+		names := parts(e)
+		shape := []int{d.Shape[1] / max(len(names), 1), d.Shape[2]}
+		for _, n := range names {
+			info, err := ck.Info(n)
+			switch {
+			case err != nil:
+				return Tensor{}, nil, fmt.Errorf("tensor %s: missing from the checkpoint", n)
+			case !slices.Equal(info.Shape, shape):
+				return Tensor{}, nil, fmt.Errorf("tensor %s: shape %v, want %v", n, info.Shape, shape)
+			case !info.DType.IsFloat():
+				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", n, info.DType)
+			case info.DType != d.DType:
+				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", n, info.DType, d.DType)
+			}
+			reads = append(reads, n)
+		}
+	}
+	t := Tensor{DType: d.DType, Shape: d.Shape, Data: make([]byte, 0, Tensor{Shape: d.Shape}.Len()*d.DType.Size())}
+	for _, n := range reads {
+		data, err := ck.Bytes(n)
+		if err != nil {
+			return Tensor{}, nil, fmt.Errorf("tensor %s: %w", n, err)
+		}
+		t.Data = append(t.Data, data...)
+	}
+	return t, reads, nil
+}
+
 func checkMade(d Declared, t Tensor) error {
 	if t.DType != d.DType || !slices.Equal(t.Shape, d.Shape) {
 		return fmt.Errorf("%s: made as %s%v, declared %s%v", d.Where(), t.DType, t.Shape, d.DType, d.Shape)

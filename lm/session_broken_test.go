@@ -1,6 +1,7 @@
 package lm_test
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -181,4 +182,52 @@ func TestForwardNotFinite(t *testing.T) {
 	require.Equal(t, 2, s.Pos())
 	_, err = s.Forward([]int{2}, 2, lm.WantLast)
 	require.NoError(t, err)
+}
+
+// TestStackExperts: a stack of experts is each expert's parts, their rows
+// one after the other; a part missing, misshaped or in another dtype is an
+// error naming it, before anything is made.
+func TestStackExperts(t *testing.T) {
+	dir := t.TempDir()
+	part := func(name string, dt graph.DType, rows int, v float32) weights.NamedTensor {
+		x := make([]float32, rows*width)
+		for i := range x {
+			x[i] = v + float32(i)
+		}
+		data := weights.EncodeF32(x)
+		if dt == graph.BF16 {
+			data = weights.EncodeBF16(x)
+		}
+		return weights.NamedTensor{Name: name, DType: dt, Shape: []int{rows, width}, Data: data}
+	}
+	require.NoError(t, weights.WriteFile(filepath.Join(dir, weights.SingleFile), []weights.NamedTensor{
+		part("e0.gate", graph.F32, 1, 0), part("e0.up", graph.F32, 1, 10), part("e1.gate", graph.F32, 1, 20), part("e1.up", graph.F32, 1, 30),
+		part("e2.gate", graph.F32, 2, 0), part("e3.gate", graph.BF16, 1, 0),
+	}))
+	ck, err := weights.Open(dir)
+	require.NoError(t, err)
+	defer ck.Close()
+	d := lm.Declared{Name: "experts.gate_up", DType: graph.F32, Shape: []int{2, 2, width}}
+	parts := func(e int) []string { return []string{fmt.Sprintf("e%d.gate", e), fmt.Sprintf("e%d.up", e)} }
+	st, reads, err := lm.StackExperts(ck, d, parts)
+	require.NoError(t, err)
+	require.Equal(t, []string{"e0.gate", "e0.up", "e1.gate", "e1.up"}, reads)
+	var want []float32
+	for _, v := range []float32{0, 10, 20, 30} {
+		for i := range width {
+			want = append(want, v+float32(i))
+		}
+	}
+	require.Equal(t, weights.EncodeF32(want), st.Data)
+	require.Equal(t, d.Shape, st.Shape)
+
+	for e, msg := range map[int]string{
+		2: "tensor e2.gate: shape [2 4], want [1 4]",
+		3: "tensor e3.gate: dtype bf16, but expert 0 is f32: experts are stacked in one dtype",
+		4: "tensor e4.gate: missing from the checkpoint",
+	} {
+		one := func(int) []string { return []string{fmt.Sprintf("e%d.gate", e)} }
+		_, _, err := lm.StackExperts(ck, lm.Declared{Name: "experts.gate", DType: graph.F32, Shape: []int{1, 1, width}}, one)
+		require.EqualError(t, err, msg)
+	}
 }

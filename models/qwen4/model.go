@@ -1,11 +1,11 @@
 package qwen4
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/big"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -266,37 +266,15 @@ func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []stri
 	if !ok || r.name(d.Name) != "" {
 		return lm.Tensor{}, nil, false, nil
 	}
-	shape := []int{d.Shape[1] / len(parts), d.Shape[2]}
-	// Every expert's tensors are checked before the stack is made: a
-	// router of many experts over a few stored must not allocate for all.
-	var reads []string
-	for e := range d.Shape[0] {
-		for _, part := range parts {
+	t, reads, err := lm.StackExperts(r.ck, d, func(e int) []string {
+		names := make([]string, len(parts))
+		for i, part := range parts {
 			name := fmt.Sprintf("%s%d.%s", pre, e, part)
-			n := r.name(name)
-			info, err := r.ck.Info(n)
-			switch {
-			case n == "" || err != nil:
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: missing from the checkpoint", name)
-			case !slices.Equal(info.Shape, shape):
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: shape %v, want %v", name, info.Shape, shape)
-			case !info.DType.IsFloat():
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", name, info.DType)
-			case info.DType != d.DType:
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", name, info.DType, d.DType)
-			}
-			reads = append(reads, n)
+			names[i] = cmp.Or(r.name(name), name) // one the checkpoint lacks is named missing
 		}
-	}
-	t := lm.Tensor{DType: d.DType, Shape: d.Shape, Data: make([]byte, 0, lm.Tensor{Shape: d.Shape}.Len()*d.DType.Size())}
-	for _, n := range reads {
-		data, err := r.ck.Bytes(n)
-		if err != nil {
-			return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: %w", n, err)
-		}
-		t.Data = append(t.Data, data...)
-	}
-	return t, reads, true, nil
+		return names
+	})
+	return t, reads, err == nil, err
 }
 
 // PLE constant buffers, after a PLE layer's prefix.
