@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -87,6 +88,32 @@ func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
 		}
 		return info.DType
 	}
+}
+
+// Load reads the checkpoint folder dir as a model of arch: its
+// config.json with config (which checks the model_type and every field),
+// then its tensors with load. When load fails the checkpoint is closed
+// again and the error names arch and the folder.
+func Load[C, M any](dir, arch string, config func(*weights.Config) (C, error), load func(C, *weights.Checkpoint) (M, error)) (M, error) {
+	var none M
+	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return none, err
+	}
+	c, err := config(cfg)
+	if err != nil {
+		return none, err
+	}
+	ck, err := weights.Open(dir)
+	if err != nil {
+		return none, err
+	}
+	m, err := load(c, ck)
+	if err != nil {
+		ck.Close()
+		return none, fmt.Errorf("%s %s: %w", arch, dir, err)
+	}
+	return m, nil
 }
 
 // LoadOptions say how a checkpoint's tensors become a model's weights.

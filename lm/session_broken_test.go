@@ -1,8 +1,10 @@
 package lm_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -230,4 +232,25 @@ func TestStackExperts(t *testing.T) {
 		_, _, err := lm.StackExperts(ck, lm.Declared{Name: "experts.gate", DType: graph.F32, Shape: []int{1, 1, width}}, one)
 		require.EqualError(t, err, msg)
 	}
+}
+
+// TestLoad: Load reads the config, then opens the tensors for load; an
+// error of load names the architecture and the folder.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"n": 3}`), 0o644))
+	require.NoError(t, weights.WriteFile(filepath.Join(dir, weights.SingleFile), []weights.NamedTensor{
+		{Name: "w", DType: graph.F32, Shape: []int{1}, Data: weights.EncodeF32([]float32{2})},
+	}))
+	config := func(cfg *weights.Config) (int, error) { return cfg.Int("n", 0) }
+	n, err := lm.Load(dir, "test", config, func(n int, ck *weights.Checkpoint) (int, error) {
+		w, err := ck.Float32("w")
+		return n * int(w[0]), err
+	})
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	_, err = lm.Load(dir, "test", config, func(int, *weights.Checkpoint) (int, error) { return 0, errors.New("no") })
+	require.EqualError(t, err, "test "+dir+": no")
+	_, err = lm.Load(t.TempDir(), "test", config, func(int, *weights.Checkpoint) (int, error) { return 0, nil })
+	require.ErrorContains(t, err, "config.json")
 }

@@ -2,7 +2,6 @@ package dory
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
@@ -85,7 +84,7 @@ func (m *Model) Arch() string { return "dory" }
 func (m *Model) Vocab() int { return m.Config.Vocab }
 
 // ByteTokens says whether token ids are byte values.
-func (m *Model) ByteTokens() bool { return m.ByteLevel }
+func (m *Model) ByteTokens() bool { return m.Config.ByteLevel }
 
 // Stages names the stages a dump shows, the plain forward first.
 func (m *Model) Stages() []string { return stageNames[:] }
@@ -127,9 +126,6 @@ func (m *Model) NewSession(o models.Options) (models.Session, error) {
 	return s, nil
 }
 
-// byteTokenizer says whether a config's tokenizer field names byte tokens.
-func byteTokenizer(name string) bool { return strings.HasPrefix(name, "bytes") }
-
 // Quantize quantizes the projections the model holds in a float type in
 // the format of quant ("fp8", "q8", "q4"), as LoadQuantized does at load:
 // for a synthetic model. m is spent: the model returned holds its
@@ -145,7 +141,7 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 	}
 	c.Quant, c.quantizeFloat = q, true
 	if m.Tensors == nil {
-		return &Model{Config: c, ByteLevel: m.ByteLevel}, nil
+		return &Model{Config: c}, nil
 	}
 	decl, err := c.declarations(m.MatrixDType)
 	if err != nil {
@@ -156,7 +152,7 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	c.quantizeFloat = false
-	out := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, Router: m.Router, ByteLevel: m.ByteLevel}
+	out := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, Router: m.Router}
 	m.Loaded = lm.Loaded{}
 	return out, nil
 }

@@ -1,11 +1,11 @@
 package dory
 
 import (
-	"github.com/reel-runtime/reel/lm"
 	"path/filepath"
 	"testing"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops/cpu"
 )
 

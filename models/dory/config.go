@@ -94,6 +94,9 @@ type Config struct {
 	// quantizeFloat declares the projections stored in a float type
 	// quantized in Quant's format, for the loader to quantize them.
 	quantizeFloat bool
+	// ByteLevel says token ids are byte values (config "tokenizer":
+	// "bytes...").
+	ByteLevel bool
 }
 
 // Released is the shape of NVIDIA-Nemotron-Labs-Dory1.0-4B, for synthetic

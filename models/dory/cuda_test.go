@@ -2,7 +2,6 @@ package dory
 
 import (
 	"encoding/json"
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/ops/cuda"
 	"github.com/reel-runtime/reel/ops/cuda/cudatest"

@@ -2,7 +2,6 @@ package dory
 
 import (
 	"fmt"
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/weights"
 	"github.com/reel-runtime/reel/weights/weightstest"

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -27,8 +26,6 @@ type Model struct {
 	lm.Loaded
 	// Router is the recon early-exit router a checkpoint may carry, or nil.
 	Router *Router
-	// ByteLevel says token ids are byte values (config "tokenizer": "bytes...").
-	ByteLevel bool
 }
 
 // Load reads a Dory checkpoint folder (config.json and safetensors, sharded
@@ -42,35 +39,22 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // scale vectors and the router stay as stored. A checkpoint stored
 // quantized (its config's quantization_config) is read as it is.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
-		return nil, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
-	}
-	c, err := ConfigFromJSON(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if c.Quant, err = lm.ReadQuant(cfg); err != nil {
-		return nil, err
-	}
-	if c.Quant, c.quantizeFloat, err = lm.QuantizeTo(c.Quant, quant, "checkpoint"); err != nil {
-		return nil, fmt.Errorf("dory %s: %w", dir, err)
-	}
-	ck, err := weights.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := fromCheckpoint(c, ck)
-	if err != nil {
-		ck.Close()
-		return nil, fmt.Errorf("dory %s: %w", dir, err)
-	}
-	tok, _ := cfg.String("tokenizer", "")
-	m.ByteLevel = byteTokenizer(tok)
-	return m, nil
+	return lm.Load(dir, "dory", func(cfg *weights.Config) (Config, error) {
+		if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
+			return Config{}, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
+		}
+		c, err := ConfigFromJSON(cfg)
+		if err != nil {
+			return c, err
+		}
+		if c.Quant, err = lm.ReadQuant(cfg); err != nil {
+			return c, err
+		}
+		if c.Quant, c.quantizeFloat, err = lm.QuantizeTo(c.Quant, quant, "checkpoint"); err != nil {
+			return c, fmt.Errorf("dory %s: %w", dir, err)
+		}
+		return c, nil
+	}, fromCheckpoint)
 }
 
 // Parameters counts the weights of a model of config c (what Synthetic
@@ -227,6 +211,8 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.Std = g.Float("init_method_std", 0.02)
 	c.AlphaInit = g.Float("ngpt_alpha_init", 0.05)
 	c.MaxPositionEmbed = g.Int("max_position_embeddings", 0)
+	tok, _ := cfg.String("tokenizer", "")
+	c.ByteLevel = strings.HasPrefix(tok, "bytes")
 	if !cfg.IsNull("attention_output_gate_logit_scale_init") && cfg.Has("attention_output_gate_logit_scale_init") {
 		c.GateLogitScale = g.Float("attention_output_gate_logit_scale_init", 0)
 	} else {

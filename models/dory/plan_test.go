@@ -1,13 +1,13 @@
 package dory
 
 import (
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/planner"
 )
 

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/big"
-	"path/filepath"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -44,27 +43,12 @@ func newModel(c Config) *Model {
 // shape, and nothing else of the text model; errors name the tensor and
 // its layer.
 func Load(dir string) (*Model, error) {
-	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
-		return nil, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
-	}
-	c, err := ConfigFromJSON(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ck, err := weights.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := fromCheckpoint(c, ck)
-	if err != nil {
-		ck.Close()
-		return nil, fmt.Errorf("qwen4 %s: %w", dir, err)
-	}
-	return m, nil
+	return lm.Load(dir, "qwen4", func(cfg *weights.Config) (Config, error) {
+		if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
+			return Config{}, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
+		}
+		return ConfigFromJSON(cfg)
+	}, fromCheckpoint)
 }
 
 // Names of the graph weights that are not checkpoint tensors as such.
