@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -87,6 +88,32 @@ func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
 		}
 		return info.DType
 	}
+}
+
+// Load reads the checkpoint folder dir as a model of arch: its
+// config.json with config (which checks the model_type and every field),
+// then its tensors with load. When load fails the checkpoint is closed
+// again and the error names arch and the folder.
+func Load[C, M any](dir, arch string, config func(*weights.Config) (C, error), load func(C, *weights.Checkpoint) (M, error)) (M, error) {
+	var none M
+	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return none, err
+	}
+	c, err := config(cfg)
+	if err != nil {
+		return none, err
+	}
+	ck, err := weights.Open(dir)
+	if err != nil {
+		return none, err
+	}
+	m, err := load(c, ck)
+	if err != nil {
+		ck.Close()
+		return none, fmt.Errorf("%s %s: %w", arch, dir, err)
+	}
+	return m, nil
 }
 
 // LoadOptions say how a checkpoint's tensors become a model's weights.
@@ -228,6 +255,56 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 		return nil, fmt.Errorf("checkpoint %s: tensors the model does not read: %s%s", ck.Dir(), strings.Join(extra, ", "), more)
 	}
 	return ts, nil
+}
+
+// StackExperts makes the weight d of a mixture of experts, [experts,
+// rows, cols], from the tensors a checkpoint stores per expert (for
+// LoadOptions.Make): parts(e) names expert e's, whose rows are stacked in
+// that order (gate then up, say), each [rows/len(parts), cols] in d's
+// dtype, a float type. When d is codes quantized at load (LoadOptions.Quant)
+// the stack is the float one they are made of: its dtype and cols are
+// expert 0's first part's. Every expert's tensors are checked before the
+// stack is made: a router of many experts over a few stored must not
+// allocate for all. It returns the names it read.
+func StackExperts(ck *weights.Checkpoint, d Declared, parts func(e int) []string) (Tensor, []string, error) {
+	if len(d.Shape) != 3 {
+		return Tensor{}, nil, fmt.Errorf("tensor %s: a stack of experts is [experts, rows, cols], not %v", d.Name, d.Shape)
+	}
+	dt, shape := d.DType, slices.Clone(d.Shape)
+	if names := parts(0); dt.IsQuantized() && len(names) > 0 {
+		if info, err := ck.Info(names[0]); err == nil && len(info.Shape) == 2 {
+			dt, shape[2] = info.DType, info.Shape[1]
+		}
+	}
+	var reads []string
+	for e := range d.Shape[0] {
+		names := parts(e)
+		part := []int{shape[1] / max(len(names), 1), shape[2]}
+		for _, n := range names {
+			info, err := ck.Info(n)
+			switch {
+			case err != nil:
+				return Tensor{}, nil, fmt.Errorf("tensor %s: missing from the checkpoint", n)
+			case !slices.Equal(info.Shape, part):
+				return Tensor{}, nil, fmt.Errorf("tensor %s: shape %v, want %v", n, info.Shape, part)
+			case !info.DType.IsFloat():
+				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", n, info.DType)
+			case info.DType != dt:
+				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", n, info.DType, dt)
+			}
+			reads = append(reads, n)
+		}
+	}
+	t := Tensor{DType: dt, Shape: shape}
+	t.Data = make([]byte, 0, t.Len()*dt.Size())
+	for _, n := range reads {
+		data, err := ck.Bytes(n)
+		if err != nil {
+			return Tensor{}, nil, fmt.Errorf("tensor %s: %w", n, err)
+		}
+		t.Data = append(t.Data, data...)
+	}
+	return t, reads, nil
 }
 
 func checkMade(d Declared, t Tensor) error {

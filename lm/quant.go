@@ -69,6 +69,25 @@ func DefaultQuant(method string) (Quant, error) {
 	return Quant{}, fmt.Errorf("quantization %q: want fp8, q8 or q4", method)
 }
 
+// QuantizeTo gives the format to quantize weights stored in have's (a
+// checkpoint's quantization_config, or a model's) in, for a --quant of
+// quant: ok is false when there is nothing to do (quant is "" or have's
+// own format). Weights stored quantized in another format, and a format
+// that is not one, are errors naming the flag; what names the weights'
+// holder in them ("checkpoint", "model").
+func QuantizeTo(have Quant, quant, what string) (q Quant, ok bool, err error) {
+	if quant == "" || quant == have.Method {
+		return have, false, nil
+	}
+	if have.Method != "" {
+		return have, false, fmt.Errorf("--quant %s: the %s is stored quantized in %s", quant, what, have.Method)
+	}
+	if q, err = DefaultQuant(quant); err != nil {
+		return have, false, fmt.Errorf("--quant: %w", err)
+	}
+	return q, true, nil
+}
+
 // ReadQuant reads a config's quantization_config: the zero Quant when it
 // has none. Every error names the field.
 func ReadQuant(cfg *weights.Config) (Quant, error) {

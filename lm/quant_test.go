@@ -428,3 +428,29 @@ func TestLoadWeightsQuantizeMade(t *testing.T) {
 	_, err = lm.LoadWeights(ck, decl, lm.LoadOptions{Make: makeStack(e + 1), Quant: q8})
 	require.ErrorContains(t, err, "layer 0: tensor experts.3")
 }
+
+// TestQuantizeTo: a --quant of the format the weights have, or none, asks
+// for nothing; one of another format when they are stored in a float type
+// gives its default blocks; weights stored quantized otherwise, and a
+// format that is not one, are errors naming the flag.
+func TestQuantizeTo(t *testing.T) {
+	fp8, err := lm.DefaultQuant(lm.QuantFP8)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		have  lm.Quant
+		quant string
+	}{{lm.Quant{}, ""}, {fp8, ""}, {fp8, lm.QuantFP8}} {
+		q, ok, err := lm.QuantizeTo(c.have, c.quant, "checkpoint")
+		require.NoError(t, err)
+		require.False(t, ok, "%s to %q", c.have, c.quant)
+		require.Equal(t, c.have, q)
+	}
+	q, ok, err := lm.QuantizeTo(lm.Quant{}, lm.QuantQ4, "checkpoint")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, lm.Quant{Method: lm.QuantQ4, BlockRows: 1, BlockCols: 32}, q)
+	_, _, err = lm.QuantizeTo(fp8, lm.QuantQ4, "model")
+	require.EqualError(t, err, "--quant q4: the model is stored quantized in fp8")
+	_, _, err = lm.QuantizeTo(lm.Quant{}, "q3", "model")
+	require.EqualError(t, err, `--quant: quantization "q3": want fp8, q8 or q4`)
+}

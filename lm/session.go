@@ -33,6 +33,38 @@ type Graphs interface {
 	State(name string) (StateSpec, error)
 }
 
+// GraphFuncs are the Graphs of a model whose keys are of its type K, as
+// functions: Build is BuildOf for a key of type K, and an error for any
+// other.
+type GraphFuncs[K capture.Key] struct {
+	// VocabSize is the length of a row of logits.
+	VocabSize int
+	// KeyOf is the key of a forward chunk (Graphs.Key).
+	KeyOf func(rows int, want Want) K
+	// BuildOf builds the graph of a key.
+	BuildOf func(K) (*graph.Graph, error)
+	// StateOf says how to keep each state (Graphs.State).
+	StateOf func(name string) (StateSpec, error)
+}
+
+// Vocab is VocabSize.
+func (f GraphFuncs[K]) Vocab() int { return f.VocabSize }
+
+// Key is KeyOf's key.
+func (f GraphFuncs[K]) Key(rows int, want Want) capture.Key { return f.KeyOf(rows, want) }
+
+// Build builds a key of type K with BuildOf.
+func (f GraphFuncs[K]) Build(k capture.Key) (*graph.Graph, error) {
+	key, ok := k.(K)
+	if !ok {
+		return nil, fmt.Errorf("a key of type %T, not %T", k, key)
+	}
+	return f.BuildOf(key)
+}
+
+// State is StateOf's spec.
+func (f GraphFuncs[K]) State(name string) (StateSpec, error) { return f.StateOf(name) }
+
 // InputIDs is the name of the i32 input of token ids, one per row, that
 // Run writes from Inputs.IDs.
 const InputIDs = "ids"
@@ -110,11 +142,21 @@ type fixedKey struct {
 
 // slotState is a Slot or Ring state's buffer.
 type slotState struct {
+	name  string
 	spec  StateSpec
 	buf   ops.Buffer
 	width int // elements per row
 	rows  int // rows allocated
+	// held is the positions it holds, those below it: where the last run
+	// that bound it ended, or less after a rollback.
+	held int
 }
+
+// ErrUnwritten is the error, wrapped, of a run whose graph binds a Slot or
+// Ring state that does not hold the positions before the run's first row
+// (a KV slot made, or rolled back, after them): the run would read rows
+// never written.
+var ErrUnwritten = errors.New("the run would read rows never written")
 
 // NewSession opens a Core on w's weights with opts and starts a session of
 // g's graphs on it; closing the session closes the core.
@@ -231,12 +273,14 @@ type Inputs struct {
 // it makes the states the graph declares (growing the slots to hold
 // pos+rows positions), writes the inputs and the call record, binds
 // everything by name and runs the plan. It returns the plan's outputs,
-// valid until the key runs again. Run leaves Pos alone: Forward moves it,
-// and a model that runs its own graphs moves it with Advance. A plan that
-// fails after it may have started, in a graph that declares a Recurrent
-// state, leaves the session broken (see Broken) until a Reset or a
-// restore; a failed graph without one (a draft head's over its slots)
-// leaves it running.
+// valid until the key runs again. A graph that binds a Slot or Ring state
+// not holding the positions before pos is refused (ErrUnwritten); after
+// the run the state holds those below pos+rows. Run leaves Pos alone:
+// Forward moves it, and a model that runs its own graphs moves it with
+// Advance. A plan that fails after it may have started, in a graph that
+// declares a Recurrent state, leaves the session broken (see Broken) until
+// a Reset or a restore; a failed graph without one (a draft head's over
+// its slots) leaves it running.
 func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, error) {
 	if s.Closed() {
 		return nil, fmt.Errorf("run %s: the session is closed", key)
@@ -255,7 +299,7 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	kb := s.kept[key]
 	if kb == nil || kb.gen != s.gen {
 		kb = &keptBinding{bind: s.core.Bind(len(leaves))}
-		if kb.rec, err = s.bindStates(leaves, kb.bind); err != nil {
+		if err = s.bindStates(leaves, kb); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		kb.gen = s.gen // after the states bindStates made
@@ -263,6 +307,11 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	}
 	s.last = kb
 	bind, rec := kb.bind, kb.rec
+	for _, sl := range kb.slots {
+		if sl.held < pos {
+			return nil, fmt.Errorf("%s: state %s holds the positions below %d, not those below %d: %w", key, sl.name, sl.held, pos, ErrUnwritten)
+		}
+	}
 	if in.IDs != nil {
 		if bind[InputIDs], err = s.core.WriteIDs(InputIDs, in.IDs); err != nil {
 			return nil, err
@@ -284,6 +333,9 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 		}
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
+	for _, sl := range kb.slots {
+		sl.held = pos + rows
+	}
 	return outs, nil
 }
 
@@ -291,14 +343,15 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 // inputs, made when the key first runs and again after a state is made or
 // grown.
 type keptBinding struct {
-	bind capture.Binding
-	rec  bool // a state of the graph is Recurrent
-	gen  uint64
+	bind  capture.Binding
+	rec   bool         // a state of the graph is Recurrent
+	slots []*slotState // its Slot and Ring states
+	gen   uint64
 }
 
-// bindStates makes the states among leaves and binds them; rec says
-// whether one is Recurrent.
-func (s *Session) bindStates(leaves []*graph.Value, bind capture.Binding) (rec bool, err error) {
+// bindStates makes the states among leaves and binds them in kb, noting
+// whether one is Recurrent and which are slots.
+func (s *Session) bindStates(leaves []*graph.Value, kb *keptBinding) error {
 	for _, v := range leaves {
 		if v.Kind != graph.State {
 			continue
@@ -307,21 +360,24 @@ func (s *Session) bindStates(leaves []*graph.Value, bind capture.Binding) (rec b
 		if !ok {
 			var err error
 			if sp, err = s.g.State(v.Name); err != nil {
-				return false, fmt.Errorf("state %s: %w", v.Name, err)
+				return fmt.Errorf("state %s: %w", v.Name, err)
 			}
 			if err := sp.check(v); err != nil {
-				return false, err
+				return err
 			}
 			s.specs[v.Name] = sp
 		}
 		b, err := s.state(v, sp)
 		if err != nil {
-			return false, fmt.Errorf("state %s: %w", v, err)
+			return fmt.Errorf("state %s: %w", v, err)
 		}
-		bind[v.Name] = b
-		rec = rec || sp.Kind == Recurrent
+		kb.bind[v.Name] = b
+		kb.rec = kb.rec || sp.Kind == Recurrent
+		if sl := s.slots[v.Name]; sl != nil {
+			kb.slots = append(kb.slots, sl)
+		}
 	}
-	return rec, nil
+	return nil
 }
 
 // StateBuffer gives the buffer of the state of name as the last run bound
@@ -417,7 +473,7 @@ func (s *Session) state(v *graph.Value, sp StateSpec) (ops.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%d rows of %d: %w", rows, width, err)
 	}
-	s.slots[v.Name] = &slotState{spec: sp, buf: b, width: width, rows: rows}
+	s.slots[v.Name] = &slotState{name: v.Name, spec: sp, buf: b, width: width, rows: rows}
 	s.gen++
 	return b, nil
 }
@@ -620,6 +676,7 @@ func (s *Session) Advance(n int) error {
 // every recurrent state restarts from zero) and the snapshot is dropped.
 func (s *Session) Reset() {
 	s.pos = 0
+	s.forget(0)
 	s.broken = nil
 	s.FreeSnapshot(s.snap)
 	s.snap = nil
@@ -657,6 +714,7 @@ func (s *Session) Rollback(n int) error {
 	}
 	if len(s.rec) == 0 {
 		s.pos, s.broken = n, nil
+		s.forget(n)
 		return nil
 	}
 	if s.snap == nil || s.snap.pos != n {
@@ -669,7 +727,15 @@ func (s *Session) Rollback(n int) error {
 	if err := s.Restore(s.snap); err != nil {
 		return fmt.Errorf("rollback to %d: %w", n, err)
 	}
+	s.forget(n)
 	return nil
+}
+
+// forget makes the slots hold no position from n on.
+func (s *Session) forget(n int) {
+	for _, sl := range s.slots {
+		sl.held = min(sl.held, n)
+	}
 }
 
 // Snapshot keeps a copy of the recurrent states at Pos(), so that a later

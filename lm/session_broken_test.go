@@ -1,7 +1,10 @@
 package lm_test
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -42,6 +45,36 @@ func (storeGraphs) State(name string) (lm.StateSpec, error) {
 		return lm.StateSpec{Kind: lm.Recurrent}, nil
 	}
 	return lm.StateSpec{Kind: lm.Slot}, nil
+}
+
+// TestSlotsHoldPositions: a run whose graph binds a slot that does not
+// hold the positions before its first row (made after them, or rolled
+// back past them) is refused with ErrUnwritten; a slot holds the positions
+// below where the last run that wrote it ended.
+func TestSlotsHoldPositions(t *testing.T) {
+	s, err := lm.NewSession(newModel(), storeGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	run := func(pos int) error {
+		_, err := s.Run(testKey{Stage: "slot", Rows: 1}, pos, 1, lm.Inputs{IDs: []int{1}})
+		return err
+	}
+	require.ErrorIs(t, run(2), lm.ErrUnwritten, "a slot made at position 2")
+	require.ErrorContains(t, run(2), "state slot holds the positions below 0, not those below 2")
+	for p := range 3 {
+		require.NoError(t, run(p))
+	}
+	require.NoError(t, run(1), "a rewrite from a position it holds")
+	require.ErrorIs(t, run(3), lm.ErrUnwritten, "the rewrite from 1 ended at 2")
+	require.NoError(t, run(2))
+	require.NoError(t, run(3))
+	require.NoError(t, s.Advance(4))
+	require.NoError(t, s.Rollback(1))
+	require.ErrorIs(t, run(2), lm.ErrUnwritten, "rolled back to 1")
+	require.NoError(t, run(1))
+	s.Reset()
+	require.ErrorIs(t, run(1), lm.ErrUnwritten, "after a reset")
+	require.NoError(t, run(0))
 }
 
 // TestSessionBroken: a run that fails in a graph with a recurrent state
@@ -151,4 +184,81 @@ func TestForwardNotFinite(t *testing.T) {
 	require.Equal(t, 2, s.Pos())
 	_, err = s.Forward([]int{2}, 2, lm.WantLast)
 	require.NoError(t, err)
+}
+
+// TestStackExperts: a stack of experts is each expert's parts, their rows
+// one after the other; a part missing, misshaped or in another dtype is an
+// error naming it, before anything is made. Codes quantized at load stack
+// the float parts they are made of.
+func TestStackExperts(t *testing.T) {
+	dir := t.TempDir()
+	part := func(name string, dt graph.DType, rows int, v float32) weights.NamedTensor {
+		x := make([]float32, rows*width)
+		for i := range x {
+			x[i] = v + float32(i)
+		}
+		data := weights.EncodeF32(x)
+		if dt == graph.BF16 {
+			data = weights.EncodeBF16(x)
+		}
+		return weights.NamedTensor{Name: name, DType: dt, Shape: []int{rows, width}, Data: data}
+	}
+	require.NoError(t, weights.WriteFile(filepath.Join(dir, weights.SingleFile), []weights.NamedTensor{
+		part("e0.gate", graph.F32, 1, 0), part("e0.up", graph.F32, 1, 10), part("e1.gate", graph.F32, 1, 20), part("e1.up", graph.F32, 1, 30),
+		part("e2.gate", graph.F32, 2, 0), part("e3.gate", graph.BF16, 1, 0),
+	}))
+	ck, err := weights.Open(dir)
+	require.NoError(t, err)
+	defer ck.Close()
+	d := lm.Declared{Name: "experts.gate_up", DType: graph.F32, Shape: []int{2, 2, width}}
+	parts := func(e int) []string { return []string{fmt.Sprintf("e%d.gate", e), fmt.Sprintf("e%d.up", e)} }
+	st, reads, err := lm.StackExperts(ck, d, parts)
+	require.NoError(t, err)
+	require.Equal(t, []string{"e0.gate", "e0.up", "e1.gate", "e1.up"}, reads)
+	var want []float32
+	for _, v := range []float32{0, 10, 20, 30} {
+		for i := range width {
+			want = append(want, v+float32(i))
+		}
+	}
+	require.Equal(t, weights.EncodeF32(want), st.Data)
+	require.Equal(t, d.Shape, st.Shape)
+	// codes quantized at load: the float stack they are made of
+	q4, err := lm.DefaultQuant(lm.QuantQ4)
+	require.NoError(t, err)
+	codes := lm.Declared{Name: d.Name, DType: q4.DType(), Shape: []int{2, 2, ops.QuantCols(q4.DType(), width)}}
+	st, _, err = lm.StackExperts(ck, codes, parts)
+	require.NoError(t, err)
+	require.Equal(t, lm.Tensor{DType: graph.F32, Shape: d.Shape, Data: weights.EncodeF32(want)}, st)
+
+	for e, msg := range map[int]string{
+		2: "tensor e2.gate: shape [2 4], want [1 4]",
+		3: "tensor e3.gate: dtype bf16, but expert 0 is f32: experts are stacked in one dtype",
+		4: "tensor e4.gate: missing from the checkpoint",
+	} {
+		one := func(int) []string { return []string{fmt.Sprintf("e%d.gate", e)} }
+		_, _, err := lm.StackExperts(ck, lm.Declared{Name: "experts.gate", DType: graph.F32, Shape: []int{1, 1, width}}, one)
+		require.EqualError(t, err, msg)
+	}
+}
+
+// TestLoad: Load reads the config, then opens the tensors for load; an
+// error of load names the architecture and the folder.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"n": 3}`), 0o644))
+	require.NoError(t, weights.WriteFile(filepath.Join(dir, weights.SingleFile), []weights.NamedTensor{
+		{Name: "w", DType: graph.F32, Shape: []int{1}, Data: weights.EncodeF32([]float32{2})},
+	}))
+	config := func(cfg *weights.Config) (int, error) { return cfg.Int("n", 0) }
+	n, err := lm.Load(dir, "test", config, func(n int, ck *weights.Checkpoint) (int, error) {
+		w, err := ck.Float32("w")
+		return n * int(w[0]), err
+	})
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	_, err = lm.Load(dir, "test", config, func(int, *weights.Checkpoint) (int, error) { return 0, errors.New("no") })
+	require.EqualError(t, err, "test "+dir+": no")
+	_, err = lm.Load(t.TempDir(), "test", config, func(int, *weights.Checkpoint) (int, error) { return 0, nil })
+	require.ErrorContains(t, err, "config.json")
 }

@@ -185,3 +185,27 @@ func TestSessionsOnOneCore(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.False(t, core.Closed())
 }
+
+// TestGraphFuncs: GraphFuncs are Graphs that build the keys of their type
+// and refuse any other.
+func TestGraphFuncs(t *testing.T) {
+	kinds := kindGraphs{ring: 6, rewind: 3}
+	g := lm.GraphFuncs[testKey]{
+		VocabSize: width,
+		KeyOf:     func(rows int, w lm.Want) testKey { return kinds.Key(rows, w).(testKey) },
+		BuildOf:   func(k testKey) (*graph.Graph, error) { return kinds.Build(k) },
+		StateOf:   kinds.State,
+	}
+	s, err := lm.NewSession(newModel(), g, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	out, err := s.Forward([]int{1, 2}, 0, lm.WantLast)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, width}, []int(out.Shape()))
+	_, err = g.Build(fakeKey{})
+	require.EqualError(t, err, "a key of type lm_test.fakeKey, not lm_test.testKey")
+}
+
+type fakeKey struct{}
+
+func (fakeKey) String() string { return "fake" }

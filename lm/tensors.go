@@ -7,6 +7,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/weights"
 )
 
 // Tensor is a weight as a model keeps it until a session uploads it: its
@@ -111,3 +112,25 @@ func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buff
 	}
 	return out, nil
 }
+
+// Loaded are a model's weights as it keeps them: by graph weight name, and
+// the checkpoint whose file mappings they may be (nil for weights made
+// without one). A model embeds them for its Upload (an Uploader), its
+// Weights and its Close.
+type Loaded struct {
+	Tensors    Tensors
+	Checkpoint *weights.Checkpoint
+}
+
+// Upload puts every weight on a backend (Tensors.Upload).
+func (l *Loaded) Upload(be ops.Backend, progress Progress) (map[string]ops.Buffer, error) {
+	return l.Tensors.Upload(be, progress)
+}
+
+// Weights are the weights by graph weight name, as loaded: not to be
+// changed, and valid until Close.
+func (l *Loaded) Weights() Tensors { return l.Tensors }
+
+// Close releases the checkpoint's file mappings; the weights are unusable
+// after.
+func (l *Loaded) Close() error { return l.Checkpoint.Close() }

@@ -68,3 +68,16 @@ func TestTensorsWithoutData(t *testing.T) {
 	_, err := ts.Upload(cpu.New(1), nil)
 	require.ErrorContains(t, err, "upload w: 0 bytes of data for bf16 [2 3] (a model of shapes only has no values)")
 }
+
+// TestLoaded: a model that embeds Loaded uploads and gives its weights,
+// and closes without a checkpoint (weights made without one).
+func TestLoaded(t *testing.T) {
+	var m struct{ Loaded }
+	m.Tensors = Tensors{"scale": F32Tensor([]float32{0.5, -1}, 2)}
+	var _ Uploader = &m
+	bufs, err := m.Upload(cpu.New(1), nil)
+	require.NoError(t, err)
+	require.Equal(t, []float32{0.5, -1}, cpu.F32(bufs["scale"]))
+	require.Equal(t, m.Tensors, m.Weights())
+	require.NoError(t, m.Close())
+}

@@ -14,7 +14,7 @@
 //     state of fixed shape) and the inputs (InputIDs, the call record);
 //   - a Graphs value: Vocab, Key (the graph of a forward chunk), Build and
 //     State (the StateSpec of each state name: Slot, Ring, Recurrent or
-//     Scratch).
+//     Scratch); GraphFuncs makes one of the model's functions.
 //
 // and gets from this package:
 //

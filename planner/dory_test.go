@@ -71,7 +71,7 @@ func TestFusedEqualsUnfusedDory(t *testing.T) {
 					unitRows(e.f32[v.Name], v.Shape.Last())
 				}
 				for _, v := range g.OfKind(graph.Input) {
-					if v.Name == dory.InputIDs {
+					if v.Name == lm.InputIDs {
 						for i := range e.i32[v.Name] {
 							e.i32[v.Name][i] = int32(7*i+3) % int32(c.Vocab)
 						}

@@ -554,6 +554,42 @@ func (c *Config) Ints(key string) ([]int, error) {
 	return out, nil
 }
 
+// IDs returns the token ids in the field key, written as one integer or as
+// an array of integers (eos_token_id is written either way), each in
+// [0, 2^31); nil if it is missing or null, and empty for an empty array.
+// An error names the field, or the element.
+func (c *Config) IDs(key string) ([]int, error) {
+	raw, ok, err := c.value(key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var ids []int
+	switch jsonKind(raw) {
+	case "array":
+		if ids, err = c.Ints(key); err != nil {
+			return nil, err
+		}
+	case "number":
+		id, err := c.parseInt(key, raw)
+		if err != nil {
+			return nil, err
+		}
+		ids = []int{id}
+	default:
+		return nil, c.typeErr(key, "an integer or an array of integers", raw)
+	}
+	for i, id := range ids {
+		if id < 0 || id > math.MaxInt32 {
+			field := key
+			if jsonKind(raw) == "array" {
+				field = fmt.Sprintf("%s[%d]", key, i)
+			}
+			return nil, fmt.Errorf("%s: field %q: %d is outside [0, 2^31)", c.path, field, id)
+		}
+	}
+	return ids, nil
+}
+
 // Floats returns the array of numbers in the field key, or nil if it is
 // missing or null.
 func (c *Config) Floats(key string) ([]float64, error) {
@@ -665,6 +701,13 @@ func (g *Getter) Ints(key string) []int {
 	return v
 }
 
+// IDs is Config.IDs with the error kept for Err.
+func (g *Getter) IDs(key string) []int {
+	v, err := g.c.IDs(key)
+	g.note(err)
+	return v
+}
+
 // Floats is Config.Floats with the error kept for Err.
 func (g *Getter) Floats(key string) []float64 {
 	v, err := g.c.Floats(key)
@@ -682,4 +725,31 @@ func (g *Getter) Strings(key string) []string {
 // Require is Config.Require with the error kept for Err.
 func (g *Getter) Require(keys ...string) {
 	g.note(g.c.Require(keys...))
+}
+
+// Need notes an error in g when the field key is set (neither missing nor
+// null) to anything but want: a setting a model supports one way only. The
+// error names the file, the field and its value, and then says why ("Dory
+// needs true", say). A value of the wrong type is Getter's error, as for
+// any field.
+func Need[T int | float64 | string | bool](g *Getter, key string, want T, why string) {
+	var got any
+	switch w := any(want).(type) {
+	case int:
+		got = g.Int(key, w)
+	case float64:
+		got = g.Float(key, w)
+	case string:
+		got = g.String(key, w)
+	case bool:
+		got = g.Bool(key, w)
+	}
+	if got == any(want) {
+		return
+	}
+	shown := fmt.Sprint(got)
+	if s, ok := got.(string); ok {
+		shown = strconv.Quote(s)
+	}
+	g.note(fmt.Errorf("%s: %s = %s: %s", g.c.path, key, shown, why))
 }

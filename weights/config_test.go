@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -287,4 +288,54 @@ func TestParseIntLimits(t *testing.T) {
 	v, err = cfg.Int("minf", 0)
 	require.NoError(t, err)
 	assert.Equal(t, int64(math.MinInt64), int64(v))
+}
+
+// TestNeed: a field set to anything but the one value a model supports is
+// an error naming the file, the field and its value; missing, null or that
+// value is none, and a value of the wrong type is Getter's own error.
+func TestNeed(t *testing.T) {
+	cfg, err := ParseConfig("config.json", []byte(`{"act": "gelu", "bias": false, "tp": 2, "nil": null, "f": "x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Get()
+	Need(g, "bias", false, "unused")
+	Need(g, "nil", true, "unused")
+	Need(g, "missing", 1, "unused")
+	if err := g.Err(); err != nil {
+		t.Fatalf("fields set as needed: %v", err)
+	}
+	Need(g, "act", "silu", "the model needs silu")
+	Need(g, "tp", 1, "only 1 is supported")
+	Need(g, "f", 0.5, "unused")
+	got := g.Err()
+	for _, want := range []string{`config.json: act = "gelu": the model needs silu`, "config.json: tp = 2: only 1 is supported", `field "f": want a number`} {
+		if got == nil || !strings.Contains(got.Error(), want) {
+			t.Errorf("Err() = %v, want it to say %q", got, want)
+		}
+	}
+	if got != nil && strings.Contains(got.Error(), "unused") {
+		t.Errorf("Err() = %v: a wrong type is one error, not two", got)
+	}
+}
+
+// TestIDs: token ids are one integer or an array of them, each in
+// [0, 2^31); missing and null are nil, and the errors name the element.
+func TestIDs(t *testing.T) {
+	cfg, err := ParseConfig("c.json", []byte(`{"one": 7, "list": [1, 2], "empty": [], "nil": null, "neg": [1, -2], "big": 2147483648, "s": "2", "frac": [1.5]}`))
+	require.NoError(t, err)
+	for key, want := range map[string][]int{"one": {7}, "list": {1, 2}, "empty": {}, "nil": nil, "missing": nil} {
+		ids, err := cfg.IDs(key)
+		require.NoError(t, err, key)
+		require.Equal(t, want, ids, key)
+	}
+	for key, want := range map[string]string{
+		"neg":  `c.json: field "neg[1]": -2 is outside [0, 2^31)`,
+		"big":  `c.json: field "big": 2147483648 is outside [0, 2^31)`,
+		"s":    `c.json: field "s": want an integer or an array of integers, have string`,
+		"frac": `c.json: field "frac[0]": 1.5 is not an integer`,
+	} {
+		_, err := cfg.IDs(key)
+		require.ErrorContains(t, err, want, key)
+	}
 }

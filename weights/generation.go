@@ -94,23 +94,8 @@ func ParseGenerationConfig(path string, data []byte) (GenerationConfig, error) {
 	g.BOSTokenID = count("bos_token_id")
 	g.PadTokenID = count("pad_token_id")
 	g.MaxNewTokens = count("max_new_tokens")
-	switch raw := c.Raw("eos_token_id"); jsonKind(raw) {
-	case "array":
-		ids, err := c.Ints("eos_token_id")
-		note(err)
-		for i, id := range ids {
-			if id < 0 || id > math.MaxInt32 {
-				rangeErr(fmt.Sprintf("eos_token_id[%d]", i), id, "outside [0, 2^31)")
-			}
-		}
-		g.EOSTokenIDs = ids
-	case "number", "null", "nothing": // null also stands for NaN, which count reports
-		if id := count("eos_token_id"); id != nil {
-			g.EOSTokenIDs = []int{*id}
-		}
-	default:
-		errs = append(errs, c.typeErr("eos_token_id", "an integer or an array of integers", raw))
-	}
+	g.EOSTokenIDs, err = c.IDs("eos_token_id")
+	note(err)
 	if len(errs) > 0 {
 		return GenerationConfig{}, errors.Join(errs...)
 	}

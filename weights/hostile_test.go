@@ -331,6 +331,27 @@ func TestMulInts(t *testing.T) {
 	}
 }
 
+// TestCheckRangeSize: a field outside its range, or a size whose f32
+// bytes overflow, is an error naming it; cmp.Or gives the first.
+func TestCheckRangeSize(t *testing.T) {
+	if err := CheckRange("n", 5, 1, 5); err != nil {
+		t.Errorf("CheckRange(n, 5, 1, 5) = %v", err)
+	}
+	if err := CheckRange("heads", 0, 1, 8); err == nil || err.Error() != "heads = 0: want 1 to 8" {
+		t.Errorf("CheckRange(heads, 0, 1, 8) = %v", err)
+	}
+	if err := CheckSize("vocab × hidden", 1<<20, 1<<20); err != nil {
+		t.Errorf("CheckSize of 2^40 elements = %v", err)
+	}
+	err := CheckSize("vocab × hidden", 1<<40, 1<<22)
+	if err == nil || !strings.HasPrefix(err.Error(), "vocab × hidden: the f32 bytes overflow") {
+		t.Errorf("CheckSize of 2^62 f32 elements = %v", err)
+	}
+	if err := CheckSize("negative", 2, -1); err == nil {
+		t.Error("CheckSize of a negative factor: no error")
+	}
+}
+
 func TestConfigBounded(t *testing.T) {
 	cfg, err := ParseConfig("config.json", []byte(`{"n": 5, "big": 1e300, "f": 0.5, "nan": NaN, "s": "x"}`))
 	if err != nil {

@@ -62,3 +62,24 @@ func AddInts(a int, b ...int) (int, error) {
 	}
 	return s, nil
 }
+
+// CheckRange returns an error naming a config's integer field, its value
+// v and the range, when v is outside [lo, hi]. A loader checks many at
+// once with cmp.Or, which gives the first error.
+func CheckRange(field string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s = %d: want %d to %d", field, v, lo, hi)
+	}
+	return nil
+}
+
+// CheckSize returns an error naming what (the fields a tensor or state of
+// a config is the product of) when its f32 bytes, the product of factors
+// and 4, overflow an int: checked before a loader computes any shape, so
+// that no product wraps around to a wrong one.
+func CheckSize(what string, factors ...int) error {
+	if _, err := MulInts(4, factors...); err != nil {
+		return fmt.Errorf("%s: the f32 bytes overflow: %w", what, err)
+	}
+	return nil
+}

@@ -2,15 +2,10 @@ package dory
 
 import (
 	"fmt"
-	"strings"
 
-	"gorgonia.org/tensor"
-
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
-	"github.com/reel-runtime/reel/planner"
 )
 
 func init() {
@@ -47,40 +42,39 @@ func init() {
 	})
 }
 
-// params reads Dory's own options from o: the loops (0: the config's) and
-// the session options they set.
-func (m *Model) params(o models.Options) (loops int, opts Options, err error) {
+// params reads the session options of o: those of every session and
+// Dory's own, the loops resolved (0: the config's).
+func (m *Model) params(o models.Options) (opts Options, err error) {
 	if err := o.CheckParams("dory", "loops", "kv", "gate", "prompt-loops"); err != nil {
-		return 0, opts, err
+		return opts, err
 	}
-	if loops, err = o.Int("loops", 0); err != nil {
-		return 0, opts, err
+	opts.SessionOptions = o.SessionOptions
+	if opts.Loops, err = o.Int("loops", 0); err != nil {
+		return opts, err
 	}
-	if loops == 0 {
-		loops = m.Config.Loops
+	if opts.Loops == 0 {
+		opts.Loops = m.Config.Loops
 	}
-	if loops < 1 || loops > MaxLoops {
-		return 0, opts, fmt.Errorf("--loops %d: want 1 to %d", loops, MaxLoops)
+	if opts.Loops < 1 || opts.Loops > MaxLoops {
+		return opts, fmt.Errorf("--loops %d: want 1 to %d", opts.Loops, MaxLoops)
 	}
-	so := o.SessionOptions
-	opts = Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Progress: so.Progress, Chunk: so.Chunk, Capacity: so.Capacity, ReuseLogits: so.ReuseLogits}
 	if opts.PromptLoops, err = o.Int("prompt-loops", 0); err != nil {
-		return 0, opts, err
+		return opts, err
 	}
 	if opts.PromptLoops < 0 {
-		return 0, opts, fmt.Errorf("--prompt-loops %d is negative", opts.PromptLoops)
+		return opts, fmt.Errorf("--prompt-loops %d is negative", opts.PromptLoops)
 	}
 	if v := o.Params["kv"]; v != "" {
 		mode, err := ParseKVMode(v)
 		if err != nil {
-			return 0, opts, fmt.Errorf("--kv: %w", err)
+			return opts, fmt.Errorf("--kv: %w", err)
 		}
 		opts.KV = &mode
 	}
 	if opts.Gate, err = ParseGate(o.Params["gate"]); err != nil {
-		return 0, opts, fmt.Errorf("--gate: %w", err)
+		return opts, fmt.Errorf("--gate: %w", err)
 	}
-	return loops, opts, nil
+	return opts, nil
 }
 
 // Arch names the architecture.
@@ -90,14 +84,14 @@ func (m *Model) Arch() string { return "dory" }
 func (m *Model) Vocab() int { return m.Config.Vocab }
 
 // ByteTokens says whether token ids are byte values.
-func (m *Model) ByteTokens() bool { return m.ByteLevel }
+func (m *Model) ByteTokens() bool { return m.Config.ByteLevel }
 
 // Stages names the stages a dump shows, the plain forward first.
 func (m *Model) Stages() []string { return stageNames[:] }
 
 // Graph builds a stage's graph with the loops of o (0: the config's).
 func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*graph.Graph, error) {
-	loops, opts, err := m.params(o)
+	opts, err := m.params(o)
 	if err != nil {
 		return nil, err
 	}
@@ -110,65 +104,27 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*
 		c.KV = *opts.KV
 	}
 	var dt func(string) graph.DType
-	if m.tensors != nil {
+	if m.Tensors != nil {
 		dt = m.MatrixDType
 	}
-	return BuildStage(&c, Key{Stage: st, Loops: loops, Want: want, Rows: rows}, dt)
+	return BuildStage(&c, Key{Stage: st, Loops: opts.Loops, Want: want, Rows: rows}, dt)
 }
 
 // NewSession starts a session whose forwards run the loops of o's params.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
-	if m.tensors == nil {
+	if m.Tensors == nil {
 		return nil, fmt.Errorf("dory: a model of shapes only has no weights to run")
 	}
-	loops, opts, err := m.params(o)
+	opts, err := m.params(o)
 	if err != nil {
 		return nil, err
 	}
 	s, err := NewSession(m, opts)
 	if err != nil {
-		return nil, err
+		return nil, err // not a nil *Session in the interface
 	}
-	return &looped{Session: s, loops: loops}, nil
+	return s, nil
 }
-
-// looped is a Session whose forwards run a fixed number of loops: the
-// session as the commands drive it.
-type looped struct {
-	*Session
-	loops int
-}
-
-// Forward runs ids through the session's loops.
-func (l *looped) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error) {
-	return l.Session.Forward(ids, pos0, l.loops, want)
-}
-
-func (l *looped) key(rows int, want lm.Want) Key {
-	return Key{Stage: All, Loops: l.loops, Want: want, Rows: rows}
-}
-
-// ForwardPlan gives the plan of a forward chunk of rows.
-func (l *looped) ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool) {
-	return l.Planned(l.key(rows, want))
-}
-
-// ForwardProfile times the launches of a forward chunk's plan.
-func (l *looped) ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error) {
-	return l.Profile(l.key(rows, want))
-}
-
-// Report gives the loops and KV mode, and the gate's decisions.
-func (l *looped) Report() []string {
-	out := []string{fmt.Sprintf("loops        %d, kv %s", l.loops, l.c.KV)}
-	if l.GateTokens > 0 {
-		out = append(out, fmt.Sprintf("gate         %d of %d tokens took one pass", l.GateOne, l.GateTokens))
-	}
-	return out
-}
-
-// byteTokenizer says whether a config's tokenizer field names byte tokens.
-func byteTokenizer(name string) bool { return strings.HasPrefix(name, "bytes") }
 
 // Quantize quantizes the projections the model holds in a float type in
 // the format of quant ("fp8", "q8", "q4"), as LoadQuantized does at load:
@@ -176,34 +132,27 @@ func byteTokenizer(name string) bool { return strings.HasPrefix(name, "bytes") }
 // checkpoint's mappings. A model of shapes only gives the format's graphs.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
 	c := m.Config
-	if quant == c.Quant.Method {
+	q, ok, err := lm.QuantizeTo(c.Quant, quant, "model")
+	if err != nil {
+		return nil, fmt.Errorf("dory: %w", err)
+	}
+	if !ok {
 		return m, nil
 	}
-	if c.Quant.Method != "" {
-		return nil, fmt.Errorf("dory: --quant %s: the model is stored quantized in %s", quant, c.Quant.Method)
-	}
-	q, err := lm.DefaultQuant(quant)
-	if err != nil {
-		return nil, fmt.Errorf("dory: --quant: %w", err)
-	}
 	c.Quant, c.quantizeFloat = q, true
-	if m.tensors == nil {
-		return &Model{Config: c, ByteLevel: m.ByteLevel}, nil
+	if m.Tensors == nil {
+		return &Model{Config: c}, nil
 	}
 	decl, err := c.declarations(m.MatrixDType)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
+	ts, err := lm.QuantizeTensors(m.Tensors, decl, q, progress)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	c.quantizeFloat = false
-	out := &Model{Config: c, ckpt: m.ckpt, tensors: ts, Router: m.Router, ByteLevel: m.ByteLevel}
-	m.ckpt, m.tensors = nil, nil
+	out := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, Router: m.Router}
+	m.Loaded = lm.Loaded{}
 	return out, nil
 }
-
-// Weights are the model's weights by graph weight name: the matrices as
-// stored (or quantized at load) and the scale vectors folded.
-func (m *Model) Weights() lm.Tensors { return m.tensors }

@@ -1,11 +1,11 @@
 package dory
 
 import (
-	"github.com/reel-runtime/reel/lm"
 	"path/filepath"
 	"testing"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops/cpu"
 )
 
@@ -25,7 +25,7 @@ func benchModels(b *testing.B) map[string]*Model {
 // benchSession starts a CPU session on a benchmark model.
 func benchSession(b *testing.B, name string) (*Session, *Model) {
 	m := benchModels(b)[name]
-	s, err := NewSession(m, Options{Backend: cpu.New(0)})
+	s, err := NewSession(m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(0)}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func BenchmarkDecode(b *testing.B) {
 // rolling back to the prompt before the slots' rewind margin runs out, and
 // reports tokens/s.
 func benchDecode(b *testing.B, s *Session, m *Model) {
-	if _, err := s.Forward(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, lm.WantNone); err != nil {
+	if _, err := s.ForwardLoops(benchPrompt(64, m.Config.Vocab), 0, m.Config.Loops, lm.WantNone); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -67,7 +67,7 @@ func benchDecode(b *testing.B, s *Session, m *Model) {
 				b.Fatal(err)
 			}
 		}
-		if _, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, lm.WantLast); err != nil {
+		if _, err := s.ForwardLoops([]int{i % m.Config.Vocab}, s.Pos(), m.Config.Loops, lm.WantLast); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.Reset()
-				if _, err := s.Forward(prompt, 0, m.Config.Loops, lm.WantLast); err != nil {
+				if _, err := s.ForwardLoops(prompt, 0, m.Config.Loops, lm.WantLast); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -103,7 +103,7 @@ func BenchmarkDecodeWeights(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			m := benchModels(b)["gotiny"]
-			s, err := NewSession(m, Options{Backend: cpu.NewWith(cpu.Options{HalfWeights: half})})
+			s, err := NewSession(m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.NewWith(cpu.Options{HalfWeights: half})}}})
 			if err != nil {
 				b.Fatal(err)
 			}

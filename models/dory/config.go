@@ -18,6 +18,7 @@
 package dory
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -93,6 +94,9 @@ type Config struct {
 	// quantizeFloat declares the projections stored in a float type
 	// quantized in Quant's format, for the loader to quantize them.
 	quantizeFloat bool
+	// ByteLevel says token ids are byte values (config "tokenizer":
+	// "bytes...").
+	ByteLevel bool
 }
 
 // Released is the shape of NVIDIA-Nemotron-Labs-Dory1.0-4B, for synthetic
@@ -157,21 +161,6 @@ func (c *Config) Block(i int) int {
 	return 2
 }
 
-// Ordinal is sub-layer i's index among the attention sub-layers (its KV
-// slot table's row), or -1 for an MLP.
-func (c *Config) Ordinal(i int) int {
-	if !c.IsAttention(i) {
-		return -1
-	}
-	n := 0
-	for j := 0; j < i; j++ {
-		if c.IsAttention(j) {
-			n++
-		}
-	}
-	return n
-}
-
 // maxFold bounds the factors the scale vectors are folded with at load
 // (1/σ₀, √head_dim/σ₀, √g₀/σ₀, α₀/σ₀): squared, they stay finite in f32
 // with stored values up to 1e7, so a config cannot make the folded weights,
@@ -183,29 +172,24 @@ const maxFold = 1e12
 // weights.MaxPositions), every tensor's size computed without overflow, and
 // the scales in ranges that keep the folded weights finite.
 func (c *Config) Validate() error {
-	for _, f := range []struct {
-		n         string
-		v, lo, hi int
-	}{{"vocab_size", c.Vocab, 1, weights.MaxDim}, {"hidden_size", c.Hidden, 1, weights.MaxDim},
-		{"intermediate_size", c.FFN, 1, weights.MaxDim}, {"num_attention_heads", c.Heads, 1, weights.MaxDim},
-		{"num_key_value_heads", c.KVHeads, 1, weights.MaxDim}, {"attention_head_dim", c.HeadDim, 1, weights.MaxDim},
-		{"n_recurrent_loops", c.Loops, 1, MaxLoops}, {"max_position_embeddings", c.MaxPositionEmbed, 0, weights.MaxPositions},
-		{"num_hidden_layers", len(c.Pattern), 1, weights.MaxLayers}} {
-		if f.v < f.lo || f.v > f.hi {
-			return fmt.Errorf("%s = %d: want %d to %d", f.n, f.v, f.lo, f.hi)
-		}
+	const maxDim = weights.MaxDim
+	if err := cmp.Or(
+		weights.CheckRange("vocab_size", c.Vocab, 1, maxDim), weights.CheckRange("hidden_size", c.Hidden, 1, maxDim),
+		weights.CheckRange("intermediate_size", c.FFN, 1, maxDim), weights.CheckRange("num_attention_heads", c.Heads, 1, maxDim),
+		weights.CheckRange("num_key_value_heads", c.KVHeads, 1, maxDim), weights.CheckRange("attention_head_dim", c.HeadDim, 1, maxDim),
+		weights.CheckRange("n_recurrent_loops", c.Loops, 1, MaxLoops),
+		weights.CheckRange("max_position_embeddings", c.MaxPositionEmbed, 0, weights.MaxPositions),
+		weights.CheckRange("num_hidden_layers", len(c.Pattern), 1, weights.MaxLayers)); err != nil {
+		return err
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
-	for _, p := range []struct {
-		what    string
-		factors []int
-	}{{"vocab_size × hidden_size", []int{c.Vocab, c.Hidden}}, {"intermediate_size × hidden_size", []int{c.FFN, c.Hidden}},
-		{"num_attention_heads × attention_head_dim × hidden_size", []int{c.Heads, c.HeadDim, c.Hidden}}} {
-		if _, err := weights.MulInts(4, p.factors...); err != nil {
-			return fmt.Errorf("%s: the tensor's f32 bytes overflow: %w", p.what, err)
-		}
+	if err := cmp.Or(
+		weights.CheckSize("vocab_size × hidden_size", c.Vocab, c.Hidden),
+		weights.CheckSize("intermediate_size × hidden_size", c.FFN, c.Hidden),
+		weights.CheckSize("num_attention_heads × attention_head_dim × hidden_size", c.Heads, c.HeadDim, c.Hidden)); err != nil {
+		return err
 	}
 	for i, k := range c.Pattern {
 		if k != 'S' && k != '*' && k != '-' {

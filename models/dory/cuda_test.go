@@ -29,11 +29,11 @@ func TestCUDAGolden(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &cases))
 	for _, c := range cases {
 		m := loadModel(t, filepath.Join(testdata, "dory", c.Model))
-		s := newSession(t, m, Options{Backend: be, Chunk: c.Chunk})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: c.Chunk}})
 		var last []float32
 		for a := 0; a < len(c.IDs); a += c.Chunk {
 			b := min(a+c.Chunk, len(c.IDs))
-			out, err := s.Forward(c.IDs[a:b], a, c.Loops, lm.WantLast)
+			out, err := s.ForwardLoops(c.IDs[a:b], a, c.Loops, lm.WantLast)
 			require.NoError(t, err)
 			last = rowsOf(t, out)[0]
 		}
@@ -59,8 +59,8 @@ func TestCUDAMatchesCPUOnBF16(t *testing.T) {
 		rows := forwardIn(t, s, seq[:110], 64, m.Config.Loops)
 		return append(rows, forwardIn(t, s, seq[110:], 1, m.Config.Loops)...)
 	}
-	gpu := run(newSession(t, m, Options{Backend: be}))
-	host := run(newSession(t, m, Options{Backend: cpu.New(0)}))
+	gpu := run(newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}}))
+	host := run(newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(0)}}}))
 	worst := 0.0
 	for i := range gpu {
 		for j := range gpu[i] {
@@ -77,8 +77,8 @@ func TestCUDAReplayEqualsEager(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory-gotiny"))
 	run := func(eager bool) ([][]float32, *Session) {
 		be := cudaBackend(t, cuda.Options{Eager: eager})
-		s := newSession(t, m, Options{Backend: be})
-		_, err := s.Forward(testIDs, 0, 2, lm.WantNone)
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}})
+		_, err := s.ForwardLoops(testIDs, 0, 2, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, testIDs[:20], 1, 2), s
 	}
@@ -115,7 +115,7 @@ func TestCUDAPromptPrecision(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &g))
 	seq := append(append([]int{}, g.Prompt...), g.GreedyIDs[:len(g.GreedyIDs)-1]...)
 	loops := m.Config.Loops
-	host := forwardIn(t, newSession(t, m, Options{Backend: cpu.New(0), Chunk: len(seq)}), seq, len(seq), loops)
+	host := forwardIn(t, newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(0)}, Chunk: len(seq)}}), seq, len(seq), loops)
 	for _, c := range []struct {
 		exact bool
 		bound float64
@@ -125,7 +125,7 @@ func TestCUDAPromptPrecision(t *testing.T) {
 			opts.Precision = cuda.PrecisionExact
 		}
 		be := cudaBackend(t, opts)
-		gpu := forwardIn(t, newSession(t, m, Options{Backend: be, Chunk: len(seq)}), seq, len(seq), loops)
+		gpu := forwardIn(t, newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: len(seq)}}), seq, len(seq), loops)
 		worst, misses := 0.0, 0
 		for i := range gpu {
 			for j := range gpu[i] {

@@ -79,11 +79,11 @@ func TestGolden(t *testing.T) {
 			m = loadModel(t, filepath.Join(testdata, "dory", c.Model))
 			models[c.Model] = m
 		}
-		s := newSession(t, m, Options{Chunk: c.Chunk})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: c.Chunk}})
 		var last []float32
 		for a := 0; a < len(c.IDs); a += c.Chunk {
 			b := min(a+c.Chunk, len(c.IDs))
-			out, err := s.Forward(c.IDs[a:b], a, c.Loops, lm.WantLast)
+			out, err := s.ForwardLoops(c.IDs[a:b], a, c.Loops, lm.WantLast)
 			require.NoError(t, err)
 			last = rowsOf(t, out)[0]
 		}
@@ -114,7 +114,7 @@ func TestGoTinyGreedy(t *testing.T) {
 	t.Run("teacher forced", func(t *testing.T) {
 		s := newSession(t, m, Options{})
 		seq := append(append([]int{}, g.Prompt...), g.GreedyIDs[:len(g.GreedyIDs)-1]...)
-		out, err := s.Forward(seq, 0, loops, lm.WantAll)
+		out, err := s.ForwardLoops(seq, 0, loops, lm.WantAll)
 		require.NoError(t, err)
 		rows := rowsOf(t, out)
 		for i := len(g.Prompt) - 1; i < len(seq); i++ {
@@ -124,12 +124,12 @@ func TestGoTinyGreedy(t *testing.T) {
 	})
 	t.Run("free running", func(t *testing.T) {
 		s := newSession(t, m, Options{})
-		out, err := s.Forward(g.Prompt, 0, loops, lm.WantLast)
+		out, err := s.ForwardLoops(g.Prompt, 0, loops, lm.WantLast)
 		require.NoError(t, err)
 		next := sample.Argmax(rowsOf(t, out)[0])
 		got := []int{next}
 		for len(got) < len(g.GreedyIDs) {
-			out, err = s.Forward([]int{next}, s.Pos(), loops, lm.WantLast)
+			out, err = s.ForwardLoops([]int{next}, s.Pos(), loops, lm.WantLast)
 			require.NoError(t, err)
 			next = sample.Argmax(rowsOf(t, out)[0])
 			got = append(got, next)
@@ -143,7 +143,7 @@ func forwardIn(t *testing.T, s *Session, ids []int, chunk, loops int) [][]float3
 	var rows [][]float32
 	for a := 0; a < len(ids); a += chunk {
 		b := min(a+chunk, len(ids))
-		out, err := s.Forward(ids[a:b], s.Pos(), loops, lm.WantAll)
+		out, err := s.ForwardLoops(ids[a:b], s.Pos(), loops, lm.WantAll)
 		require.NoError(t, err)
 		rows = append(rows, rowsOf(t, out)...)
 	}
@@ -169,8 +169,8 @@ var testIDs = []int{3, 10, 17, 24, 31, 38, 45, 52, 59, 66, 73, 80, 87, 94, 4, 11
 func TestChunksAgree(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-per_loop"))
 	one := forwardIn(t, newSession(t, m, Options{}), testIDs, len(testIDs), 2)
-	four := forwardIn(t, newSession(t, m, Options{Chunk: 4}), testIDs, 4, 2)
-	each := forwardIn(t, newSession(t, m, Options{Chunk: 1}), testIDs, 1, 2)
+	four := forwardIn(t, newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}}), testIDs, 4, 2)
+	each := forwardIn(t, newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 1}}), testIDs, 1, 2)
 	requireClose(t, one, four, 2e-4, "chunks of 4")
 	requireClose(t, one, each, 2e-4, "token by token")
 
@@ -187,19 +187,19 @@ func TestChunksAgree(t *testing.T) {
 // still returns every chunk's logits.
 func TestReuseLogits(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-per_loop"))
-	plain := newSession(t, m, Options{Chunk: 4})
-	reuse := newSession(t, m, Options{Chunk: 4, ReuseLogits: true})
+	plain := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}})
+	reuse := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4, ReuseLogits: true}})
 	all := func(s *Session) []float32 {
-		d, err := s.Forward(testIDs[:10], 0, 2, lm.WantAll)
+		d, err := s.ForwardLoops(testIDs[:10], 0, 2, lm.WantAll)
 		require.NoError(t, err)
 		return append([]float32(nil), d.Data().([]float32)...)
 	}
 	require.Equal(t, all(plain), all(reuse), "ten ids in chunks of four")
 	var prev *float32
 	for i, id := range testIDs[10:16] {
-		a, err := plain.Forward([]int{id}, 10+i, 2, lm.WantLast)
+		a, err := plain.ForwardLoops([]int{id}, 10+i, 2, lm.WantLast)
 		require.NoError(t, err)
-		b, err := reuse.Forward([]int{id}, 10+i, 2, lm.WantLast)
+		b, err := reuse.ForwardLoops([]int{id}, 10+i, 2, lm.WantLast)
 		require.NoError(t, err)
 		got := b.Data().([]float32)
 		require.Equal(t, a.Data().([]float32), got, "token %d", i)
@@ -242,14 +242,14 @@ func TestGate(t *testing.T) {
 	prompt, rest := testIDs[:8], testIDs[8:]
 	run := func(opts Options, loops int) ([][]float32, *Session) {
 		s := newSession(t, m, opts)
-		_, err := s.Forward(prompt, 0, loops, lm.WantNone)
+		_, err := s.ForwardLoops(prompt, 0, loops, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, rest, 1, loops), s
 	}
 	// The prompt runs two loops in the gated runs; the references' prompt does too.
 	ref := func(decodeLoops int) [][]float32 {
 		s := newSession(t, m, Options{})
-		_, err := s.Forward(prompt, 0, 2, lm.WantNone)
+		_, err := s.ForwardLoops(prompt, 0, 2, lm.WantNone)
 		require.NoError(t, err)
 		return forwardIn(t, s, rest, 1, decodeLoops)
 	}
@@ -267,7 +267,7 @@ func TestBadInput(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-per_loop"))
 	s := newSession(t, m, Options{})
 	ref := forwardIn(t, newSession(t, m, Options{}), testIDs[:5], 5, 2)
-	_, err := s.Forward(testIDs[:3], 0, 2, lm.WantNone)
+	_, err := s.ForwardLoops(testIDs[:3], 0, 2, lm.WantNone)
 	require.NoError(t, err)
 	cases := []struct {
 		name  string
@@ -286,12 +286,12 @@ func TestBadInput(t *testing.T) {
 		{"other loops per_loop", []int{1}, 3, 3, "per_loop"},
 	}
 	for _, c := range cases {
-		_, err := s.Forward(c.ids, c.pos, c.loops, lm.WantLast)
+		_, err := s.ForwardLoops(c.ids, c.pos, c.loops, lm.WantLast)
 		require.ErrorContains(t, err, c.want, c.name)
 		require.Equal(t, 3, s.Pos(), c.name)
 	}
 	require.Error(t, s.Rollback(4))
-	out, err := s.Forward(testIDs[3:5], 3, 2, lm.WantAll)
+	out, err := s.ForwardLoops(testIDs[3:5], 3, 2, lm.WantAll)
 	require.NoError(t, err)
 	requireClose(t, ref[3:], rowsOf(t, out), 2e-4, "after errors")
 }
@@ -301,7 +301,7 @@ func TestClosedSession(t *testing.T) {
 	s, err := NewSession(m, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	_, err = s.Forward([]int{1}, 0, 2, lm.WantLast)
+	_, err = s.ForwardLoops([]int{1}, 0, 2, lm.WantLast)
 	require.ErrorContains(t, err, "closed")
 	_, err = NewSession(nil, Options{})
 	require.Error(t, err)
@@ -316,7 +316,7 @@ func FuzzForward(f *testing.F) {
 	f.Add([]byte{5, 1, 1, 1, 1, 1, 4, 2, 2, 0, 1})
 	m := loadModel(f, filepath.Join(testdata, "dory", "dory-tiny-last_loop"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := newSession(t, m, Options{Chunk: 4})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}})
 		for len(data) >= 4 {
 			n, pos, loops, want := int(data[0]%6), int(data[1]%8), int(data[2]%18), lm.Want(data[3]%4)
 			data = data[4:]
@@ -329,13 +329,13 @@ func FuzzForward(f *testing.F) {
 				ids = append(ids, int(data[0])-20)
 				data = data[1:]
 			}
-			out, err := s.Forward(ids, pos, loops, want)
+			out, err := s.ForwardLoops(ids, pos, loops, want)
 			if err == nil && want != lm.WantNone && out == nil {
 				t.Fatalf("no logits for want %s", want)
 			}
 		}
 		p := s.Pos()
-		if _, err := s.Forward([]int{1, 2}, p, 2, lm.WantLast); err != nil {
+		if _, err := s.ForwardLoops([]int{1, 2}, p, 2, lm.WantLast); err != nil {
 			t.Fatalf("a good call after the fuzzed ones: %v", err)
 		}
 	})

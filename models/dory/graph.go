@@ -64,9 +64,9 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
 }
 
-// Names of the graph inputs and of the states a stage graph reads and writes.
+// Names of the states a stage graph reads and writes (its input is
+// lm.InputIDs).
 const (
-	InputIDs   = "ids"
 	StateInput = "carry.input" // the input block's output, kept between stages
 	StateLoop  = "carry.state" // the recurrent block's state, kept between stages
 )
@@ -85,33 +85,23 @@ func (c *Config) SlotIndex(li, loop int) int {
 	return 0
 }
 
-// weightDTypes gives each matrix's stored dtype; graphs need it to declare
-// weights. A model built without a checkpoint (dumps, synthetic benchmarks)
-// uses one dtype for all.
-type weightDTypes func(name string) graph.DType
-
 // builder holds what building one stage graph needs.
 type builder struct {
-	c     *Config
-	b     *graph.Builder
-	dt    weightDTypes
-	call  *graph.Value
-	rows  int
-	loops int
+	c    *Config
+	b    *graph.Builder
+	st   lm.Stored // how the matrices are stored
+	call *graph.Value
+	rows int
 }
 
 // matrix declares a matrix read whole (the embedding, the head), as stored.
 func (g *builder) matrix(name string, out, in int) *graph.Value {
-	return g.stored().Matrix(g.b, name, out, in)
+	return g.st.Matrix(g.b, name, out, in)
 }
 
 // linear is x·Wᵀ for the projection W [out, in] as stored, quantized or not.
 func (g *builder) linear(x *graph.Value, name string, out, in int) *graph.Value {
-	return g.stored().Linear(g.b, x, name, out, in)
-}
-
-func (g *builder) stored() lm.Stored {
-	return lm.Stored{DType: g.dt, Quant: g.c.Quant, QuantizeFloat: g.c.quantizeFloat}
+	return g.st.Linear(g.b, x, name, out, in)
 }
 
 func (g *builder) vector(name string, n int) *graph.Value {
@@ -225,11 +215,8 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 	if k.Stage != All && k.Stage != First && k.Want == lm.WantNone {
 		return nil, fmt.Errorf("dory: stage %s reads out logits: want last or all", k.Stage)
 	}
-	if dt == nil {
-		dt = func(string) graph.DType { return graph.BF16 }
-	}
 	b := graph.NewBuilder("dory/" + k.String())
-	g := &builder{c: c, b: b, dt: dt, rows: k.Rows, loops: k.Loops}
+	g := &builder{c: c, b: b, st: lm.Stored{DType: dt, Quant: c.Quant, QuantizeFloat: c.quantizeFloat}, rows: k.Rows}
 	g.call = ops.Call(b)
 	carried := func() (input, state *graph.Value) {
 		return b.State(StateInput, graph.F32, k.Rows, c.Hidden), b.State(StateLoop, graph.F32, k.Rows, c.Hidden)
@@ -237,7 +224,7 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 	var h *graph.Value
 	switch k.Stage {
 	case All, First, FirstRead:
-		ids := b.Input(InputIDs, graph.I32, k.Rows)
+		ids := b.Input(lm.InputIDs, graph.I32, k.Rows)
 		h = b.Label(ops.Embed(b, g.matrix("backbone.embeddings.weight", c.Vocab, c.Hidden), ids), "embed")
 		func() {
 			defer b.Push("input block")()

@@ -2,7 +2,6 @@ package dory
 
 import (
 	"fmt"
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/weights"
 	"github.com/reel-runtime/reel/weights/weightstest"
@@ -35,7 +35,7 @@ func loadAndForward(dir string) ([]float32, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	defer s.Close()
-	d, err := s.Forward([]int{1}, 0, m.Config.Loops, lm.WantLast)
+	d, err := s.ForwardLoops([]int{1}, 0, m.Config.Loops, lm.WantLast)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

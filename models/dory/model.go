@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
-	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -24,13 +22,10 @@ import (
 //	logit_scale -> logit_scale / σ₀
 type Model struct {
 	Config Config
-	ckpt   *weights.Checkpoint
-	// tensors are the matrices as stored and the folded vectors in f32.
-	tensors lm.Tensors
+	// Loaded are the matrices as stored and the folded vectors in f32.
+	lm.Loaded
 	// Router is the recon early-exit router a checkpoint may carry, or nil.
 	Router *Router
-	// ByteLevel says token ids are byte values (config "tokenizer": "bytes...").
-	ByteLevel bool
 }
 
 // Load reads a Dory checkpoint folder (config.json and safetensors, sharded
@@ -44,41 +39,22 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // scale vectors and the router stay as stored. A checkpoint stored
 // quantized (its config's quantization_config) is read as it is.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
-		return nil, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
-	}
-	c, err := ConfigFromJSON(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if c.Quant, err = lm.ReadQuant(cfg); err != nil {
-		return nil, err
-	}
-	if quant != "" && quant != c.Quant.Method {
-		if c.Quant.Method != "" {
-			return nil, fmt.Errorf("dory %s: --quant %s: the checkpoint is stored quantized in %s", dir, quant, c.Quant.Method)
+	return lm.Load(dir, "dory", func(cfg *weights.Config) (Config, error) {
+		if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
+			return Config{}, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
 		}
-		if c.Quant, err = lm.DefaultQuant(quant); err != nil {
-			return nil, err
+		c, err := ConfigFromJSON(cfg)
+		if err != nil {
+			return c, err
 		}
-		c.quantizeFloat = true
-	}
-	ck, err := weights.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := fromCheckpoint(c, ck)
-	if err != nil {
-		ck.Close()
-		return nil, fmt.Errorf("dory %s: %w", dir, err)
-	}
-	tok, _ := cfg.String("tokenizer", "")
-	m.ByteLevel = byteTokenizer(tok)
-	return m, nil
+		if c.Quant, err = lm.ReadQuant(cfg); err != nil {
+			return c, err
+		}
+		if c.Quant, c.quantizeFloat, err = lm.QuantizeTo(c.Quant, quant, "checkpoint"); err != nil {
+			return c, fmt.Errorf("dory %s: %w", dir, err)
+		}
+		return c, nil
+	}, fromCheckpoint)
 }
 
 // Parameters counts the weights of a model of config c (what Synthetic
@@ -148,7 +124,7 @@ func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
 		return nil, err
 	}
 	c.quantizeFloat = false // loaded: the projections are stored quantized now
-	m := &Model{Config: c, ckpt: ck, tensors: ts}
+	m := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck}}
 	if m.Router, err = loadRouter(ck, c.Hidden); err != nil {
 		return nil, err
 	}
@@ -188,29 +164,15 @@ func synthetic(c Config, dt graph.DType, seed uint64, progress lm.Progress) (*Mo
 			ts[d.Name] = lm.F32Tensor(v, d.Shape...)
 		}
 	}
-	return &Model{Config: c, tensors: ts}, nil
+	return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts}}, nil
 }
 
 // MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
-func (m *Model) MatrixDType(name string) graph.DType { return m.tensors.DType(name) }
+func (m *Model) MatrixDType(name string) graph.DType { return m.Tensors.DType(name) }
 
 // Parameters counts the model's weights (a quantized matrix's elements,
 // not its codes' and scales'; a model of shapes only, those it would have).
 func (m *Model) Parameters() int { return m.Config.Parameters() }
-
-// MatrixBytes is the bytes of all matrices as stored.
-func (m *Model) MatrixBytes() int {
-	return m.tensors.Bytes(func(t lm.Tensor) bool { return len(t.Shape) == 2 })
-}
-
-// Upload puts every weight on a backend and returns the buffers by graph
-// weight name. The CPU keeps the file mapping's bytes without a copy.
-func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
-	return m.tensors.Upload(be, progress)
-}
-
-// Close releases the checkpoint's file mappings; the model is unusable after.
-func (m *Model) Close() error { return m.ckpt.Close() }
 
 // ConfigFromJSON reads a Dory config.json, checking every field vLLM's DoryConfig lists
 // and rejecting what Dory does not support, with errors naming the field.
@@ -249,47 +211,29 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.Std = g.Float("init_method_std", 0.02)
 	c.AlphaInit = g.Float("ngpt_alpha_init", 0.05)
 	c.MaxPositionEmbed = g.Int("max_position_embeddings", 0)
+	tok, _ := cfg.String("tokenizer", "")
+	c.ByteLevel = strings.HasPrefix(tok, "bytes")
 	if !cfg.IsNull("attention_output_gate_logit_scale_init") && cfg.Has("attention_output_gate_logit_scale_init") {
 		c.GateLogitScale = g.Float("attention_output_gate_logit_scale_init", 0)
 	} else {
 		c.GateLogitScale = math.Sqrt(float64(c.Hidden))
 	}
-	mustBool := func(key string, want, def bool) {
-		if v := g.Bool(key, def); v != want {
-			errs = append(errs, fmt.Errorf("%s = %v: Dory needs %v", key, v, want))
-		}
+	for _, key := range []string{"ngpt", "fngpt", "attention_output_gate"} {
+		weights.Need(g, key, true, "Dory needs true")
 	}
-	mustBool("ngpt", true, true)
-	mustBool("fngpt", true, true)
-	mustBool("attention_output_gate", true, true)
-	mustBool("ngpt_enable_final_norm", false, false)
-	mustBool("attention_bias", false, false)
-	mustBool("mlp_bias", false, false)
-	mustBool("tie_word_embeddings", false, false)
-	mustString := func(key, want string) {
-		if cfg.Has(key) && !cfg.IsNull(key) {
-			if v := g.String(key, want); v != want {
-				errs = append(errs, fmt.Errorf("%s = %q: Dory needs %q", key, v, want))
-			}
-		}
+	for _, key := range []string{"ngpt_enable_final_norm", "attention_bias", "mlp_bias", "tie_word_embeddings"} {
+		weights.Need(g, key, false, "Dory needs false")
 	}
-	mustString("mlp_hidden_act", "silu")
-	mustString("initial_state", "input_copy")
-	mustString("input_transform", "residual")
-	mustString("output_transform", "replace")
+	weights.Need(g, "mlp_hidden_act", "silu", `Dory needs "silu"`)
+	weights.Need(g, "initial_state", "input_copy", `Dory needs "input_copy"`)
+	weights.Need(g, "input_transform", "residual", `Dory needs "residual"`)
+	weights.Need(g, "output_transform", "replace", `Dory needs "replace"`)
 	if cfg.Has("mixer_type") && !cfg.IsNull("mixer_type") {
 		errs = append(errs, fmt.Errorf("mixer_type = %s: Dory needs null", cfg.Raw("mixer_type")))
 	}
-	for _, k := range []struct {
-		key  string
-		want int
-	}{{"swa_num_attention_heads", c.Heads}, {"swa_num_key_value_heads", c.KVHeads}, {"swa_head_dim", c.HeadDim}} {
-		if cfg.Has(k.key) && !cfg.IsNull(k.key) {
-			if v := g.Int(k.key, k.want); v != k.want {
-				errs = append(errs, fmt.Errorf("%s = %d: sliding layers must match the full ones (%d)", k.key, v, k.want))
-			}
-		}
-	}
+	weights.Need(g, "swa_num_attention_heads", c.Heads, fmt.Sprintf("sliding layers must match the full ones (%d)", c.Heads))
+	weights.Need(g, "swa_num_key_value_heads", c.KVHeads, fmt.Sprintf("sliding layers must match the full ones (%d)", c.KVHeads))
+	weights.Need(g, "swa_head_dim", c.HeadDim, fmt.Sprintf("sliding layers must match the full ones (%d)", c.HeadDim))
 	if err := errors.Join(append([]error{g.Err()}, errs...)...); err != nil {
 		return c, err
 	}

@@ -1,13 +1,13 @@
 package dory
 
 import (
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/planner"
 )
 
@@ -36,7 +36,7 @@ func TestFusedEqualsUnfused(t *testing.T) {
 		}
 		for _, gate := range gates {
 			run := func(fuse bool) ([][]float32, *Session) {
-				s := newSession(t, m, Options{Gate: gate, Planner: &planner.Options{Fuse: fuse}, Chunk: 8})
+				s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Planner: &planner.Options{Fuse: fuse}}, Chunk: 8}, Gate: gate})
 				rows := forwardIn(t, s, testIDs[:11], 11, 2)
 				rows = append(rows, forwardIn(t, s, testIDs[11:], 1, 2)...)
 				return rows, s
@@ -62,12 +62,12 @@ func TestFusedEqualsUnfused(t *testing.T) {
 // is another key.
 func TestCacheRecordsOnce(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, "dory", "dory-tiny-last_loop"))
-	s := newSession(t, m, Options{Capacity: 64})
-	_, err := s.Forward(testIDs[:5], 0, 2, lm.WantNone)
+	s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Capacity: 64}})
+	_, err := s.ForwardLoops(testIDs[:5], 0, 2, lm.WantNone)
 	require.NoError(t, err)
 	before := s.Stats()
 	for i := 0; i < 50; i++ {
-		_, err := s.Forward([]int{i % m.Config.Vocab}, s.Pos(), 2, lm.WantLast)
+		_, err := s.ForwardLoops([]int{i % m.Config.Vocab}, s.Pos(), 2, lm.WantLast)
 		require.NoError(t, err)
 	}
 	st := s.Stats()
@@ -78,7 +78,7 @@ func TestCacheRecordsOnce(t *testing.T) {
 	// Position 55 to 70 crosses the capacity of 64: the full slots double once.
 	before = s.Stats()
 	for i := 0; i < 15; i++ {
-		_, err := s.Forward([]int{i}, s.Pos(), 2, lm.WantLast)
+		_, err := s.ForwardLoops([]int{i}, s.Pos(), 2, lm.WantLast)
 		require.NoError(t, err)
 	}
 	st = s.Stats()
@@ -86,7 +86,7 @@ func TestCacheRecordsOnce(t *testing.T) {
 	require.Equal(t, 14, st.Hits-before.Hits)
 
 	before = s.Stats()
-	_, err = s.Forward([]int{1}, s.Pos(), 3, lm.WantLast)
+	_, err = s.ForwardLoops([]int{1}, s.Pos(), 3, lm.WantLast)
 	require.NoError(t, err)
 	st = s.Stats()
 	require.Equal(t, 1, st.Plans-before.Plans, "three loops is a new key")
@@ -103,10 +103,10 @@ func TestReplayEqualsFresh(t *testing.T) {
 	for i := range testIDs {
 		b := newSession(t, m, Options{})
 		for j := 0; j < i; j++ {
-			_, err := b.Forward(testIDs[j:j+1], j, 2, lm.WantNone)
+			_, err := b.ForwardLoops(testIDs[j:j+1], j, 2, lm.WantNone)
 			require.NoError(t, err)
 		}
-		out, err := b.Forward(testIDs[i:i+1], i, 2, lm.WantLast)
+		out, err := b.ForwardLoops(testIDs[i:i+1], i, 2, lm.WantLast)
 		require.NoError(t, err)
 		fresh := rowsOf(t, out)[0]
 		for j := range fresh {

@@ -13,6 +13,14 @@ import (
 	"github.com/reel-runtime/reel/models"
 )
 
+// A Session is the session the commands drive: their forwards, plans and
+// report, with no adapter.
+var (
+	_ models.Session  = (*Session)(nil)
+	_ models.Planner  = (*Session)(nil)
+	_ models.Reporter = (*Session)(nil)
+)
+
 // TestQuantizeOnLoad: quantizing the trained dory-gotiny at load reads the
 // projections of every sub-layer (q, k, v, g, o; gate, up, down) through
 // quant_matmul in the format
@@ -27,7 +35,7 @@ func TestQuantizeOnLoad(t *testing.T) {
 	for _, b := range []byte("func main() {\n\tfmt.Println(") {
 		ids = append(ids, int(b))
 	}
-	want, err := newSession(t, ref, Options{}).Forward(ids, 0, ref.Config.Loops, lm.WantAll)
+	want, err := newSession(t, ref, Options{}).ForwardLoops(ids, 0, ref.Config.Loops, lm.WantAll)
 	require.NoError(t, err)
 	w := want.Data().([]float32)
 	for _, c := range []struct {
@@ -55,11 +63,11 @@ func TestQuantizeOnLoad(t *testing.T) {
 		}
 		mlps := strings.Count(m.Config.Pattern, "-")
 		require.Len(t, quantized, 3*mlps+5*(len(m.Config.Pattern)-mlps), "projections read by quant_matmul")
-		require.Less(t, m.tensors.Bytes(nil), ref.tensors.Bytes(nil), c.quant)
-		got, err := newSession(t, m, Options{}).Forward(ids, 0, m.Config.Loops, lm.WantAll)
+		require.Less(t, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil), c.quant)
+		got, err := newSession(t, m, Options{}).ForwardLoops(ids, 0, m.Config.Loops, lm.WantAll)
 		require.NoError(t, err)
 		rel := relRMS(got.Data().([]float32), w)
-		t.Logf("%s: relative RMS difference of the logits %.4f; weights %d bytes, bf16 %d", c.quant, rel, m.tensors.Bytes(nil), ref.tensors.Bytes(nil))
+		t.Logf("%s: relative RMS difference of the logits %.4f; weights %d bytes, bf16 %d", c.quant, rel, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil))
 		require.Less(t, rel, c.max, c.quant)
 		m.Close()
 	}
@@ -99,13 +107,13 @@ func TestQuantizeModel(t *testing.T) {
 		q, err := src.Quantize(c.quant, nil)
 		require.NoError(t, err)
 		got := q.(*Model)
-		require.Nil(t, src.tensors, "the receiver is spent")
-		require.Equal(t, want.tensors, got.tensors, c.quant)
+		require.Nil(t, src.Tensors, "the receiver is spent")
+		require.Equal(t, want.Tensors, got.Tensors, c.quant)
 		require.Equal(t, want.Config, got.Config)
 		require.Equal(t, params, got.Parameters(), "a quantized matrix counts its elements")
-		a, err := newSession(t, want, Options{}).Forward(ids, 0, 2, lm.WantAll)
+		a, err := newSession(t, want, Options{}).ForwardLoops(ids, 0, 2, lm.WantAll)
 		require.NoError(t, err)
-		b, err := newSession(t, got, Options{}).Forward(ids, 0, 2, lm.WantAll)
+		b, err := newSession(t, got, Options{}).ForwardLoops(ids, 0, 2, lm.WantAll)
 		require.NoError(t, err)
 		require.Equal(t, a.Data(), b.Data(), c.quant)
 		same, err := got.Quantize(c.quant, nil)
@@ -119,13 +127,13 @@ func TestQuantizeModel(t *testing.T) {
 
 		syn, err := Synthetic(loadModel(t, dir).Config, graph.BF16, 7)
 		require.NoError(t, err)
-		ref, err := newSession(t, syn, Options{}).Forward(ids, 0, 2, lm.WantAll)
+		ref, err := newSession(t, syn, Options{}).ForwardLoops(ids, 0, 2, lm.WantAll)
 		require.NoError(t, err)
 		var reports int
 		sq, err := syn.Quantize(c.quant, func(done, total int64) { reports++ })
 		require.NoError(t, err)
 		require.Greater(t, reports, 2)
-		out, err := newSession(t, sq.(*Model), Options{}).Forward(ids, 0, 2, lm.WantAll)
+		out, err := newSession(t, sq.(*Model), Options{}).ForwardLoops(ids, 0, 2, lm.WantAll)
 		require.NoError(t, err)
 		rel := relRMS(out.Data().([]float32), ref.Data().([]float32))
 		t.Logf("synthetic %s: relative RMS difference of the logits %.4f", c.quant, rel)

@@ -1,27 +1,21 @@
 package dory
 
 import (
+	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"strings"
 
 	"gorgonia.org/tensor"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
-	"github.com/reel-runtime/reel/ops"
-	"github.com/reel-runtime/reel/planner"
 )
 
 // Rewind is how many rows a session can roll back: a sliding layer's ring
 // keeps its window, a chunk, and this many rows more.
 const Rewind = 448
-
-// DefaultChunk is the rows of a prompt chunk.
-const DefaultChunk = lm.DefaultChunk
 
 // GateKind says how a token may leave the loop early.
 type GateKind int
@@ -60,85 +54,46 @@ func ParseGate(s string) (Gate, error) {
 	return Gate{}, fmt.Errorf("gate %q: want none, conf:THRESHOLD or recon", s)
 }
 
-// Options configure a Session.
+// Options configure a Session: those of every session, and Dory's own.
 type Options struct {
-	// Backend runs the plans; nil means a CPU backend on every core.
-	Backend ops.Backend
+	lm.SessionOptions
+	// Loops is the passes of the recurrent block a Forward runs; 0: the
+	// checkpoint's n_recurrent_loops.
+	Loops int
 	// KV overrides the checkpoint's recurrent_kv_cache_mode when set.
 	KV *KVMode
-	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
-	Chunk int
 	// PromptLoops caps the loops of chunks whose logits nobody reads, on the
 	// last_loop cache (their rows are all that stays of them); 0: no cap.
 	PromptLoops int
 	// Gate is the early-exit policy; it needs the last_loop cache.
 	Gate Gate
-	// Capacity is the first row capacity of a full-attention slot; 0: 256.
-	Capacity int
-	// Logger receives debug lines (slot growth, gate decisions); nil: discard.
-	Logger *slog.Logger
-	// Planner sets the planner's passes; nil: planner.DefaultOptions()
-	// (fusion on unless REEL_FUSE=0).
-	Planner *planner.Options
-	// ReuseLogits makes the logits a Forward of at most Chunk ids returns
-	// live in memory the session reuses: valid until its next Forward. A
-	// decode loop that samples and moves on saves a fresh slice a token
-	// (131072 logits are 512 KB, and a new slice costs its zeroing and
-	// page faults: about 0.1 ms a token on the H200's host).
-	ReuseLogits bool
-	// Progress is told the bytes of weights uploaded; nil: nothing.
-	Progress lm.Progress
 }
 
 // Session runs forwards of one sequence, keeping its KV cache between calls.
 // It is not safe for concurrent use.
 type Session struct {
 	*lm.Session
-	m    *Model
-	c    Config
-	opts Options
-	// filled is, per per_loop recurrent slot index, the position up to which
-	// it holds rows: a call may only use slots that reach its first row.
-	filled []int
-	exits  exitRate
+	m     *Model
+	c     Config
+	opts  Options
+	exits exitRate
 	// GateTokens counts tokens the gate decided on; GateOne those that took one pass.
 	GateTokens, GateOne int
 }
 
-// graphs are a session's graphs: its config (with the session's KV mode)
-// and how it keeps their states.
-type graphs struct {
-	m     *Model
-	c     *Config
-	chunk int
-	loops int
-}
-
-func (g graphs) Vocab() int { return g.c.Vocab }
-func (g graphs) Key(rows int, want lm.Want) capture.Key {
-	return Key{Stage: All, Loops: g.loops, Want: want, Rows: rows}
-}
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	key, ok := k.(Key)
-	if !ok {
-		return nil, fmt.Errorf("dory: a key of type %T", k)
-	}
-	return BuildStage(g.c, key, g.m.MatrixDType)
-}
-
-// State keeps the loop's carry between stages, a sliding layer's slots as
+// state keeps the loop's carry between stages, a sliding layer's slots as
 // rings of window + chunk + Rewind rows, and a full layer's as slots.
-func (g graphs) State(name string) (lm.StateSpec, error) {
+func (c *Config) state(name string, chunk int) (lm.StateSpec, error) {
 	if name == StateInput || name == StateLoop {
 		return lm.StateSpec{Kind: lm.Scratch}, nil
 	}
 	var li, si int
 	var kv string
-	if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "kv %d %d %s", &li, &si, &kv); err != nil || li < 0 || li >= g.c.Layers() {
+	if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "kv %d %d %s", &li, &si, &kv); err != nil || li < 0 || li >= c.Layers() {
 		return lm.StateSpec{}, fmt.Errorf("dory: no state %q", name)
 	}
-	if g.c.IsSliding(li) {
-		return lm.StateSpec{Kind: lm.Ring, Rows: g.c.Window + g.chunk - 1 + Rewind, Rewind: Rewind}, nil
+	if c.IsSliding(li) {
+		return lm.StateSpec{Kind: lm.Ring, Rows: c.Window + chunk - 1 + Rewind, Rewind: Rewind}, nil
 	}
 	return lm.StateSpec{Kind: lm.Slot}, nil
 }
@@ -158,62 +113,51 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	if opts.Gate.Kind == GateRecon && m.Router == nil {
 		return nil, fmt.Errorf("dory: gate recon: the checkpoint carries no router (dory.router.* tensors)")
 	}
+	if opts.Loops == 0 {
+		opts.Loops = c.Loops
+	}
+	if opts.Loops < 1 || opts.Loops > MaxLoops {
+		return nil, fmt.Errorf("dory: %d loops: want 1 to %d", opts.Loops, MaxLoops)
+	}
 	chunk, err := lm.ChunkRows(opts.Chunk)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	opts.Chunk = chunk
+	if opts.MaxPositions == 0 {
+		opts.MaxPositions = c.MaxPositionEmbed
+	}
 	s := &Session{m: m, c: c, opts: opts, exits: newExitRate()}
-	s.Session, err = lm.NewSession(m, graphs{m: m, c: &s.c, chunk: chunk, loops: c.Loops}, lm.SessionOptions{
-		Options:      lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner, Progress: opts.Progress},
-		Chunk:        chunk,
-		Capacity:     opts.Capacity,
-		ReuseLogits:  opts.ReuseLogits,
-		MaxPositions: c.MaxPositionEmbed,
-	})
+	s.Session, err = lm.NewSession(m, lm.GraphFuncs[Key]{
+		VocabSize: c.Vocab,
+		KeyOf:     func(rows int, want lm.Want) Key { return Key{Stage: All, Loops: opts.Loops, Want: want, Rows: rows} },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return BuildStage(&s.c, k, m.MatrixDType) },
+		StateOf:   func(name string) (lm.StateSpec, error) { return s.c.state(name, chunk) },
+	}, opts.SessionOptions)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	return s, nil
 }
 
-// Profile times the launches of key's plan op by op (see capture.Engine.Profile).
-func (s *Session) Profile(k Key) ([]capture.OpTime, error) { return s.Session.Profile(k) }
-
-// Planned gives the plan the session built for a key, for dumps.
-func (s *Session) Planned(k Key) (*planner.Planned, planner.Report, bool) {
-	return s.Session.Planned(k)
-}
-
 // Config is the config the session runs (with its KV mode).
 func (s *Session) Config() Config { return s.c }
 
-// Reset empties the cache.
-func (s *Session) Reset() {
-	s.Session.Reset()
-	s.filled = nil
+// Forward runs ids at positions pos0, pos0+1, ... through the session's
+// loops (Options.Loops) and returns the wanted logits as a [rows, vocab]
+// f32 tensor (nil for lm.WantNone). pos0 must equal Pos(). On an error the
+// cache is as before the call.
+func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, error) {
+	return s.ForwardLoops(ids, pos0, s.opts.Loops, want)
 }
 
-// Rollback forgets the positions from n on, so the next call starts at n.
-// A sliding layer's ring keeps Rewind rows behind its window; going back
-// further is an error and changes nothing.
-func (s *Session) Rollback(n int) error {
-	if err := s.Session.Rollback(n); err != nil {
-		return fmt.Errorf("dory: %w", err)
-	}
-	for i := range s.filled {
-		s.filled[i] = min(s.filled[i], n)
-	}
-	return nil
-}
-
-// Forward runs ids at positions pos0, pos0+1, ... through loops passes of the
-// recurrent block and returns the wanted logits as a [rows, vocab] f32 tensor
-// (nil for lm.WantNone). pos0 must equal Pos(). On an error the cache is as
-// before the call.
-func (s *Session) Forward(ids []int, pos0, loops int, want lm.Want) (*tensor.Dense, error) {
-	if err := s.check(pos0, loops); err != nil {
-		return nil, err
+// ForwardLoops is Forward through loops passes of the recurrent block (a
+// last_loop cache takes any loops from call to call; a per_loop cache needs
+// the same loops for every call, since a loop's slots hold the positions
+// of the calls that ran it).
+func (s *Session) ForwardLoops(ids []int, pos0, loops int, want lm.Want) (*tensor.Dense, error) {
+	if loops < 1 || loops > MaxLoops {
+		return nil, fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
 	}
 	d, err := s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w lm.Want) ([]float32, error) {
 		lc := loops
@@ -222,59 +166,30 @@ func (s *Session) Forward(ids []int, pos0, loops int, want lm.Want) (*tensor.Den
 		}
 		return s.chunk(ids, pos, lc, w)
 	})
+	if errors.Is(err, lm.ErrUnwritten) && s.c.KV == PerLoop {
+		return nil, fmt.Errorf("dory: %w: a per_loop cache needs the same loops for every call (use last_loop to vary them)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	return d, nil
 }
 
-// check checks what is Dory's own in a forward (lm.Session checks the rest).
-func (s *Session) check(pos0, loops int) error {
-	if loops < 1 || loops > MaxLoops {
-		return fmt.Errorf("dory: %d loops: want 1 to %d", loops, MaxLoops)
+// Report gives the loops and KV mode, and the gate's decisions.
+func (s *Session) Report() []string {
+	out := []string{fmt.Sprintf("loops        %d, kv %s", s.opts.Loops, s.c.KV)}
+	if s.GateTokens > 0 {
+		out = append(out, fmt.Sprintf("gate         %d of %d tokens took one pass", s.GateOne, s.GateTokens))
 	}
-	if s.c.KV == PerLoop && pos0 == s.Pos() {
-		for i := 0; i < loops; i++ {
-			if f := s.filledAt(i); f != pos0 {
-				return fmt.Errorf("dory: loop %d's per_loop cache holds positions up to %d, not %d: a per_loop cache needs the same loops for every call (use last_loop to vary them)", i, f, pos0)
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Session) filledAt(i int) int {
-	if i < len(s.filled) {
-		return s.filled[i]
-	}
-	if s.Pos() == 0 {
-		return 0
-	}
-	return -1
+	return out
 }
 
 // chunk runs up to Chunk rows: one plan, or the gate's stages for one row.
 func (s *Session) chunk(ids []int, pos, loops int, want lm.Want) ([]float32, error) {
-	rows := len(ids)
-	var out []float32
-	var err error
-	if s.opts.Gate.Kind != NoGate && rows == 1 && want != lm.WantNone && loops == 2 {
-		out, err = s.gated(ids, pos, want)
-	} else {
-		out, err = s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: rows}, ids, pos)
+	if s.opts.Gate.Kind != NoGate && len(ids) == 1 && want != lm.WantNone && loops == 2 {
+		return s.gated(ids, pos, want)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if s.c.KV == PerLoop {
-		for len(s.filled) < loops {
-			s.filled = append(s.filled, 0)
-		}
-		for i := 0; i < loops; i++ {
-			s.filled[i] = pos + rows
-		}
-	}
-	return out, nil
+	return s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: len(ids)}, ids, pos)
 }
 
 // gated runs one token under the early-exit gate.

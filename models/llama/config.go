@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -139,18 +140,12 @@ func ropeOf(cfg *weights.Config, g *weights.Getter) (ops.RopeAttrs, error) {
 
 // Validate checks the sizes against each other and against limits.
 func (c *Config) Validate() error {
-	for _, f := range []struct {
-		name   string
-		v, max int
-	}{
-		{"vocab_size", c.Vocab, maxVocab}, {"hidden_size", c.Hidden, maxWidth},
-		{"intermediate_size", c.FFN, maxWidth}, {"num_hidden_layers", c.Layers, maxLayers},
-		{"num_attention_heads", c.Heads, maxWidth}, {"num_key_value_heads", c.KVHeads, maxWidth},
-		{"head_dim", c.HeadDim, maxWidth},
-	} {
-		if f.v < 1 || f.v > f.max {
-			return fmt.Errorf("%s %d: want 1 to %d", f.name, f.v, f.max)
-		}
+	if err := cmp.Or(
+		weights.CheckRange("vocab_size", c.Vocab, 1, maxVocab), weights.CheckRange("hidden_size", c.Hidden, 1, maxWidth),
+		weights.CheckRange("intermediate_size", c.FFN, 1, maxWidth), weights.CheckRange("num_hidden_layers", c.Layers, 1, maxLayers),
+		weights.CheckRange("num_attention_heads", c.Heads, 1, maxWidth), weights.CheckRange("num_key_value_heads", c.KVHeads, 1, maxWidth),
+		weights.CheckRange("head_dim", c.HeadDim, 1, maxWidth)); err != nil {
+		return err
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)

@@ -15,10 +15,8 @@ package llama
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
@@ -154,11 +152,10 @@ func slotName(li int, kv string) string { return fmt.Sprintf("kv.%d.%s", li, kv)
 
 // Model is a loaded model of this decoder: its config and its weights.
 type Model struct {
-	Config  Config
-	arch    string // the registered architecture's name
-	ckpt    *weights.Checkpoint
-	tensors lm.Tensors
-	quant   lm.Quant // the format of its quantized matrices
+	Config Config
+	lm.Loaded
+	arch  string   // the registered architecture's name
+	quant lm.Quant // the format of its quantized matrices
 }
 
 // declarations are the weights of a model of c whose weights are stored
@@ -185,44 +182,35 @@ func LoadQuantized(dir, quant string) (*Model, error) { return load("llama", dir
 
 // load is LoadQuantized of the architecture arch, whose config.json read reads.
 func load(arch, dir, quant string, read func(*weights.Config) (Config, error)) (*Model, error) {
-	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	c, err := read(cfg)
-	if err != nil {
-		return nil, err
-	}
-	q, err := lm.ReadQuant(cfg)
-	if err != nil {
-		return nil, err
-	}
-	onLoad := quant != "" && quant != q.Method
-	if onLoad {
-		if q.Method != "" {
-			return nil, fmt.Errorf("%s %s: --quant %s: the checkpoint is stored quantized in %s", arch, dir, quant, q.Method)
+	var q lm.Quant
+	var onLoad bool // quantize the float projections at load
+	return lm.Load(dir, arch, func(cfg *weights.Config) (Config, error) {
+		c, err := read(cfg)
+		if err != nil {
+			return c, err
 		}
-		if q, err = lm.DefaultQuant(quant); err != nil {
+		if q, err = lm.ReadQuant(cfg); err != nil {
+			return c, err
+		}
+		if q, onLoad, err = lm.QuantizeTo(q, quant, "checkpoint"); err != nil {
+			return c, fmt.Errorf("%s %s: %w", arch, dir, err)
+		}
+		return c, nil
+	}, func(c Config, ck *weights.Checkpoint) (*Model, error) {
+		decl, err := declarations(&c, lm.Stored{DType: lm.StoredDType(ck), Quant: q, QuantizeFloat: onLoad})
+		if err != nil {
 			return nil, err
 		}
-	}
-	ck, err := weights.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	decl, err := declarations(&c, lm.Stored{DType: lm.StoredDType(ck), Quant: q, QuantizeFloat: onLoad})
-	if err == nil {
 		o := lm.LoadOptions{Unused: c.unused}
 		if onLoad {
 			o.Quant = q
 		}
-		var ts lm.Tensors
-		if ts, err = lm.LoadWeights(ck, decl, o); err == nil {
-			return &Model{Config: c, arch: arch, ckpt: ck, tensors: ts, quant: q}, nil
+		ts, err := lm.LoadWeights(ck, decl, o)
+		if err != nil {
+			return nil, err
 		}
-	}
-	ck.Close()
-	return nil, fmt.Errorf("%s %s: %w", arch, dir, err)
+		return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck}, arch: arch, quant: q}, nil
+	})
 }
 
 // unused are tensors a checkpoint may carry that the graphs do not read:
@@ -252,7 +240,7 @@ func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Config: c, arch: "llama", tensors: ts}, nil
+	return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts}, arch: "llama"}, nil
 }
 
 // Arch names the architecture.
@@ -266,14 +254,9 @@ func (m *Model) Vocab() int { return m.Config.Vocab }
 func (m *Model) Parameters() int {
 	decl, err := declarations(&m.Config, lm.Stored{})
 	if err != nil {
-		return m.tensors.Parameters()
+		return m.Tensors.Parameters()
 	}
 	return lm.Parameters(decl)
-}
-
-// Upload puts every weight on a backend.
-func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
-	return m.tensors.Upload(be, progress)
 }
 
 // Stages names the graphs a dump shows: the forward.
@@ -288,40 +271,7 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*
 }
 
 // stored says how the loaded weights are stored.
-func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.tensors.DType, Quant: m.quant} }
-
-// Close releases the checkpoint's file mappings.
-func (m *Model) Close() error { return m.ckpt.Close() }
-
-// graphs are a model's graphs as a session of chunks of chunk rows runs them.
-type graphs struct {
-	m     *Model
-	chunk int
-}
-
-// Vocab is the length of a row of logits.
-func (g graphs) Vocab() int { return g.m.Config.Vocab }
-
-// Key is the key of a forward chunk: the only graph a dense model has.
-func (g graphs) Key(rows int, want lm.Want) capture.Key { return Key{Rows: rows, Want: want} }
-
-// State keeps the KV of a layer as a slot whose capacity doubles or, with
-// a sliding window, a ring of the window, a chunk and Rewind rows.
-func (g graphs) State(string) (lm.StateSpec, error) {
-	if w := g.m.Config.Window; w > 0 {
-		return lm.StateSpec{Kind: lm.Ring, Rows: w + g.chunk - 1 + Rewind, Rewind: Rewind}, nil
-	}
-	return lm.StateSpec{Kind: lm.Slot}, nil
-}
-
-// Build builds a key's graph with the weights' stored dtypes.
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	key, ok := k.(Key)
-	if !ok {
-		return nil, fmt.Errorf("llama: a key of type %T", k)
-	}
-	return Build(&g.m.Config, key, g.m.stored())
-}
+func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.Tensors.DType, Quant: m.quant} }
 
 // NewSession starts a session on the model's weights.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
@@ -341,7 +291,19 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.arch, err)
 	}
-	return lm.NewSession(m, graphs{m, chunk}, o)
+	return lm.NewSession(m, lm.GraphFuncs[Key]{
+		VocabSize: m.Config.Vocab,
+		KeyOf:     func(rows int, want lm.Want) Key { return Key{Rows: rows, Want: want} },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return Build(&m.Config, k, m.stored()) },
+		// the KV slots' capacity doubles; with a sliding window they are
+		// rings of the window, a chunk and Rewind rows
+		StateOf: func(string) (lm.StateSpec, error) {
+			if w := m.Config.Window; w > 0 {
+				return lm.StateSpec{Kind: lm.Ring, Rows: w + chunk - 1 + Rewind, Rewind: Rewind}, nil
+			}
+			return lm.StateSpec{Kind: lm.Slot}, nil
+		},
+	}, o)
 }
 
 // Quantize quantizes the projections the model holds in a float type in
@@ -349,28 +311,22 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 // for a synthetic model. m is spent: the model returned holds its
 // checkpoint's mappings.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
-	if quant == m.quant.Method {
-		return m, nil
-	}
-	if m.quant.Method != "" {
-		return nil, fmt.Errorf("%s: --quant %s: the model is stored quantized in %s", m.arch, quant, m.quant.Method)
-	}
-	q, err := lm.DefaultQuant(quant)
-	if err != nil {
-		return nil, fmt.Errorf("%s: --quant: %w", m.arch, err)
-	}
-	decl, err := declarations(&m.Config, lm.Stored{DType: m.tensors.DType, Quant: q, QuantizeFloat: true})
-	if err != nil {
-		return nil, err
-	}
-	ts, err := lm.QuantizeTensors(m.tensors, decl, q, progress)
+	q, ok, err := lm.QuantizeTo(m.quant, quant, "model")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.arch, err)
 	}
-	out := &Model{Config: m.Config, arch: m.arch, ckpt: m.ckpt, tensors: ts, quant: q}
-	m.ckpt, m.tensors = nil, nil
+	if !ok {
+		return m, nil
+	}
+	decl, err := declarations(&m.Config, lm.Stored{DType: m.Tensors.DType, Quant: q, QuantizeFloat: true})
+	if err != nil {
+		return nil, err
+	}
+	ts, err := lm.QuantizeTensors(m.Tensors, decl, q, progress)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.arch, err)
+	}
+	out := &Model{Config: m.Config, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, arch: m.arch, quant: q}
+	m.Loaded = lm.Loaded{}
 	return out, nil
 }
-
-// Weights are the model's weights by graph weight name, as loaded.
-func (m *Model) Weights() lm.Tensors { return m.tensors }

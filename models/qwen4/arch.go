@@ -3,11 +3,9 @@ package qwen4
 import (
 	"fmt"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
-	"github.com/reel-runtime/reel/planner"
 )
 
 // BenchShapeName names BenchShape among the synthetic shapes.
@@ -81,32 +79,9 @@ func (m *Model) NewSession(o models.Options) (models.Session, error) {
 	default:
 		return nil, fmt.Errorf("--mtp %q: want on or off", o.Params["mtp"])
 	}
-	so := o.SessionOptions
-	s, err := NewSession(m, Options{Backend: so.Backend, Logger: so.Logger, Planner: so.Planner, Progress: so.Progress, Chunk: so.Chunk,
-		Capacity: so.Capacity, ReuseLogits: so.ReuseLogits, NoMTP: noMTP})
+	s, err := NewSession(m, Options{SessionOptions: o.SessionOptions, NoMTP: noMTP})
 	if err != nil {
-		return nil, err
+		return nil, err // not a nil *Session in the interface
 	}
-	return &commanded{s}, nil
+	return s, nil
 }
-
-// commanded is a Session as the commands drive it: its forward's plan and
-// its drafts under the names the models package gives them.
-type commanded struct{ *Session }
-
-func (s *commanded) key(rows int, want lm.Want) Key {
-	return Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.MTP()}
-}
-
-// ForwardPlan gives the plan of a forward chunk of rows.
-func (s *commanded) ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool) {
-	return s.Planned(s.key(rows, want))
-}
-
-// ForwardProfile times the launches of a forward chunk's plan.
-func (s *commanded) ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error) {
-	return s.Profile(s.key(rows, want))
-}
-
-// CanDraft says whether the session runs the MTP head.
-func (s *commanded) CanDraft() bool { return s.MTP() }

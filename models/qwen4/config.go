@@ -48,6 +48,7 @@
 package qwen4
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -148,9 +149,6 @@ func Released() Config {
 	return c
 }
 
-// NumLayers is the number of decoder layers.
-func (c *Config) NumLayers() int { return len(c.Layers) }
-
 // HasPLE reports whether layer li has a PLE block.
 func (c *Config) HasPLE(li int) bool { return slices.Contains(c.PLELayers, li) }
 
@@ -193,54 +191,21 @@ const (
 	MaxKeep = 1 << 16
 )
 
-// intRange is a field that must lie within [lo, hi].
-type intRange struct {
-	name      string
-	v, lo, hi int
-}
-
-// checkRanges returns an error naming the first field out of its range.
-func checkRanges(fs ...intRange) error {
-	for _, f := range fs {
-		if f.v < f.lo || f.v > f.hi {
-			return fmt.Errorf("%s = %d: want %d to %d", f.name, f.v, f.lo, f.hi)
-		}
-	}
-	return nil
-}
-
-// tensorSize is a tensor (or state) whose f32 bytes, the product of
-// factors and 4, must not overflow an int.
-type tensorSize struct {
-	what    string
-	factors []int
-}
-
-// checkSizes returns an error naming the first size that overflows.
-func checkSizes(ts ...tensorSize) error {
-	for _, t := range ts {
-		if _, err := weights.MulInts(4, t.factors...); err != nil {
-			return fmt.Errorf("%s: the f32 bytes overflow: %w", t.what, err)
-		}
-	}
-	return nil
-}
-
 // Validate checks everything a forward relies on, with errors naming the
 // field: every size within its range, every tensor's and state's size
 // computed without overflow (so that no product wraps around to a wrong
 // shape), and the floats in ranges that keep the math finite.
 func (c *Config) Validate() error {
 	const maxDim = weights.MaxDim
-	if err := checkRanges(
-		intRange{"vocab_size", c.Vocab, 1, maxDim}, intRange{"hidden_size", c.Hidden, 1, maxDim},
-		intRange{"hc_count", c.Streams, 1, maxDim}, intRange{"hc_lowrank", c.Rank, 1, maxDim},
-		intRange{"num_experts", c.Experts, 1, maxDim}, intRange{"num_experts_per_tok", c.TopK, 1, max(c.Experts, 1)},
-		intRange{"moe_intermediate_size", c.ExpertFFN, 1, maxDim},
-		intRange{"shared_expert_intermediate_size", c.SharedFFN, 1, maxDim},
-		intRange{"num_hidden_layers", len(c.Layers), 1, weights.MaxLayers},
-		intRange{"mtp_num_hidden_layers", c.MTPLayers, 0, 1},
-		intRange{"max_position_embeddings", c.MaxPositions, 0, weights.MaxPositions}); err != nil {
+	if err := cmp.Or(
+		weights.CheckRange("vocab_size", c.Vocab, 1, maxDim), weights.CheckRange("hidden_size", c.Hidden, 1, maxDim),
+		weights.CheckRange("hc_count", c.Streams, 1, maxDim), weights.CheckRange("hc_lowrank", c.Rank, 1, maxDim),
+		weights.CheckRange("num_experts", c.Experts, 1, maxDim), weights.CheckRange("num_experts_per_tok", c.TopK, 1, max(c.Experts, 1)),
+		weights.CheckRange("moe_intermediate_size", c.ExpertFFN, 1, maxDim),
+		weights.CheckRange("shared_expert_intermediate_size", c.SharedFFN, 1, maxDim),
+		weights.CheckRange("num_hidden_layers", len(c.Layers), 1, weights.MaxLayers),
+		weights.CheckRange("mtp_num_hidden_layers", c.MTPLayers, 0, 1),
+		weights.CheckRange("max_position_embeddings", c.MaxPositions, 0, weights.MaxPositions)); err != nil {
 		return err
 	}
 	if !(c.Eps >= minEps && c.Eps <= 1) {
@@ -250,13 +215,13 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("hc_count × hidden_size: %w", err)
 	}
-	if err := checkSizes(
-		tensorSize{"vocab_size × hidden_size", []int{c.Vocab, c.Hidden}},
-		tensorSize{"hc_lowrank × hc_count × hidden_size", []int{c.Rank, ch}},
-		tensorSize{"hc_count × hc_count × hidden_size", []int{c.Streams, ch}},
-		tensorSize{"num_experts × hidden_size", []int{c.Experts, c.Hidden}},
-		tensorSize{"num_experts × 2 × moe_intermediate_size × hidden_size", []int{c.Experts, 2, c.ExpertFFN, c.Hidden}},
-		tensorSize{"shared_expert_intermediate_size × hidden_size", []int{c.SharedFFN, c.Hidden}}); err != nil {
+	if err := cmp.Or(
+		weights.CheckSize("vocab_size × hidden_size", c.Vocab, c.Hidden),
+		weights.CheckSize("hc_lowrank × hc_count × hidden_size", c.Rank, ch),
+		weights.CheckSize("hc_count × hc_count × hidden_size", c.Streams, ch),
+		weights.CheckSize("num_experts × hidden_size", c.Experts, c.Hidden),
+		weights.CheckSize("num_experts × 2 × moe_intermediate_size × hidden_size", c.Experts, 2, c.ExpertFFN, c.Hidden),
+		weights.CheckSize("shared_expert_intermediate_size × hidden_size", c.SharedFFN, c.Hidden)); err != nil {
 		return err
 	}
 	if slices.Contains(c.Layers, GDN) {
@@ -279,12 +244,12 @@ func (c *Config) Validate() error {
 const minEps = 0x1p-126
 
 func (c *Config) validateGDN() error {
-	if err := checkRanges(
-		intRange{"linear_num_key_heads", c.KeyHeads, 1, weights.MaxDim},
-		intRange{"linear_key_head_dim", c.KeyDim, 1, weights.MaxDim},
-		intRange{"linear_num_value_heads", c.ValueHeads, 1, weights.MaxDim},
-		intRange{"linear_value_head_dim", c.ValueDim, 1, weights.MaxDim},
-		intRange{"linear_conv_kernel_dim", c.ConvKernel, 2, weights.MaxDim}); err != nil {
+	if err := cmp.Or(
+		weights.CheckRange("linear_num_key_heads", c.KeyHeads, 1, weights.MaxDim),
+		weights.CheckRange("linear_key_head_dim", c.KeyDim, 1, weights.MaxDim),
+		weights.CheckRange("linear_num_value_heads", c.ValueHeads, 1, weights.MaxDim),
+		weights.CheckRange("linear_value_head_dim", c.ValueDim, 1, weights.MaxDim),
+		weights.CheckRange("linear_conv_kernel_dim", c.ConvKernel, 2, weights.MaxDim)); err != nil {
 		return err
 	}
 	if c.ValueHeads%c.KeyHeads != 0 {
@@ -299,22 +264,22 @@ func (c *Config) validateGDN() error {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return fmt.Errorf("the GDN conv channels 2 × linear_num_key_heads × linear_key_head_dim + linear_num_value_heads × linear_value_head_dim: %w", err)
 	}
-	return checkSizes(
-		tensorSize{"the GDN conv channels × hidden_size", []int{conv, c.Hidden}},
-		tensorSize{"the GDN conv channels × linear_conv_kernel_dim", []int{conv, c.ConvKernel}},
-		tensorSize{"linear_num_value_heads × linear_value_head_dim × hidden_size", []int{vd, c.Hidden}},
-		tensorSize{"the GDN state, linear_num_value_heads × linear_key_head_dim × linear_value_head_dim", []int{c.ValueHeads, c.KeyDim, c.ValueDim}})
+	return cmp.Or(
+		weights.CheckSize("the GDN conv channels × hidden_size", conv, c.Hidden),
+		weights.CheckSize("the GDN conv channels × linear_conv_kernel_dim", conv, c.ConvKernel),
+		weights.CheckSize("linear_num_value_heads × linear_value_head_dim × hidden_size", vd, c.Hidden),
+		weights.CheckSize("the GDN state, linear_num_value_heads × linear_key_head_dim × linear_value_head_dim", c.ValueHeads, c.KeyDim, c.ValueDim))
 }
 
 func (c *Config) validateQSA() error {
-	if err := checkRanges(
-		intRange{"num_attention_heads", c.Heads, 1, weights.MaxDim},
-		intRange{"num_key_value_heads", c.KVHeads, 1, weights.MaxDim},
-		intRange{"head_dim", c.HeadDim, 1, weights.MaxDim},
-		intRange{"indexer_n_heads", c.IndexHeads, 1, weights.MaxDim},
-		intRange{"indexer_head_dim", c.IndexDim, 1, weights.MaxDim},
-		intRange{"indexer_compress_ratio", c.Block, 1, weights.MaxPositions},
-		intRange{"indexer_budget", c.Budget, 1, weights.MaxPositions}); err != nil {
+	if err := cmp.Or(
+		weights.CheckRange("num_attention_heads", c.Heads, 1, weights.MaxDim),
+		weights.CheckRange("num_key_value_heads", c.KVHeads, 1, weights.MaxDim),
+		weights.CheckRange("head_dim", c.HeadDim, 1, weights.MaxDim),
+		weights.CheckRange("indexer_n_heads", c.IndexHeads, 1, weights.MaxDim),
+		weights.CheckRange("indexer_head_dim", c.IndexDim, 1, weights.MaxDim),
+		weights.CheckRange("indexer_compress_ratio", c.Block, 1, weights.MaxPositions),
+		weights.CheckRange("indexer_budget", c.Budget, 1, weights.MaxPositions)); err != nil {
 		return err
 	}
 	if c.Heads%c.KVHeads != 0 {
@@ -333,10 +298,10 @@ func (c *Config) validateQSA() error {
 	if c.Keep() > MaxKeep {
 		return fmt.Errorf("indexer_budget %d / indexer_compress_ratio %d = %d blocks kept: at most %d", c.Budget, c.Block, c.Keep(), MaxKeep)
 	}
-	return checkSizes(
-		tensorSize{"2 × num_attention_heads × head_dim × hidden_size", []int{2, c.Heads, c.HeadDim, c.Hidden}},
-		tensorSize{"num_key_value_heads × head_dim × hidden_size", []int{c.KVHeads, c.HeadDim, c.Hidden}},
-		tensorSize{"(indexer_n_heads + 1) × indexer_head_dim × hidden_size", []int{c.IndexHeads + 1, c.IndexDim, c.Hidden}})
+	return cmp.Or(
+		weights.CheckSize("2 × num_attention_heads × head_dim × hidden_size", 2, c.Heads, c.HeadDim, c.Hidden),
+		weights.CheckSize("num_key_value_heads × head_dim × hidden_size", c.KVHeads, c.HeadDim, c.Hidden),
+		weights.CheckSize("(indexer_n_heads + 1) × indexer_head_dim × hidden_size", c.IndexHeads+1, c.IndexDim, c.Hidden))
 }
 
 func (c *Config) validatePLE(ch int) error {
@@ -348,14 +313,14 @@ func (c *Config) validatePLE(ch int) error {
 			return fmt.Errorf("ple_layer_ids[%d] = %d: listed twice", i, li+1)
 		}
 	}
-	if err := checkRanges(
-		intRange{"ngram_size", c.NGram, 2, MaxNGram},
-		intRange{"heads_per_ngram", c.HeadsPerNGram, 1, MaxPLEHeads},
-		intRange{"ple_embed_dim", c.PLEDim, 1, weights.MaxDim},
-		intRange{"ple_conv_kernel_size", c.PLEConvKernel, 2, weights.MaxDim},
-		intRange{"ngram_vocab_size_base", c.NGramBase, 2, MaxNGramBase},
-		intRange{"make_ngram_vocab_size_divisible_by", c.NGramDivisible, 1, weights.MaxDim},
-		intRange{"split_ngram_parts", c.PLEShards, 0, weights.MaxDim}); err != nil {
+	if err := cmp.Or(
+		weights.CheckRange("ngram_size", c.NGram, 2, MaxNGram),
+		weights.CheckRange("heads_per_ngram", c.HeadsPerNGram, 1, MaxPLEHeads),
+		weights.CheckRange("ple_embed_dim", c.PLEDim, 1, weights.MaxDim),
+		weights.CheckRange("ple_conv_kernel_size", c.PLEConvKernel, 2, weights.MaxDim),
+		weights.CheckRange("ngram_vocab_size_base", c.NGramBase, 2, MaxNGramBase),
+		weights.CheckRange("make_ngram_vocab_size_divisible_by", c.NGramDivisible, 1, weights.MaxDim),
+		weights.CheckRange("split_ngram_parts", c.PLEShards, 0, weights.MaxDim)); err != nil {
 		return err
 	}
 	if heads := c.PLEHeads(); heads > MaxPLEHeads {
@@ -370,10 +335,10 @@ func (c *Config) validatePLE(ch int) error {
 	if c.EOS >= c.Vocab || c.EOS > math.MaxInt32 {
 		return fmt.Errorf("eos_token_id = %d: outside the vocabulary (vocab_size %d)", c.EOS, c.Vocab)
 	}
-	return checkSizes(
-		tensorSize{"hc_count × hidden_size × ple_embed_dim", []int{ch, c.PLEDim}},
-		tensorSize{"hc_count × hidden_size × ple_conv_kernel_size", []int{ch, c.PLEConvKernel}},
-		tensorSize{"the PLE history, hc_count × hidden_size × ple_conv_kernel_size × ngram_size", []int{ch, c.PLEConvKernel, c.NGram}})
+	return cmp.Or(
+		weights.CheckSize("hc_count × hidden_size × ple_embed_dim", ch, c.PLEDim),
+		weights.CheckSize("hc_count × hidden_size × ple_conv_kernel_size", ch, c.PLEConvKernel),
+		weights.CheckSize("the PLE history, hc_count × hidden_size × ple_conv_kernel_size × ngram_size", ch, c.PLEConvKernel, c.NGram))
 }
 
 // ConfigFromJSON reads a Qwen4-Exp config.json (the text model's, or a
@@ -393,12 +358,15 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.Vocab = g.Int(key("vocab_size"), 0)
 	c.Hidden = g.Int(key("hidden_size"), 0)
 	c.Eps = g.Float(key("rms_norm_eps"), 1e-6)
+	eos := key("eos_token_id")
+	if !has("eos_token_id") {
+		eos = "eos_token_id" // a multimodal config's, beside its text_config
+	}
 	c.EOS = -1
-	switch {
-	case has("eos_token_id"):
-		c.EOS = eosOf(cfg, key("eos_token_id"), &errs)
-	case cfg.Has("eos_token_id") && !cfg.IsNull("eos_token_id"):
-		c.EOS = eosOf(cfg, "eos_token_id", &errs)
+	if ids := g.IDs(eos); len(ids) > 0 {
+		c.EOS = ids[0]
+	} else if ids != nil {
+		errs = append(errs, fmt.Errorf("%s = []: want an id or a non-empty list of ids", eos))
 	}
 	c.Streams = g.Int(key("hc_count"), 0)
 	c.Rank = g.Int(key("hc_lowrank"), 0)
@@ -434,7 +402,6 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.IndexDim = g.Int(key("indexer_head_dim"), 0)
 	c.Block = g.Int(key("indexer_compress_ratio"), 0)
 	c.Budget = g.Int(key("indexer_budget"), 0)
-	ikv := g.Int(key("indexer_kv_heads"), 1)
 	pleIDs := g.Ints(key("ple_layer_ids"))
 	c.NGram = g.Int(key("ngram_size"), 0)
 	c.HeadsPerNGram = g.Int(key("heads_per_ngram"), 0)
@@ -451,34 +418,20 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	c.NormTopK = g.Bool(key("norm_topk_prob"), true)
 	c.MTPLayers = g.Int(key("mtp_num_hidden_layers"), 0)
 	c.MaxPositions = g.Int(key("max_position_embeddings"), 0)
-	act := g.String(key("hidden_act"), "silu")
-	tied := g.Bool(key("tie_word_embeddings"), false)
-	bias := g.Bool(key("attention_bias"), false)
+	weights.Need(g, key("hidden_act"), "silu", "Qwen4-Exp needs silu")
+	weights.Need(g, key("tie_word_embeddings"), false, "Qwen4-Exp needs an untied lm_head")
+	weights.Need(g, key("attention_bias"), false, "not supported")
+	weights.Need(g, key("decoder_sparse_step"), 1, "every layer must be MoE (1)")
+	weights.Need(g, key("indexer_kv_heads"), 1, "the indexer needs 1")
 	mlpOnly := g.Ints(key("mlp_only_layers"))
-	sparseStep := g.Int(key("decoder_sparse_step"), 1)
 	if err := g.Err(); err != nil {
 		return c, err
-	}
-	if act != "silu" {
-		errs = append(errs, fmt.Errorf("hidden_act = %q: Qwen4-Exp needs silu", act))
-	}
-	if tied {
-		errs = append(errs, fmt.Errorf("tie_word_embeddings = true: Qwen4-Exp needs an untied lm_head"))
-	}
-	if bias {
-		errs = append(errs, fmt.Errorf("attention_bias = true: not supported"))
 	}
 	if len(mlpOnly) > 0 {
 		errs = append(errs, fmt.Errorf("mlp_only_layers = %v: dense MLP layers are not supported", mlpOnly))
 	}
-	if sparseStep != 1 {
-		errs = append(errs, fmt.Errorf("decoder_sparse_step = %d: every layer must be MoE (1)", sparseStep))
-	}
 	if ropeType != "default" {
 		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", ropeType))
-	}
-	if ikv != 1 {
-		errs = append(errs, fmt.Errorf("indexer_kv_heads = %d: the indexer needs 1", ikv))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
@@ -507,18 +460,4 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
 	}
 	return c, nil
-}
-
-// eosOf reads an end-of-sequence id written as a number or a list (the
-// first entry).
-func eosOf(cfg *weights.Config, key string, errs *[]error) int {
-	if v, err := cfg.Int(key, -1); err == nil {
-		return v
-	}
-	vs, err := cfg.Ints(key)
-	if err != nil || len(vs) == 0 {
-		*errs = append(*errs, fmt.Errorf("%s = %s: want an id or a non-empty list of ids", key, cfg.Raw(key)))
-		return -1
-	}
-	return vs[0]
 }

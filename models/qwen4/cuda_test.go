@@ -24,7 +24,7 @@ func TestCUDAGolden(t *testing.T) {
 	for _, name := range checkpoints {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(testdata, name)
-			s := newSession(t, loadModel(t, dir), Options{Backend: be})
+			s := newSession(t, loadModel(t, dir), Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}})
 			full, inc := checkGolden(t, s, readGolden(t, dir), 1e-3)
 			t.Logf("cuda: largest |logit - transformers|: full %.3g, incremental %.3g; %s", full, inc, s.Stats())
 		})
@@ -39,7 +39,7 @@ func TestCUDASnapshotAndDraft(t *testing.T) {
 	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))[:17]
 	m := loadModel(t, f.withHead)
 	cpu := newSession(t, m, Options{})
-	gpu := newSession(t, m, Options{Backend: be})
+	gpu := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}})
 	for _, s := range []*Session{cpu, gpu} {
 		_, err := s.Forward(ids[:10], 0, lm.WantLast)
 		require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestCUDAVerify(t *testing.T) {
 	for _, drafts := range [][]int{want[1:5], {want[1], want[2], wrong, want[4]}, {wrong}} {
 		var next [][]float32
 		var acc []int
-		for _, s := range []*Session{newSession(t, m, Options{}), newSession(t, m, Options{Backend: be})} {
+		for _, s := range []*Session{newSession(t, m, Options{}), newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}}})} {
 			_, err := s.Forward(ids, 0, lm.WantLast)
 			require.NoError(t, err)
 			a, _, err := s.Verify(want[0], drafts)

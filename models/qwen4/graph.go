@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
@@ -84,13 +83,9 @@ func (k Key) tapeRows() int {
 	return 0
 }
 
-// Names of the graph inputs.
-const (
-	// InputIDs are the rows' token ids, i32 [rows].
-	InputIDs = "ids"
-	// InputHidden are the Draft rows' main hyper-states, f32 [rows, C·H].
-	InputHidden = "mtp.hidden"
-)
+// InputHidden is the input of the Draft rows' main hyper-states, f32
+// [rows, C·H] (the rows' token ids are lm.InputIDs).
+const InputHidden = "mtp.hidden"
 
 // StateName names a state of a layer: the layer's index, or "mtp" for the
 // draft head's layer, and the part:
@@ -125,29 +120,6 @@ func (c *Config) stateSpec(name string) (lm.StateSpec, error) {
 	}
 	return lm.StateSpec{}, fmt.Errorf("qwen4: no state %s", name)
 }
-
-// graphs are a session's graphs (lm.Graphs): the model's, a forward with
-// the rows' final hyper-states when the MTP head runs.
-type graphs struct {
-	m   *Model
-	mtp bool
-}
-
-func (g graphs) Vocab() int { return g.m.Config.Vocab }
-
-func (g graphs) Key(rows int, want lm.Want) capture.Key {
-	return Key{Stage: Forward, Want: want, Rows: rows, Hidden: g.mtp}
-}
-
-func (g graphs) Build(k capture.Key) (*graph.Graph, error) {
-	key, ok := k.(Key)
-	if !ok {
-		return nil, fmt.Errorf("qwen4: a key of %T", k)
-	}
-	return Build(&g.m.Config, key, g.m)
-}
-
-func (g graphs) State(name string) (lm.StateSpec, error) { return g.m.Config.stateSpec(name) }
 
 func layerTag(li int) string {
 	if li < 0 {
@@ -399,7 +371,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 	b := graph.NewBuilder("qwen4/" + k.String())
 	g := &builder{c: c, b: b, w: w, rows: k.Rows, eps: float32(c.Eps), tape: k.tapeRows()}
 	g.call = ops.Call(b)
-	ids := b.Input(InputIDs, graph.I32, k.Rows)
+	ids := b.Input(lm.InputIDs, graph.I32, k.Rows)
 	embed := g.weight("model.embed_tokens.weight", c.Vocab, c.Hidden)
 	var x *graph.Value
 	mixer := "model.hyper_connection_mixer."

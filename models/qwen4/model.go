@@ -1,11 +1,10 @@
 package qwen4
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/big"
-	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -19,11 +18,10 @@ import (
 // into the [E, ...] layout of the expert ops), and each PLE layer's hash
 // constants and n-gram table shards.
 type Model struct {
-	Config  Config
-	ckpt    *weights.Checkpoint
-	tensors lm.Tensors
-	ple     map[int]ops.PLEHashAttrs
-	shards  map[int][]shard
+	Config Config
+	lm.Loaded
+	ple    map[int]ops.PLEHashAttrs
+	shards map[int][]shard
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
 	HasMTP bool
 
@@ -37,7 +35,7 @@ type shard struct {
 }
 
 func newModel(c Config) *Model {
-	return &Model{Config: c, tensors: lm.Tensors{}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]shard{}}
+	return &Model{Config: c, Loaded: lm.Loaded{Tensors: lm.Tensors{}}, ple: map[int]ops.PLEHashAttrs{}, shards: map[int][]shard{}}
 }
 
 // Load reads a Qwen4-Exp checkpoint folder: config.json and safetensors
@@ -53,31 +51,20 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
 // none): see Quantize for which.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
-		return nil, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
-	}
-	c, err := ConfigFromJSON(cfg)
-	if err != nil {
-		return nil, err
-	}
-	st, err := readStorage(cfg, quant)
-	if err != nil {
-		return nil, fmt.Errorf("qwen4 %s: %w", dir, err)
-	}
-	ck, err := weights.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := fromCheckpoint(c, st, ck)
-	if err != nil {
-		ck.Close()
-		return nil, fmt.Errorf("qwen4 %s: %w", dir, err)
-	}
-	return m, nil
+	var st storage
+	return lm.Load(dir, "qwen4", func(cfg *weights.Config) (Config, error) {
+		if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
+			return Config{}, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
+		}
+		c, err := ConfigFromJSON(cfg)
+		if err != nil {
+			return c, err
+		}
+		if st, err = readStorage(cfg, quant); err != nil {
+			return c, fmt.Errorf("qwen4 %s: %w", dir, err)
+		}
+		return c, nil
+	}, func(c Config, ck *weights.Checkpoint) (*Model, error) { return fromCheckpoint(c, st, ck) })
 }
 
 // Names of the graph weights that are not checkpoint tensors as such.
@@ -99,7 +86,7 @@ const MTPPrefix = "mtp.layers.0."
 // weights the graphs declare.
 func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error) {
 	m := newModel(c)
-	m.ckpt, m.storage = ck, st
+	m.Checkpoint, m.storage = ck, st
 	r := newResolver(ck)
 	m.HasMTP = c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != ""
 	consts := map[string]bool{} // the PLE constant tensors read
@@ -119,7 +106,7 @@ func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error
 	if err != nil {
 		return nil, err
 	}
-	m.tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
+	m.Tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
 		Name:   r.name,
 		Make:   r.stack,
 		Fold:   onePlus,
@@ -281,43 +268,15 @@ func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []stri
 	if !ok || r.name(d.Name) != "" {
 		return lm.Tensor{}, nil, false, nil
 	}
-	dt, shape := d.DType, []int{d.Shape[1] / len(parts), d.Shape[2]}
-	if dt.IsQuantized() { // quantized at load: the float stack, its input width expert 0's
-		if info, err := r.ck.Info(r.name(pre + "0." + parts[0])); err == nil && len(info.Shape) == 2 {
-			dt, shape[1] = info.DType, info.Shape[1]
-		}
-	}
-	// Every expert's tensors are checked before the stack is made: a
-	// router of many experts over a few stored must not allocate for all.
-	var reads []string
-	for e := range d.Shape[0] {
-		for _, part := range parts {
+	t, reads, err := lm.StackExperts(r.ck, d, func(e int) []string {
+		names := make([]string, len(parts))
+		for i, part := range parts {
 			name := fmt.Sprintf("%s%d.%s", pre, e, part)
-			n := r.name(name)
-			info, err := r.ck.Info(n)
-			switch {
-			case n == "" || err != nil:
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: missing from the checkpoint", name)
-			case !slices.Equal(info.Shape, shape):
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: shape %v, want %v", name, info.Shape, shape)
-			case !info.DType.IsFloat():
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", name, info.DType)
-			case info.DType != dt:
-				return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", name, info.DType, dt)
-			}
-			reads = append(reads, n)
+			names[i] = cmp.Or(r.name(name), name) // one the checkpoint lacks is named missing
 		}
-	}
-	t := lm.Tensor{DType: dt, Shape: []int{d.Shape[0], d.Shape[1], shape[1]}}
-	t.Data = make([]byte, 0, t.Len()*dt.Size())
-	for _, n := range reads {
-		data, err := r.ck.Bytes(n)
-		if err != nil {
-			return lm.Tensor{}, nil, false, fmt.Errorf("tensor %s: %w", n, err)
-		}
-		t.Data = append(t.Data, data...)
-	}
-	return t, reads, true, nil
+		return names
+	})
+	return t, reads, err == nil, err
 }
 
 // PLE constant buffers, after a PLE layer's prefix.
@@ -480,17 +439,4 @@ func (m *Model) PLEShards(li int) (names []string, rows []int) {
 }
 
 // WeightDType is the stored dtype of a weight; graphs declare weights with it.
-func (m *Model) WeightDType(name string) graph.DType { return m.tensors.DType(name) }
-
-// Parameters counts the model's weights (a quantized matrix's elements, not
-// its codes' and scales').
-func (m *Model) Parameters() int { return m.parameters() }
-
-// Upload puts every weight on a backend and returns the buffers by graph
-// weight name.
-func (m *Model) Upload(be ops.Backend, progress lm.Progress) (map[string]ops.Buffer, error) {
-	return m.tensors.Upload(be, progress)
-}
-
-// Close releases the checkpoint's file mappings; the model is unusable after.
-func (m *Model) Close() error { return m.ckpt.Close() }
+func (m *Model) WeightDType(name string) graph.DType { return m.Tensors.DType(name) }

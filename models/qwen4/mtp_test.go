@@ -1,7 +1,6 @@
 package qwen4
 
 import (
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/sample"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -177,8 +177,8 @@ func TestMTPHead(t *testing.T) {
 
 	m := loadModel(t, f.withHead)
 	require.True(t, m.HasMTP)
-	s := newSession(t, m, Options{Capacity: 4})
-	require.True(t, s.MTP())
+	s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Capacity: 4}})
+	require.True(t, s.CanDraft())
 	lg, hs, err := s.DraftRows(f.repeated(ids), ids, 0, lm.WantAll)
 	require.NoError(t, err)
 	d := maxDiff(t, rowsOf(t, lg), ref)
@@ -215,7 +215,7 @@ func TestMTPSession(t *testing.T) {
 	plain := rowsOf(t, out)
 
 	// one token per call, keeping every final hyper-state
-	one := newSession(t, m, Options{Chunk: 1})
+	one := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 1}})
 	var hidden []float32
 	var main [][]float32
 	for p := 0; p < n; p++ {
@@ -232,7 +232,7 @@ func TestMTPSession(t *testing.T) {
 	want := rowsOf(t, lg)[n-1:]
 
 	for _, chunk := range []int{1, 5, 64} {
-		s := newSession(t, m, Options{Chunk: chunk, Capacity: 4})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk, Capacity: 4}})
 		out, err := s.Forward(ids[:n], 0, lm.WantAll)
 		require.NoError(t, err)
 		require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), plain))
@@ -410,7 +410,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 func TestVerifyErrors(t *testing.T) {
 	f := newMTPFixture(t)
 	m := loadModel(t, f.withHead)
-	s := newSession(t, m, Options{Chunk: 4})
+	s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}})
 	_, err := s.Forward([]int{1, 2, 3}, 0, lm.WantLast)
 	require.NoError(t, err)
 	_, _, err = s.Verify(1, []int{2, 3, 4, 5})
@@ -435,7 +435,7 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 5, 1, 2, 3, 4, 5, 4, 0, 1, 3, 9, 9, 9, 9, 5, 2})
 	m := loadModel(f, newMTPFixture(f).withHead)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := newSession(t, m, Options{Chunk: 4, Capacity: 2, ReuseLogits: len(data)%2 == 1})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4, Capacity: 2, ReuseLogits: len(data)%2 == 1}})
 		take := func(n int) []int {
 			var ids []int
 			for i := 0; i < n && len(data) > 0; i++ {

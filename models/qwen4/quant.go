@@ -48,16 +48,8 @@ func readStorage(cfg *weights.Config, quant string) (storage, error) {
 	if err != nil {
 		return storage{}, err
 	}
-	if quant == "" || quant == q.Method {
-		return storage{quant: q}, nil
-	}
-	if q.Method != "" {
-		return storage{}, fmt.Errorf("--quant %s: the checkpoint is stored quantized in %s", quant, q.Method)
-	}
-	if q, err = lm.DefaultQuant(quant); err != nil {
-		return storage{}, fmt.Errorf("--quant: %w", err)
-	}
-	return storage{quant: q, quantizeFloat: true}, nil
+	q, onLoad, err := lm.QuantizeTo(q, quant, "checkpoint")
+	return storage{quant: q, quantizeFloat: onLoad}, err
 }
 
 // stored is how the graph's weights are stored, for lm.Stored's products:
@@ -92,17 +84,17 @@ func (g *builder) known(name string) {
 	}
 }
 
-// parameters counts the weights' elements, a quantized projection's as
-// its float matrix's.
-func (m *Model) parameters() int {
+// Parameters counts the model's weights (a quantized matrix's elements, not
+// its codes' and scales').
+func (m *Model) Parameters() int {
 	if m.quant.Method == "" {
-		return m.tensors.Parameters()
+		return m.Tensors.Parameters()
 	}
 	f := *m
 	f.storage = storage{}
 	decl, err := f.declare(func(string) graph.DType { return graph.BF16 })
 	if err != nil {
-		return m.tensors.Parameters()
+		return m.Tensors.Parameters()
 	}
 	return lm.Parameters(decl)
 }
@@ -113,15 +105,12 @@ func (m *Model) parameters() int {
 // holds its checkpoint's mappings. A model of shapes only gives one of the
 // format's shapes.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
-	if quant == m.quant.Method {
-		return m, nil
-	}
-	if m.quant.Method != "" {
-		return nil, fmt.Errorf("qwen4: --quant %s: the model is stored quantized in %s", quant, m.quant.Method)
-	}
-	q, err := lm.DefaultQuant(quant)
+	q, ok, err := lm.QuantizeTo(m.quant, quant, "model")
 	if err != nil {
-		return nil, fmt.Errorf("qwen4: --quant: %w", err)
+		return nil, fmt.Errorf("qwen4: %w", err)
+	}
+	if !ok {
+		return m, nil
 	}
 	out := *m
 	out.storage = storage{quant: q, quantizeFloat: true}
@@ -130,21 +119,21 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	if m.shapesOnly() {
-		out.tensors = lm.Tensors{}
+		out.Tensors = lm.Tensors{}
 		for _, d := range decl {
-			out.tensors[d.Name] = lm.Tensor{DType: d.DType, Shape: d.Shape}
+			out.Tensors[d.Name] = lm.Tensor{DType: d.DType, Shape: d.Shape}
 		}
-	} else if out.tensors, err = lm.QuantizeTensors(m.tensors, decl, q, progress); err != nil {
+	} else if out.Tensors, err = lm.QuantizeTensors(m.Tensors, decl, q, progress); err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	out.quantizeFloat = false
-	m.ckpt, m.tensors = nil, nil
+	m.Loaded = lm.Loaded{}
 	return &out, nil
 }
 
 // shapesOnly says whether the model has weights without values (Shapes).
 func (m *Model) shapesOnly() bool {
-	for _, t := range m.tensors {
+	for _, t := range m.Tensors {
 		if t.Data == nil && t.Len() > 0 {
 			return true
 		}
@@ -152,17 +141,12 @@ func (m *Model) shapesOnly() bool {
 	return false
 }
 
-// Weights are the model's weights by graph weight name, as loaded: the
-// projections quantized at load as their codes and scales
-// (models.Weighted).
-func (m *Model) Weights() lm.Tensors { return m.tensors }
-
 // Source gives where a checkpoint written quantized stores the weight of
 // graph name, and the tensors of the model's checkpoint it replaces
 // (models.Sourced): a stack of experts the checkpoint stores one by one is
 // written whole, under the stack's name in the checkpoint's prefix.
 func (m *Model) Source(name string) (stored string, from []string) {
-	r := newResolver(m.ckpt)
+	r := newResolver(m.Checkpoint)
 	if n := r.name(name); n != "" {
 		return n, []string{n}
 	}

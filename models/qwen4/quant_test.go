@@ -78,14 +78,14 @@ func quantCheckpoints(t *testing.T) map[string][]int {
 func dequantized(t *testing.T, m, ref *Model) *Model {
 	t.Helper()
 	d := *ref
-	d.tensors = lm.Tensors{}
-	for n, w := range ref.tensors {
-		d.tensors[n] = w
-		if q := m.tensors[n]; q.DType.IsQuantized() {
+	d.Tensors = lm.Tensors{}
+	for n, w := range ref.Tensors {
+		d.Tensors[n] = w
+		if q := m.Tensors[n]; q.DType.IsQuantized() {
 			sh := w.Shape
-			v, err := m.quant.Dequantize(q, m.tensors[m.quant.ScaleName(n)], sh[len(sh)-2], sh[len(sh)-1])
+			v, err := m.quant.Dequantize(q, m.Tensors[m.quant.ScaleName(n)], sh[len(sh)-2], sh[len(sh)-1])
 			require.NoError(t, err, n)
-			d.tensors[n] = lm.F32Tensor(v, sh...)
+			d.Tensors[n] = lm.F32Tensor(v, sh...)
 		}
 	}
 	return &d
@@ -98,17 +98,17 @@ func dequantized(t *testing.T, m, ref *Model) *Model {
 func noisy(t *testing.T, ref, m *Model, rel float64, seed uint64) *Model {
 	t.Helper()
 	d := *ref
-	d.tensors = lm.Tensors{}
+	d.Tensors = lm.Tensors{}
 	r := rand.New(rand.NewPCG(seed, 11))
-	for n, w := range ref.tensors {
-		d.tensors[n] = w
-		if m.tensors[n].DType.IsQuantized() {
+	for n, w := range ref.Tensors {
+		d.Tensors[n] = w
+		if m.Tensors[n].DType.IsQuantized() {
 			v, err := w.Float32()
 			require.NoError(t, err, n)
 			for i := range v {
 				v[i] *= float32(1 + rel*r.NormFloat64())
 			}
-			d.tensors[n] = lm.F32Tensor(v, w.Shape...)
+			d.Tensors[n] = lm.F32Tensor(v, w.Shape...)
 		}
 	}
 	return &d
@@ -119,13 +119,13 @@ func noisy(t *testing.T, ref, m *Model, rel float64, seed uint64) *Model {
 func weightError(t *testing.T, m, ref, deq *Model) float64 {
 	t.Helper()
 	var num, den float64
-	for n, q := range m.tensors {
+	for n, q := range m.Tensors {
 		if !q.DType.IsQuantized() {
 			continue
 		}
-		a, err := deq.tensors[n].Float32()
+		a, err := deq.Tensors[n].Float32()
 		require.NoError(t, err, n)
-		b, err := ref.tensors[n].Float32()
+		b, err := ref.Tensors[n].Float32()
 		require.NoError(t, err, n)
 		for i := range a {
 			d := float64(a[i] - b[i])
@@ -190,7 +190,7 @@ func TestQuantizeOnLoad(t *testing.T) {
 			for _, n := range float {
 				require.True(t, slices.ContainsFunc(unquantized, func(s string) bool { return strings.HasSuffix(n, s) }), "%s read unquantized", n)
 			}
-			require.Less(t, m.tensors.Bytes(nil), ref.tensors.Bytes(nil), c.quant)
+			require.Less(t, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil), c.quant)
 			require.Equal(t, ref.Parameters(), m.Parameters(), "a quantized matrix counts its elements")
 
 			got := logits(t, m, ids)
@@ -202,7 +202,7 @@ func TestQuantizeOnLoad(t *testing.T) {
 				control = math.Max(control, relRMS(logits(t, noisy(t, ref, m, werr, seed), ids), want))
 			}
 			t.Logf("%s %s: logits moved by %.4f (relative RMS), a random weight error of the same %.4f by up to %.4f; weights %d bytes, unquantized %d",
-				name, c.quant, rel, werr, control, m.tensors.Bytes(nil), ref.tensors.Bytes(nil))
+				name, c.quant, rel, werr, control, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil))
 			require.Greater(t, rel, 0.0, "%s %s", name, c.quant)
 			require.Less(t, rel, 2*control, "%s %s", name, c.quant)
 			if name == "qwen4-tiny-wide-21" {
@@ -232,8 +232,8 @@ func TestQuantizeModel(t *testing.T) {
 		q, err := src.Quantize(c.quant, nil)
 		require.NoError(t, err)
 		got := q.(*Model)
-		require.Nil(t, src.tensors, "the receiver is spent")
-		require.Equal(t, want.tensors, got.tensors, c.quant)
+		require.Nil(t, src.Tensors, "the receiver is spent")
+		require.Equal(t, want.Tensors, got.Tensors, c.quant)
 		require.Equal(t, want.storage, got.storage)
 		require.Equal(t, logits(t, want, ids), logits(t, got, ids), c.quant)
 		same, err := got.Quantize(c.quant, nil)

@@ -2,7 +2,6 @@ package qwen4
 
 import (
 	"encoding/json"
-	"github.com/reel-runtime/reel/lm"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,9 +13,19 @@ import (
 
 	"github.com/reel-runtime/reel/capture"
 	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/planner"
 	"github.com/reel-runtime/reel/weights"
+)
+
+// A Session is the session the commands drive: their forwards, plans and
+// drafts, with no adapter.
+var (
+	_ models.Session = (*Session)(nil)
+	_ models.Planner = (*Session)(nil)
+	_ models.Drafter = (*Session)(nil)
 )
 
 const testdata = "../../testdata/qwen4"
@@ -153,7 +162,7 @@ func TestChunkedPrefill(t *testing.T) {
 			dir := filepath.Join(testdata, name)
 			ids := longest(readGolden(t, dir))
 			m := loadModel(t, dir)
-			one := newSession(t, m, Options{Chunk: 1, Capacity: 8})
+			one := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 1, Capacity: 8}})
 			out, err := one.Forward(ids, 0, lm.WantAll)
 			require.NoError(t, err)
 			ref := rowsOf(t, out)
@@ -163,7 +172,7 @@ func TestChunkedPrefill(t *testing.T) {
 			t.Logf("one row per call: %s", st)
 			require.Equal(t, capture.Stats{Plans: 1, Records: 1, Updates: 3, Hits: len(ids) - 4}, st)
 			for _, chunk := range []int{3, 7, 64} {
-				s := newSession(t, m, Options{Chunk: chunk, Capacity: 4})
+				s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk, Capacity: 4}})
 				out, err := s.Forward(ids, 0, lm.WantAll)
 				require.NoError(t, err)
 				d := maxDiff(t, rowsOf(t, out), ref)
@@ -184,7 +193,7 @@ func TestFusedUnfused(t *testing.T) {
 			var got [2][][]float32
 			for i, po := range []planner.Options{planner.DefaultOptions(), {Fuse: false}} {
 				po := po
-				s := newSession(t, m, Options{Planner: &po, Chunk: 8})
+				s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Planner: &po}, Chunk: 8}})
 				out, err := s.Forward(ids[:20], 0, lm.WantAll)
 				require.NoError(t, err)
 				got[i] = rowsOf(t, out)
@@ -204,7 +213,7 @@ func TestWantLast(t *testing.T) {
 	dir := filepath.Join(testdata, checkpoints[0])
 	gold := readGolden(t, dir)
 	m := loadModel(t, dir)
-	s := newSession(t, m, Options{Chunk: 4})
+	s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}})
 	gc := gold.Cases[1]
 	out, err := s.Forward(gc.IDs, 0, lm.WantLast)
 	require.NoError(t, err)
@@ -227,7 +236,7 @@ func TestSnapshotRollback(t *testing.T) {
 	require.NoError(t, err)
 	ref := rowsOf(t, out)
 
-	s := newSession(t, m, Options{Chunk: 4})
+	s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}})
 	_, err = s.Forward(ids[:10], 0, lm.WantNone)
 	require.NoError(t, err)
 	require.NoError(t, s.Snapshot())
@@ -305,10 +314,10 @@ func TestGraphScopes(t *testing.T) {
 		if v.Kind != graph.State {
 			continue
 		}
-		_, err := graphs{m: m}.State(v.Name)
+		_, err := m.Config.stateSpec(v.Name)
 		require.NoError(t, err, "state %s is kept by the session", v.Name)
 	}
-	_, err = graphs{m: m}.State("qsa.3")
+	_, err = m.Config.stateSpec("qsa.3")
 	require.ErrorContains(t, err, "no state qsa.3")
 	s := newSession(t, m, Options{})
 	_, err = s.Forward([]int{1, 2, 3}, 0, lm.WantLast)
@@ -370,8 +379,8 @@ func TestFailedRun(t *testing.T) {
 func TestReuseLogits(t *testing.T) {
 	m := loadModel(t, filepath.Join(testdata, checkpoints[0]))
 	ids := longest(readGolden(t, filepath.Join(testdata, checkpoints[0])))
-	plain := newSession(t, m, Options{Chunk: 4})
-	reuse := newSession(t, m, Options{Chunk: 4, ReuseLogits: true})
+	plain := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4}})
+	reuse := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: 4, ReuseLogits: true}})
 	all := func(s *Session) []float32 {
 		d, err := s.Forward(ids[:10], 0, lm.WantAll)
 		require.NoError(t, err)

@@ -2,45 +2,22 @@ package qwen4
 
 import (
 	"fmt"
-	"log/slog"
 	"slices"
+
+	"github.com/reel-runtime/reel/graph"
 
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/lm"
-	"github.com/reel-runtime/reel/ops"
-	"github.com/reel-runtime/reel/planner"
 )
 
-// DefaultChunk is the rows of a prompt chunk.
-const DefaultChunk = lm.DefaultChunk
-
-// DefaultCapacity is the first row capacity of a QSA layer's slots.
-const DefaultCapacity = lm.DefaultCapacity
-
-// Options configure a Session.
+// Options configure a Session: those of every session, and whether the
+// MTP head runs.
 type Options struct {
-	// Backend runs the plans; nil means a CPU backend on every core.
-	Backend ops.Backend
-	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
-	Chunk int
-	// Capacity is the first row capacity of the QSA slots (doubled as the
-	// sequence grows); 0: DefaultCapacity.
-	Capacity int
+	lm.SessionOptions
 	// NoMTP leaves the MTP head off even when the model has one (a
 	// forward then skips filling its cache).
 	NoMTP bool
-	// Logger receives debug lines (slot growth, plans); nil: discard.
-	Logger *slog.Logger
-	// Planner sets the planner's passes; nil: planner.DefaultOptions().
-	Planner *planner.Options
-	// ReuseLogits makes the logits a Forward of at most Chunk ids returns
-	// live in memory the session reuses: valid until its next Forward or
-	// Verify. A decode loop that samples and moves on saves a fresh slice a
-	// token (the released vocabulary's logits are 1 MB).
-	ReuseLogits bool
-	// Progress is told the bytes of weights uploaded; nil: nothing.
-	Progress lm.Progress
 }
 
 // Session runs forwards of one sequence. Its lm.Session keeps the states
@@ -77,23 +54,25 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("qwen4: new session on a nil model")
 	}
 	mtp := m.HasMTP && !opts.NoMTP
-	ls, err := lm.NewSession(m, graphs{m: m, mtp: mtp}, lm.SessionOptions{
-		Options: lm.Options{Backend: opts.Backend, Logger: opts.Logger, Planner: opts.Planner, Progress: opts.Progress},
-		Chunk:   opts.Chunk, Capacity: opts.Capacity, ReuseLogits: opts.ReuseLogits,
-		MaxPositions: m.Config.MaxPositions,
-	})
+	if opts.MaxPositions == 0 {
+		opts.MaxPositions = m.Config.MaxPositions
+	}
+	ls, err := lm.NewSession(m, lm.GraphFuncs[Key]{
+		VocabSize: m.Config.Vocab,
+		// a forward gives the rows' final hyper-states when the MTP head runs
+		KeyOf:   func(rows int, want lm.Want) Key { return Key{Stage: Forward, Want: want, Rows: rows, Hidden: mtp} },
+		BuildOf: func(k Key) (*graph.Graph, error) { return Build(&m.Config, k, m) },
+		StateOf: m.Config.stateSpec,
+	}, opts.SessionOptions)
 	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	return &Session{Session: ls, c: m.Config, mtp: mtp}, nil
 }
 
-// Config is the config the session runs.
-func (s *Session) Config() Config { return s.c }
-
-// MTP reports whether the session runs the MTP head (the model has one and
-// Options.NoMTP is off).
-func (s *Session) MTP() bool { return s.mtp }
+// CanDraft reports whether the session runs the MTP head, to draft with
+// (the model has one and Options.NoMTP is off).
+func (s *Session) CanDraft() bool { return s.mtp }
 
 // Close frees the session's buffers.
 func (s *Session) Close() error {

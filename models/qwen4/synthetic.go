@@ -84,7 +84,7 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress 
 	}
 	if shapesOnly {
 		for _, d := range decl {
-			m.tensors[d.Name] = lm.Tensor{DType: d.DType, Shape: d.Shape}
+			m.Tensors[d.Name] = lm.Tensor{DType: d.DType, Shape: d.Shape}
 		}
 		return m, nil
 	}
@@ -94,7 +94,7 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress 
 		}
 		return float32(0.2*u - 0.1)
 	}
-	if m.tensors, err = lm.Synthesize(decl, seed, small, progress); err != nil {
+	if m.Tensors, err = lm.Synthesize(decl, seed, small, progress); err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	return m, nil

@@ -23,9 +23,9 @@ func TestSynthetic(t *testing.T) {
 			c.MTPLayers = 0
 			m, err := Synthetic(c, graph.BF16, 3)
 			require.NoError(t, err)
-			require.Len(t, m.tensors, len(loaded.tensors))
-			for n, lt := range loaded.tensors {
-				st, ok := m.tensors[n]
+			require.Len(t, m.Tensors, len(loaded.Tensors))
+			for n, lt := range loaded.Tensors {
+				st, ok := m.Tensors[n]
 				require.True(t, ok, "%s is not made", n)
 				require.Equal(t, lt.Shape, st.Shape, n)
 			}
@@ -33,7 +33,7 @@ func TestSynthetic(t *testing.T) {
 			require.Equal(t, loaded.shards, m.shards)
 			again, err := Synthetic(c, graph.BF16, 3)
 			require.NoError(t, err)
-			require.Equal(t, m.tensors, again.tensors)
+			require.Equal(t, m.Tensors, again.Tensors)
 
 			c.MTPLayers = 1
 			m, err = Synthetic(c, graph.F32, 4)
@@ -66,9 +66,9 @@ func TestShapes(t *testing.T) {
 	require.NoError(t, err)
 	bare, err := Shapes(c, graph.BF16)
 	require.NoError(t, err)
-	require.Len(t, bare.tensors, len(full.tensors))
-	for n, ft := range full.tensors {
-		bt := bare.tensors[n]
+	require.Len(t, bare.Tensors, len(full.Tensors))
+	for n, ft := range full.Tensors {
+		bt := bare.Tensors[n]
 		require.Equal(t, ft.DType, bt.DType, n)
 		require.Equal(t, ft.Shape, bt.Shape, n)
 		require.Empty(t, bt.Data, n)

@@ -68,8 +68,8 @@ func writeTinyMTP(t testing.TB, dir string) {
 	require.NoError(t, err)
 	require.True(t, m.HasMTP)
 	var ts []weights.NamedTensor
-	for _, name := range slices.Sorted(maps.Keys(m.tensors)) {
-		x := m.tensors[name]
+	for _, name := range slices.Sorted(maps.Keys(m.Tensors)) {
+		x := m.Tensors[name]
 		data := x.Data
 		if isOffsetNorm(name) {
 			v := make([]float32, x.Len())
