@@ -77,7 +77,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		}
 		t0 := time.Now()
 		bar := newProgress(mf.progressTo(), "prompt", int64(len(ids)), progressTokens)
-		_, err = prefill(ctx, progressSession{s, bar}, ids, mf.chunk)
+		_, err = prefill(ctx, progressSession{s, bar}, ids, mf.chunkRows())
 		bar.Done()
 		if err != nil {
 			return err
@@ -96,7 +96,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	var promptProfile strings.Builder
 	pl, _ := s.(models.Planner)
 	if *profile && pl != nil {
-		rows, want := lastChunk(*promptN, promptChunk(s, mf.chunk))
+		rows, want := lastChunk(*promptN, promptChunk(s, mf.chunkRows()))
 		if err := writeProfile(&promptProfile, pl, rows, want, fmt.Sprintf("the last prompt chunk (%d rows)", rows)); err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms (the first prompt, plans built: %.1f ms)\n",
 		*promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3, cold.Seconds()*1e3)
 	if pl != nil {
-		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunk), l.be, prefillTime); err != nil {
+		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunkRows()), l.be, prefillTime); err != nil {
 			return err
 		}
 	}

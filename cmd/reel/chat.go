@@ -53,7 +53,7 @@ flags come from generation_config.json, as for reel run.`, stderr)
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
-	if err := gf.parsed(fs, mf.chunk); err != nil {
+	if err := gf.parsed(fs, mf.chunkRows()); err != nil {
 		return err
 	}
 	if mf.dir == "" {
@@ -97,7 +97,7 @@ flags come from generation_config.json, as for reel run.`, stderr)
 		return err
 	}
 	c := &chatter{
-		g: g, tio: tio, tmpl: tmpl, extra: vars, stop: so, chunk: mf.chunk, vocab: l.model.Vocab(),
+		g: g, tio: tio, tmpl: tmpl, extra: vars, stop: so, chunk: mf.chunkRows(), vocab: l.model.Vocab(),
 		system: *system, trace: trace,
 	}
 	interactive := isTerminal(stdin)

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/lm"
 )
 
 // TestNoCUDAIsOneLine runs every command that takes --device cuda on a
@@ -50,9 +54,9 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"run", "--threads", "-1"}, "--threads -1 is negative"},
 		{[]string{"logits", "--ids", "1", "--threads", "-1"}, "--threads -1 is negative"},
 		{[]string{"bench", "--threads", "-1"}, "--threads -1 is negative"},
-		{[]string{"run", "--chunk", "0"}, "--chunk 0: want at least one row"},
-		{[]string{"logits", "--ids", "1", "--chunk", "0"}, "--chunk 0: want at least one row"},
-		{[]string{"bench", "--chunk", "0"}, "--chunk 0: want at least one row"},
+		{[]string{"run", "--chunk", "-1"}, "--chunk -1: want at least one row"},
+		{[]string{"logits", "--ids", "1", "--chunk", "-1"}, "--chunk -1: want at least one row"},
+		{[]string{"bench", "--chunk", "-1"}, "--chunk -1: want at least one row"},
 		{[]string{"check", "--golden", "../../testdata/dory", "--chunk", "-3"}, "--chunk -3"},
 		{[]string{"run", "--device", "tpu"}, `unknown --device "tpu"`},
 		{[]string{"run", "--temperature", "Inf"}, "--temperature +Inf"},
@@ -120,5 +124,16 @@ func TestWarnPastMaxPositions(t *testing.T) {
 		if code != exitOK || strings.Count(errOut, "level=WARN") != 1 || !strings.Contains(errOut, "max_position_embeddings=8") {
 			t.Errorf("%s with max_position_embeddings 8: status %d, stderr:\n%s", src, code, errOut)
 		}
+	}
+}
+
+// TestChunkRows: --chunk 0 (the default) takes the device's chunk.
+func TestChunkRows(t *testing.T) {
+	for _, c := range []struct {
+		device      string
+		chunk, want int
+	}{{"cpu", 0, lm.DefaultChunk}, {"cuda", 0, cudaChunk}, {"cuda", 300, 300}, {"cpu", 7, 7}} {
+		f := modelFlags{device: c.device, chunk: c.chunk}
+		require.Equal(t, c.want, f.chunkRows(), "%s --chunk %d", c.device, c.chunk)
 	}
 }

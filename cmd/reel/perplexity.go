@@ -77,7 +77,7 @@ at load (fp8, q8 or q4), the measure of what a format costs.`, stderr)
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s): %d tokens in windows of %d\n", name, l.model.Arch(), q, len(ids), min(*window, len(ids)))
 	start := time.Now()
-	r, err := perplexity(ctx, l.session, l.model.Vocab(), ids, *window, mf.chunk, func(w int, nll float64, n int) {
+	r, err := perplexity(ctx, l.session, l.model.Vocab(), ids, *window, mf.chunkRows(), func(w int, nll float64, n int) {
 		fmt.Fprintf(stdout, "window %d: perplexity %.4f over %d tokens\n", w, math.Exp(nll/float64(n)), n)
 	})
 	if err != nil {

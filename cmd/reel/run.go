@@ -42,7 +42,7 @@ tokens).`, stderr)
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
-	if err := gf.parsed(fs, mf.chunk); err != nil {
+	if err := gf.parsed(fs, mf.chunkRows()); err != nil {
 		return err
 	}
 	ids, err := parseIDs(*promptIDs)
@@ -94,7 +94,7 @@ tokens).`, stderr)
 		return err
 	}
 	t0 := time.Now()
-	logits, err := prefill(ctx, l.session, ids, mf.chunk)
+	logits, err := prefill(ctx, l.session, ids, mf.chunkRows())
 	if err != nil {
 		return err
 	}

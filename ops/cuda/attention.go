@@ -113,7 +113,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if ops.RingHolds(at, capacity, rows) {
 		ring = 1 // else a ring too short to wrap, read as a linear slot
 	}
-	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && groups <= flashRows && be.halfAttention() {
+	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && groups <= 64 && be.halfAttention() {
 		return be.flash(s, at, fd, q, k, v, call, y, gp, sp, rows, capacity, ring)
 	}
 	span := capacity
@@ -186,13 +186,6 @@ func (be *Backend) halfAttention() bool {
 // take attn_part and attn_finish, which split the keys over blocks instead).
 const flashMinRows = ops.AttentionChunkRows
 
-// flashRows is FA_BM of flash.cu: the query rows, (position, head of the
-// group) pairs, of one flash block.
-const flashRows = 64
-
-// flashThreads is a flash block's threads (FA_WARPS warps).
-const flashThreads = 128
-
 // flashDims are the head dimensions the flash kernels are compiled for
 // (flash_d32 ...); a head of fewer dimensions is padded to the next.
 var flashDims = []int{32, 64, 128, 256}
@@ -208,19 +201,39 @@ func flashDim(d int) int {
 	return 0
 }
 
-// flashKeys is the keys of a flash kernel's tile (BN of flash_body).
-func flashKeys(fd int) int {
-	if fd >= 256 {
-		return 32
-	}
-	return 64
+// flashKernel is one compiled flash kernel (flash_body's template
+// arguments): warps of 16 query rows and keys a tile.
+type flashKernel struct {
+	name        string
+	dim         int
+	warps, keys int
 }
 
-// flashShared is the dynamic shared memory of flash_d<fd>: the Q tile and
-// two K and Vᵀ tiles of f16, rows padded by 8 elements.
-func flashShared(fd int) int {
-	bn := flashKeys(fd)
-	return 2 * (flashRows*(fd+8) + 2*bn*(fd+8) + 2*fd*(bn+8))
+// flashKernels are the compiled flash kernels: 4 warps for every
+// dimension, and wide ones of 8 warps (REEL_FLASH_WIDE=1 takes them).
+var flashKernels = []flashKernel{
+	{"flash_d32", 32, 4, 64}, {"flash_d64", 64, 4, 64}, {"flash_d128", 128, 4, 64}, {"flash_d256", 256, 4, 32},
+	{"flash_wide_d64", 64, 8, 64}, {"flash_wide_d128", 128, 8, 64}, {"flash_wide_d256", 256, 8, 64},
+}
+
+// rows is the query rows of a block.
+func (k flashKernel) rows() int { return 16 * k.warps }
+
+// shared is the kernel's dynamic shared memory: the Q tile and two K and
+// Vᵀ tiles of f16, rows padded by 8 elements.
+func (k flashKernel) shared() int {
+	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
+}
+
+// flashFor picks the flash kernel of dimension fd.
+func (be *Backend) flashFor(fd int) flashKernel {
+	var pick flashKernel
+	for _, k := range flashKernels {
+		if k.dim == fd && (pick.name == "" || be.flashWide && k.warps > pick.warps) {
+			pick = k
+		}
+	}
+	return pick
 }
 
 // flash appends kv_half, which writes the keys and values a chunk reads as
@@ -237,8 +250,9 @@ func (be *Backend) flash(s *steps, at ops.AttentionAttrs, fd int, q, k, v, call,
 	kh, vt := p, p.Offset(uint64(half))
 	s.add(fmt.Sprintf("kv_half_d%d", fd), [3]uint32{uint32(nk / 32), uint32(at.KVHeads), 1}, [3]uint32{256, 1, 1}, uint32(4*32*(fd+1)),
 		k.ptr, v.ptr, call.ptr, be.errRec, kh, vt, int32(rows), int32(at.KVHeads), int32(at.HeadDim), int32(capacity), int32(at.Window), ring, int32(nk))
-	pb := flashRows / (at.Heads / at.KVHeads)
-	s.add(fmt.Sprintf("flash_d%d", fd), [3]uint32{uint32((rows + pb - 1) / pb), uint32(at.KVHeads), 1}, [3]uint32{flashThreads, 1, 1}, uint32(flashShared(fd)),
+	fk := be.flashFor(fd)
+	pb := fk.rows() / (at.Heads / at.KVHeads)
+	s.add(fk.name, [3]uint32{uint32((rows + pb - 1) / pb), uint32(at.KVHeads), 1}, [3]uint32{uint32(32 * fk.warps), 1, 1}, uint32(fk.shared()),
 		q.ptr, kh, vt, call.ptr, be.errRec, y.ptr, gp, sp, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(at.HeadDim),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(nk))
 	return s, nil

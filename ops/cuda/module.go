@@ -22,9 +22,17 @@ var kernelNames = append([]string{
 	"norm_rows", "norm_rows_wide", "norm_rows_long", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
-	"matmul_tiled", "flash_d32", "flash_d64", "flash_d128", "flash_d256",
-	"kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
-}, append(mvKernelNames(), familyKernelNames()...)...)
+	"matmul_tiled", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
+}, append(append(mvKernelNames(), familyKernelNames()...), flashKernelNames()...)...)
+
+// flashKernelNames are the flash kernels' names.
+func flashKernelNames() []string {
+	var out []string
+	for _, k := range flashKernels {
+		out = append(out, k.name)
+	}
+	return out
+}
 
 // kernelSet is the loaded module's kernels, by name.
 type kernelSet struct {
@@ -92,10 +100,10 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 		}
 		ks.fn[n] = f
 	}
-	for _, fd := range flashDims {
-		if b := flashShared(fd); b > 48*1024 {
-			if err := ks.fn[fmt.Sprintf("flash_d%d", fd)].SetMaxDynamicSharedBytes(b); err != nil {
-				return nil, fmt.Errorf("cuda: kernel flash_d%d: %w", fd, err)
+	for _, k := range flashKernels {
+		if b := k.shared(); b > 48*1024 {
+			if err := ks.fn[k.name].SetMaxDynamicSharedBytes(b); err != nil {
+				return nil, fmt.Errorf("cuda: kernel %s: %w", k.name, err)
 			}
 		}
 	}

@@ -58,7 +58,7 @@ func bindNorm(rms bool) binder {
 		}
 		name, threads := "norm_rows_long", uint32(1024)
 		if g <= 1024*32 {
-			if name, threads, err = rowKernel("norm_rows", g); err != nil {
+			if name, threads, err = rowKernel("norm_rows", g, runs); err != nil {
 				return nil, err
 			}
 		}
@@ -68,14 +68,24 @@ func bindNorm(rms bool) binder {
 	}
 }
 
-// rowKernel picks the variant of a row kernel (norm_rows, rowfuse) for rows
-// of n and its block size: each thread keeps up to 8 elements in registers
-// (the _wide variant 32), with at least four per thread so reductions stay
-// short.
-func rowKernel(base string, n int) (string, uint32, error) {
+// rowManyRows is the rows from which a row kernel's blocks are sized for
+// throughput (several resident on an SM) rather than latency.
+const rowManyRows = 256
+
+// rowKernel picks the variant of a row kernel (norm_rows, rowfuse) for
+// rows rows of n and its block size: each thread keeps up to 8 elements in
+// registers (the _wide variant 32). A few rows (decode) take at least four
+// a thread so reductions stay short; many rows (a prompt chunk) take eight,
+// so that blocks are small enough for several to be resident on an SM
+// (640 threads of 64 registers for Dory's rows of 2560 let one).
+func rowKernel(base string, n, rows int) (string, uint32, error) {
+	per := 4
+	if rows >= rowManyRows {
+		per = 8
+	}
 	switch {
 	case n <= 1024*8:
-		return base, threadsFor((n+3)/4, 1024), nil
+		return base, threadsFor((n+per-1)/per, 1024), nil
 	case n <= 1024*32:
 		// up to 32 elements a thread; the kernel is bounded to 1024 threads
 		// (__launch_bounds__), so its registers fit a full block
@@ -119,7 +129,7 @@ func bindRowFuse(kind int32) binder {
 		if y.n == 0 {
 			return s, nil
 		}
-		name, threads, err := rowKernel("rowfuse", w)
+		name, threads, err := rowKernel("rowfuse", w, y.n/w)
 		if err != nil {
 			return nil, err
 		}

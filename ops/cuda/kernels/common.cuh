@@ -209,9 +209,14 @@ __device__ void rope_head(const float* src, float* dst, int p, const double* fre
 	int h = rot / 2;
 	double pp = (double)p;
 	for (int j = threadIdx.x; j < h; j += blockDim.x) {
-		double s, c;
-		sincos(pp * freq[j], &s, &c);
-		float cf = (float)(m * c), sf = (float)(m * s);
+		// The angle is reduced to [-π, π] in f64, then its sine and
+		// cosine taken in f32 (an f64 sincos made the prompt's rope
+		// compute-bound): within an ulp or two of f32 of the f64 values.
+		double t = pp * freq[j];
+		t -= 6.283185307179586 * rint(t * 0.15915494309189535);
+		float s, c;
+		sincosf((float)t, &s, &c);
+		float cf = (float)(m * (double)c), sf = (float)(m * (double)s);
 		float a = src[j], b = src[j + h];
 		dst[j] = a * cf - b * sf;
 		dst[j + h] = b * cf + a * sf;

@@ -51,12 +51,15 @@ extern "C" __global__ void chain(const int* steps, const float* factors, int nst
 	}
 }
 
-// swiglu: y = silu(g * sg) * (u * su), the scales broadcast over rows of f.
+// swiglu: y = silu(g * sg) * (u * su), the scales broadcast over rows of f;
+// silu in f32 (expf, not the f64 of the decode epilogues: this kernel runs
+// over whole prompt chunks, where f64 exponentials made it compute-bound).
 extern "C" __global__ void swiglu(const float* g, const float* u, const float* sg, const float* su, float* y, long long n, int f) {
 	pdl_entry();
 	GRID_STRIDE(i, n) {
 		int c = (int)(i % f);
-		y[i] = (float)silu_d((double)(g[i] * sg[c])) * (u[i] * su[c]);
+		float x = g[i] * sg[c];
+		y[i] = x / (1.f + expf(-x)) * (u[i] * su[c]);
 	}
 }
 
@@ -129,9 +132,32 @@ __device__ __forceinline__ void half_split(float x, u16* hi, u16* lo, int wt) {
 	}
 }
 
-// to_half rounds f32 activations to 16 bits into hi (and lo): half_split.
+// half_split4 is half_split of four consecutive elements, stored 8 bytes
+// at a time (hi and lo 8-byte aligned).
+__device__ __forceinline__ void half_split4(float4 x, u16* hi, u16* lo, int wt) {
+	u16 h[4], l[4];
+	half_split(x.x, h, l, wt);
+	half_split(x.y, h + 1, l + 1, wt);
+	half_split(x.z, h + 2, l + 2, wt);
+	half_split(x.w, h + 3, l + 3, wt);
+	*(uint2*)hi = make_uint2((u32)h[0] | (u32)h[1] << 16, (u32)h[2] | (u32)h[3] << 16);
+	if (lo) *(uint2*)lo = make_uint2((u32)l[0] | (u32)l[1] << 16, (u32)l[2] | (u32)l[3] << 16);
+}
+
+// half_vec says whether n elements from x, hi and lo can go four at a time.
+__device__ __forceinline__ bool half_vec(const float* x, const u16* hi, const u16* lo, long long n) {
+	return (n & 3) == 0 && ((unsigned long long)x & 15) == 0 && ((unsigned long long)hi & 7) == 0 &&
+	       ((unsigned long long)lo & 7) == 0;
+}
+
+// to_half rounds f32 activations to 16 bits into hi (and lo): half_split,
+// four elements at a time where alignment allows.
 extern "C" __global__ void to_half(const float* x, u16* hi, u16* lo, long long n, int wt) {
 	pdl_entry();
+	if (half_vec(x, hi, lo, n)) {
+		GRID_STRIDE(i, n / 4) half_split4(((const float4*)x)[i], hi + 4 * i, lo ? lo + 4 * i : 0, wt);
+		return;
+	}
 	GRID_STRIDE(i, n) half_split(x[i], hi + i, lo ? lo + i : 0, wt);
 }
 
@@ -143,5 +169,13 @@ extern "C" __global__ void to_half_norm(const float* x, u16* hi, u16* lo, int k,
 	__shared__ double scratch[32];
 	long long o = (long long)blockIdx.x * k;
 	double inv = 1.0 / sqrt(sumsq_d(x + o, k, scratch) + (double)eps);
+	if (half_vec(x + o, hi + o, lo ? lo + o : 0, k)) {
+		for (int i = threadIdx.x; i < k / 4; i += blockDim.x) {
+			float4 v = ((const float4*)(x + o))[i];
+			v = make_float4((float)((double)v.x * inv), (float)((double)v.y * inv), (float)((double)v.z * inv), (float)((double)v.w * inv));
+			half_split4(v, hi + o + 4 * i, lo ? lo + o + 4 * i : 0, wt);
+		}
+		return;
+	}
 	for (int i = threadIdx.x; i < k; i += blockDim.x) half_split((float)((double)x[o + i] * inv), hi + o + i, lo ? lo + o + i : 0, wt);
 }

@@ -1,15 +1,17 @@
 // Flash attention for prompt chunks on tensor cores. kv_half first writes
 // the keys and values the chunk reads as f16 into scratch (keys row by row,
 // values transposed, dimension by dimension, both zero-padded to the
-// kernel's D); then each flash block takes FA_BM query rows, streams the key
+// kernel's D); then each flash block takes its query rows, streams the key
 // and value tiles into shared memory with cp.async (two buffers: the next
 // tile loads while this one is used), scores them with mma.sync (f16
 // inputs, f32 accumulation) and folds them into its output with an online
 // softmax, so no row's scores are ever stored whole.
 //
-// A block's FA_BM query rows are (position, head) pairs of one KV head's
-// group: ⌊FA_BM / G⌋ positions times the G query heads that share the KV
-// head, so each tile is read once for the whole group. Q, K, V and the
+// A block's BM = 16·W query rows (W warps, 16 rows each) are (position,
+// head) pairs of one KV head's group: ⌊BM / G⌋ positions times the G query
+// heads that share the KV head, so each tile is read once for the whole
+// group. Blocks run the chunk's last rows first: they have the most keys,
+// and starting them first shortens the tail. Q, K, V and the
 // probabilities are rounded to f16 (saturating at ±65504; a NaN stays NaN);
 // scores, softmax and sums are f32.
 //
@@ -17,9 +19,6 @@
 // A (16×16): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8,
 // 2t+8..); B (16×8): b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g); C (16×8):
 // c0 c1 (g, 2t and 2t+1), c2 c3 (g+8, 2t and 2t+1).
-
-#define FA_BM 64
-#define FA_WARPS 4
 
 // fa_sat rounds to f16, saturating (a NaN stays NaN).
 __device__ __forceinline__ u16 fa_sat(float x) {
@@ -93,19 +92,20 @@ __device__ void kv_half_body(const float* k, const float* v, const int* call, in
 	}
 }
 
-// flash_body: grid (⌈rows / ⌊FA_BM/G⌋⌉, kv heads), FA_WARPS warps, dynamic
-// shared memory flashShared (Go) bytes. D is the padded head dimension (a
-// multiple of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and
-// vt are kv_half's scratch of nk keys (a multiple of 64, with at least BN
-// indices to spare past the last key).
-template <int D, int BN>
+// flash_body: grid (⌈rows / ⌊16·W/G⌋⌉, kv heads), W warps, dynamic shared
+// memory flashShared (Go) bytes. D is the padded head dimension (a multiple
+// of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and vt are
+// kv_half's scratch of nk keys (a multiple of 64, with at least BN indices
+// to spare past the last key).
+template <int D, int BN, int W>
 __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
                            const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
                            int ring, float scale, int nk) {
 	extern __shared__ u16 fsh[];
+	const int BM = 16 * W;
 	const int LQ = D + 8, LV = BN + 8; // row strides in halves (16 bytes of padding against bank conflicts)
-	u16* sQ = fsh;                     // [FA_BM][LQ]
-	u16* sK = sQ + FA_BM * LQ;         // two [BN][LQ]
+	u16* sQ = fsh;                     // [BM][LQ]
+	u16* sK = sQ + BM * LQ;            // two [BN][LQ]
 	u16* sV = sK + 2 * BN * LQ;        // two [D][LV], dimension-major
 	pdl_entry();
 	int pos, used, jBase;
@@ -115,8 +115,8 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 			report(err, ERR_ATTN_CAPACITY, p + (u == 0 ? rows : u) - 1, cap, 0);
 		return;
 	}
-	int G = heads / kvh, PB = FA_BM / G, hk = blockIdx.y;
-	int r0 = blockIdx.x * PB; // the block's first row of the chunk
+	int G = heads / kvh, PB = BM / G, hk = blockIdx.y;
+	int r0 = (gridDim.x - 1 - blockIdx.x) * PB; // the block's first row of the chunk
 	int rEnd = min(used, r0 + PB), rLim = min(rows, r0 + PB);
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
 	long long qw = (long long)heads * d;
@@ -128,7 +128,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		return;
 	}
 	// Q: row m is position r0 + m/G, head hk·G + m%G; rows past the chunk are zeros.
-	for (int i = tid; i < FA_BM * (D / 2); i += blockDim.x) {
+	for (int i = tid; i < BM * (D / 2); i += blockDim.x) {
 		int m = i / (D / 2), c = 2 * (i % (D / 2));
 		int r = r0 + m / G;
 		float x0 = 0.f, x1 = 0.f;
@@ -207,20 +207,32 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 			}
 		}
 		// Mask, then the online softmax in base 2. A masked score is -1e30,
-		// whose exponential is taken as 0.
+		// whose exponential is taken as 0. A tile every row sees whole (at
+		// or before the block's first position, inside every row's window)
+		// needs no mask: most tiles of a long prompt.
 		float tA = -1e30f, tB = -1e30f;
+		bool whole = j0 + BN - 1 <= pFirst && (window <= 0 || j0 > pLast - window);
+		if (whole) {
 #pragma unroll
-		for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int j = j0 + 8 * n + 2 * tq + (e & 1);
-				int p = e < 2 ? pA : pB;
-				bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
-				float x = ok ? s[n][e] * sl2 : -1e30f;
-				s[n][e] = x;
-				if (e < 2) tA = fmaxf(tA, x);
-				else tB = fmaxf(tB, x);
+			for (int n = 0; n < BN / 8; n++) {
+				s[n][0] *= sl2, s[n][1] *= sl2, s[n][2] *= sl2, s[n][3] *= sl2;
+				tA = fmaxf(tA, fmaxf(s[n][0], s[n][1]));
+				tB = fmaxf(tB, fmaxf(s[n][2], s[n][3]));
 			}
+		} else {
+#pragma unroll
+			for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int j = j0 + 8 * n + 2 * tq + (e & 1);
+					int p = e < 2 ? pA : pB;
+					bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
+					float x = ok ? s[n][e] * sl2 : -1e30f;
+					s[n][e] = x;
+					if (e < 2) tA = fmaxf(tA, x);
+					else tB = fmaxf(tB, x);
+				}
+		}
 		tA = fmaxf(tA, __shfl_xor_sync(0xffffffffu, tA, 1));
 		tA = fmaxf(tA, __shfl_xor_sync(0xffffffffu, tA, 2));
 		tB = fmaxf(tB, __shfl_xor_sync(0xffffffffu, tB, 1));
@@ -240,8 +252,12 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		}
 		lA = lA * cA + sumA;
 		lB = lB * cB + sumB;
+		// The output's correction, skipped by the whole warp while no row's
+		// maximum moved (most tiles, once the first have been seen).
+		if (__any_sync(0xffffffffu, cA != 1.f || cB != 1.f)) {
 #pragma unroll
-		for (int n = 0; n < D / 8; n++) o[n][0] *= cA, o[n][1] *= cA, o[n][2] *= cB, o[n][3] *= cB;
+			for (int n = 0; n < D / 8; n++) o[n][0] *= cA, o[n][1] *= cA, o[n][2] *= cB, o[n][3] *= cB;
+		}
 		// O += P V: P's C fragments are the A fragments of this product.
 #pragma unroll
 		for (int kk = 0; kk < BN / 16; kk++) {
@@ -294,7 +310,12 @@ extern "C" __global__ void __launch_bounds__(256) kv_half_d32(KV_HALF_PARAMS) { 
 extern "C" __global__ void __launch_bounds__(256) kv_half_d64(KV_HALF_PARAMS) { kv_half_body<64>(KV_HALF_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) kv_half_d128(KV_HALF_PARAMS) { kv_half_body<128>(KV_HALF_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) kv_half_d256(KV_HALF_PARAMS) { kv_half_body<256>(KV_HALF_ARGS); }
-extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_d32(FLASH_PARAMS) { flash_body<32, 64>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_d64(FLASH_PARAMS) { flash_body<64, 64>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_d128(FLASH_PARAMS) { flash_body<128, 64>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_d256(FLASH_PARAMS) { flash_body<256, 32>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) flash_d32(FLASH_PARAMS) { flash_body<32, 64, 4>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) flash_d64(FLASH_PARAMS) { flash_body<64, 64, 4>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) flash_d128(FLASH_PARAMS) { flash_body<128, 64, 4>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) flash_d256(FLASH_PARAMS) { flash_body<256, 32, 4>(FLASH_ARGS); }
+// The wide variants: 8 warps (128 query rows) and, for 256 dimensions, 64
+// keys a tile (one block an SM).
+extern "C" __global__ void __launch_bounds__(256) flash_wide_d64(FLASH_PARAMS) { flash_body<64, 64, 8>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) flash_wide_d128(FLASH_PARAMS) { flash_body<128, 64, 8>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) flash_wide_d256(FLASH_PARAMS) { flash_body<256, 64, 8>(FLASH_ARGS); }
