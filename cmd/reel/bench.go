@@ -145,6 +145,14 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	}
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms (the first prompt, plans built: %.1f ms)\n",
 		*promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3, cold.Seconds()*1e3)
+	if mm, ok := l.be.(memoryMeter); ok {
+		used, total, err := mm.MemoryInUse()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "memory       %.2f GiB of the card's %.1f GiB in use after the prompt (nothing is freed before the end: the peak)\n",
+			float64(used)/(1<<30), float64(total)/(1<<30))
+	}
 	if pl != nil {
 		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunkRows()), l.be, prefillTime); err != nil {
 			return err

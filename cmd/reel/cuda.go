@@ -47,3 +47,8 @@ type bandwidthMeter interface {
 type matmulPeakMeter interface {
 	MeasureMatMulPeak(n, reps int) (float64, error)
 }
+
+// memoryMeter is a backend that reports its device memory.
+type memoryMeter interface {
+	MemoryInUse() (used, total uint64, err error)
+}

@@ -600,3 +600,17 @@ func (be *Backend) MeasureMatMulPeak(n, reps int) (float64, error) {
 	}
 	return cu.MeasureMatMulPeak(be.ctx, be.blas, n, reps)
 }
+
+// MemoryInUse is the device memory in use (by every context on the card)
+// and the card's total, in bytes. Reel frees nothing until Close (arenas,
+// scratch and states only grow), so after a run it is the run's peak.
+func (be *Backend) MemoryInUse() (used, total uint64, err error) {
+	if err := be.check(); err != nil {
+		return 0, 0, err
+	}
+	free, total, err := be.ctx.MemInfo()
+	if err != nil {
+		return 0, 0, err
+	}
+	return total - free, total, nil
+}
