@@ -162,8 +162,8 @@ type Backend struct {
 	// f16 keys and values of the flash kernel.
 	deq, glu, normed, kvHalf reused
 	half                     [2]reused
-	// flashWide takes the flash kernels of 8 warps (REEL_FLASH_WIDE=1).
-	flashWide bool
+	// flashNarrow takes the flash kernels of 4 warps (REEL_FLASH_NARROW=1).
+	flashNarrow bool
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
@@ -211,7 +211,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
-	be.flashWide = os.Getenv("REEL_FLASH_WIDE") == "1"
+	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

@@ -70,11 +70,11 @@ func TestKernelTable(t *testing.T) {
 	}
 }
 
-// TestFlashWide runs the attention cases of prompt chunks through the flash
-// kernels of 8 warps (TestOpCases takes those of 4).
-func TestFlashWide(t *testing.T) {
+// TestFlashNarrow runs the attention cases through the flash kernels of 4
+// warps (TestOpCases takes those of 8 where they exist).
+func TestFlashNarrow(t *testing.T) {
 	be := newTestBackend(t, Options{Precision: PrecisionHalf})
-	be.flashWide = true
+	be.flashNarrow = true
 	ref := cpu.New(0)
 	n := 0
 	for _, c := range optest.Cases() {

@@ -147,18 +147,25 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 	int iStart = (jLo - jBase) & ~7, tiles = (pLast - jBase - iStart) / BN + 1;
 	const u16* khh = kh + (long long)hk * nk * D;
 	const u16* vth = vt + (long long)hk * D * nk;
+	// Each thread copies fixed 16-byte columns of the tiles: keys kKey,
+	// kKey + KSTEP, ... at column kCol of the K tile; dimensions vDim,
+	// vDim + VSTEP, ... at keys vKey.. of the Vᵀ tile (the loops unroll, the
+	// addresses are set up once).
+	constexpr int NT = 32 * W, KC = D / 8, VC = BN / 8;
+	constexpr int KSTEP = NT / KC, KPER = BN / KSTEP, VSTEP = NT / VC, VPER = D / VSTEP;
+	const int kKey = tid / KC, kCol = 8 * (tid % KC), vDim = tid / VC, vKey = 8 * (tid % VC);
+	const u16* kSrc = khh + (long long)kKey * D + kCol;
+	const u16* vSrc = vth + (long long)vDim * nk + vKey;
 	auto load = [&](int t, int buf) {
 		int i0 = iStart + t * BN;
-		u16* k = sK + buf * BN * LQ;
-		for (int i = tid; i < BN * (D / 8); i += blockDim.x) {
-			int key = i / (D / 8), c = 8 * (i % (D / 8));
-			cp_async16(k + key * LQ + c, khh + (long long)(i0 + key) * D + c);
-		}
-		u16* v = sV + buf * D * LV;
-		for (int i = tid; i < D * (BN / 8); i += blockDim.x) {
-			int c = i / (BN / 8), key = 8 * (i % (BN / 8));
-			cp_async16(v + c * LV + key, vth + (long long)c * nk + i0 + key);
-		}
+		u16* kd = sK + buf * BN * LQ + kKey * LQ + kCol;
+		const u16* ks = kSrc + (long long)i0 * D;
+#pragma unroll
+		for (int k = 0; k < KPER; k++) cp_async16(kd + k * KSTEP * LQ, ks + (long long)k * KSTEP * D);
+		u16* vd = sV + buf * D * LV + vDim * LV + vKey;
+		const u16* vs = vSrc + i0;
+#pragma unroll
+		for (int k = 0; k < VPER; k++) cp_async16(vd + k * VSTEP * LV, vs + (long long)k * VSTEP * nk);
 		cp_commit();
 	};
 	load(0, 0);
@@ -169,6 +176,8 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 	int mA = warp * 16 + gq, mB = mA + 8;
 	int pA = (mA < PB * G && r0 + mA / G < rEnd) ? pos + r0 + mA / G : -1;
 	int pB = (mB < PB * G && r0 + mB / G < rEnd) ? pos + r0 + mB / G : -1;
+	// The keys each row sees: loX ≤ j ≤ pX (none for a padding row).
+	int loA = window > 0 ? pA - window + 1 : 0, loB = window > 0 ? pB - window + 1 : 0;
 	float mxA = -1e30f, mxB = -1e30f, lA = 0.f, lB = 0.f;
 	float o[D / 8][4];
 #pragma unroll
@@ -220,13 +229,13 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 				tB = fmaxf(tB, fmaxf(s[n][2], s[n][3]));
 			}
 		} else {
+			int jt = j0 + 2 * tq;
 #pragma unroll
 			for (int n = 0; n < BN / 8; n++)
 #pragma unroll
 				for (int e = 0; e < 4; e++) {
-					int j = j0 + 8 * n + 2 * tq + (e & 1);
-					int p = e < 2 ? pA : pB;
-					bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
+					int j = jt + 8 * n + (e & 1);
+					bool ok = e < 2 ? j >= loA && j <= pA : j >= loB && j <= pB;
 					float x = ok ? s[n][e] * sl2 : -1e30f;
 					s[n][e] = x;
 					if (e < 2) tA = fmaxf(tA, x);
