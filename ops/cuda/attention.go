@@ -113,7 +113,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if ops.RingHolds(at, capacity, rows) {
 		ring = 1 // else a ring too short to wrap, read as a linear slot
 	}
-	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && groups <= 64 && be.halfAttention() {
+	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && be.halfAttention() && groups <= be.flashFor(fd).rows() {
 		return be.flash(s, at, fd, q, k, v, call, y, gp, sp, rows, capacity, ring)
 	}
 	span := capacity
@@ -186,19 +186,17 @@ func (be *Backend) halfAttention() bool {
 // take attn_part and attn_finish, which split the keys over blocks instead).
 const flashMinRows = ops.AttentionChunkRows
 
-// flashDims are the head dimensions the flash kernels are compiled for
-// (flash_d32 ...); a head of fewer dimensions is padded to the next.
-var flashDims = []int{32, 64, 128, 256}
-
-// flashDim is the flash kernel's dimension for heads of d, 0 past the
-// largest.
+// flashDim is the flash kernels' head dimension for heads of d: the
+// smallest compiled that holds d (a head is padded with zeros to it), 0
+// past the largest.
 func flashDim(d int) int {
-	for _, fd := range flashDims {
-		if d <= fd {
-			return fd
+	fd := 0
+	for _, k := range flashKernels {
+		if d <= k.dim && (fd == 0 || k.dim < fd) {
+			fd = k.dim
 		}
 	}
-	return 0
+	return fd
 }
 
 // flashKernel is one compiled flash kernel (flash_body's template

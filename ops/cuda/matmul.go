@@ -8,12 +8,9 @@ import (
 )
 
 // matvecMaxRows is the most rows the bandwidth-bound matvec kernels take
-// (MV_MAXR in matvec.cu); more rows go to cuBLAS or the tiled kernel.
+// (MV_MAXR in matvec.cu); more rows go to cuBLAS (the tiled kernel without
+// it).
 const matvecMaxRows = 8
-
-// blasMin is the smallest output and input width cuBLAS is used for
-// (narrower products take matmul_tiled).
-const blasMin = 1
 
 // The matvec kernels' compile-time shape (matvec.cu): mvLoads 16-byte loads
 // per lane per iteration (MV_LOADS), at most mvMaxWarps warps a block
@@ -242,8 +239,8 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 		}
 		return nil
 	}
-	// Weights cuBLAS does not take (small shapes, f32 weights of a
-	// normalized product) read x normalized in f32 scratch.
+	// f32 weights (and every weight without cuBLAS) read x as it is, or,
+	// for a normalized product, normalized into f32 scratch.
 	var normed *Buffer
 	xFor := func() (*Buffer, error) {
 		if eps == nil {
@@ -270,12 +267,12 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 		if err != nil {
 			return err
 		}
-		if be.blas == nil || nOut < blasMin || k < blasMin || wt == 0 {
+		if be.blas == nil || wt == 0 {
 			xs, err := xFor()
 			if err != nil {
 				return err
 			}
-			if be.blas != nil && nOut >= blasMin && k >= blasMin {
+			if be.blas != nil {
 				blas := be.blas
 				s.work = append(s.work, func() error {
 					return blas.MatMulRowMajor(rows, nOut, k, xs.ptr, k, cu.F32, w.ptr, k, cu.F32, y.ptr, nOut, cu.F32)
