@@ -66,11 +66,22 @@ func bindQKVPrep(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 		ring = 1
 	}
 	hq, hk := qw/hd, kw/hd
-	s.add("qkv_prep", [3]uint32{uint32(rows), uint32(hq + 2*hk), 1}, [3]uint32{threadsFor(max(rot/2, hd-rot), 128), 1, 1}, 0,
+	// Heads a block: one for decode and windows (as many blocks as heads,
+	// for latency); a prompt chunk's rows take qkvHeadsPerBlock, so that its
+	// blocks are fewer and each does more.
+	per := 1
+	if rows >= ops.AttentionChunkRows {
+		per = qkvHeadsPerBlock
+	}
+	s.add("qkv_prep", [3]uint32{uint32(rows), uint32((hq + 2*hk + per - 1) / per), 1}, [3]uint32{threadsFor(max(rot/2, hd-rot), 128), 1, 1}, 0,
 		q.ptr, k.ptr, v.ptr, y.ptr, ks.ptr, vs.ptr, call.ptr, be.errRec, fp, m, sc, int32(rows), int32(hq), int32(hk), int32(hd),
-		int32(rot), at.NormRope.Eps, int32(ks.n/kw), int32(vs.n/kw), ring)
+		int32(rot), at.NormRope.Eps, int32(ks.n/kw), int32(vs.n/kw), ring, int32(per))
 	return s, nil
 }
+
+// qkvHeadsPerBlock is the heads one qkv_prep block prepares for a prompt
+// chunk of many rows.
+const qkvHeadsPerBlock = 8
 
 func bindAttentionGate(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	at, err := ops.NodeAttrs[ops.AttentionAttrs](n)

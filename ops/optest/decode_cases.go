@@ -36,6 +36,11 @@ func qkvPrepCases() []Case {
 		{rows: 2, hq: 4, hk: 2, hd: 16, rot: 16, pos: 40, capacity: 64, scaled: true, scaling: ropeScalings["yarn"]},
 		{rows: 3, hq: 2, hk: 1, hd: 66, rot: 64, pos: 9, capacity: 4, ring: true, scaling: ropeScalings["llama3"]},
 		{rows: 3, hq: 2, hk: 2, hd: 8, rot: 8, pos: 6, capacity: 8, scaled: true, err: "capacity"},
+		// prompt chunks: several heads a block on CUDA (13 heads: the last
+		// block has fewer), a padded chunk, a ring chunk
+		{rows: 20, hq: 9, hk: 2, hd: 32, rot: 16, pos: 3, capacity: 32, scaled: true},
+		{rows: 18, hq: 8, hk: 4, hd: 64, rot: 64, pos: 0, capacity: 24, used: 17},
+		{rows: 16, hq: 4, hk: 2, hd: 16, rot: 16, pos: 40, capacity: 24, ring: true, scaled: true},
 	} {
 		kind := "linear"
 		if s.ring {
