@@ -12,7 +12,8 @@ import (
 // Binders of QSA sparse attention (ops/sparseattn.go), whose kernels are in
 // kernels/sparseattn.cu: qsa_block_keys (two launches: the block keys, then
 // the raw key slot), qsa_select (qsa_scores then qsa_topk, per group of
-// rows), qsa_attention (one block per row and query head) and gate_merge.
+// rows), qsa_attention (one block per row and query head for few rows, one
+// per row and KV head for many) and gate_merge.
 
 // qsaBinders are the binders of the QSA ops, by op name.
 var qsaBinders = map[string]binder{
@@ -24,7 +25,8 @@ var qsaBinders = map[string]binder{
 
 // qsaKernels are the kernels of kernels/sparseattn.cu the binders launch.
 var qsaKernels = []string{
-	"qsa_block_keys", "qsa_block_keys_slot", "qsa_scores", "qsa_topk", "qsa_attention", "qsa_gate_merge",
+	"qsa_block_keys", "qsa_block_keys_slot", "qsa_scores", "qsa_topk", "qsa_attention", "qsa_attention_rows_v4",
+	"qsa_attention_rows_v1", "qsa_gate_merge",
 }
 
 // qsaKernelErr words the error codes of kernels/sparseattn.cu (60..69); nil
@@ -65,6 +67,62 @@ const qsaScorePerCTA = 64
 
 // qsaTopKThreads is qsa_topk's block size.
 const qsaTopKThreads = 512
+
+// qsaFewRows is the most rows qsa_attention serves with one block per row
+// and query head (the kernel decode records, kept for its numerics); more
+// rows take qsa_attention_rows, one block per row and KV head, where the
+// shape fits it.
+const qsaFewRows = 8
+
+// qsa_attention_rows' block size, keys a tile and most query heads a thread
+// accumulates (QSA_RT, QSA_TK and QSA_RA of sparseattn.cu).
+const (
+	qsaRowsThreads = 256
+	qsaRowsTile    = 16
+	qsaRowsHeads   = 4
+)
+
+// qsaRowsSharedMax is the most dynamic shared memory (bytes) a
+// qsa_attention_rows launch takes; loadKernels raises the kernels' limit to
+// it.
+const qsaRowsSharedMax = 96 * 1024
+
+// qsaRowsKernels are the qsa_attention_rows kernels: K and V a float4 at a
+// time, and a float at a time.
+var qsaRowsKernels = []string{"qsa_attention_rows_v4", "qsa_attention_rows_v1"}
+
+// qsaRowsShared is qsa_attention_rows' dynamic shared memory (bytes) for
+// groups of g query heads of d and selections of keep blocks, laid out as
+// qsa_rows_body lays it out: the softmax sums (g doubles), the selection,
+// the query heads, two stages of a K and a V tile, the tile's weights and
+// the rescales and maxima (g floats each), each part rounded up to 16 bytes.
+func qsaRowsShared(g, d, keep int) int {
+	r4 := func(n int) int { return (n + 3) &^ 3 }
+	return 4 * (r4(2*g) + r4(keep) + r4(g*d) + 4*qsaRowsTile*d + g*qsaRowsTile + r4(g) + g)
+}
+
+// qsaRowsKernel picks the qsa_attention_rows kernel for groups of g query
+// heads of d and selections of keep blocks (vec: d%4 == 0 and the buffers
+// 16-byte aligned) and gives its shared memory, or "" where the shape does
+// not fit it: more columns (d, or d/4 with vec) than threads, more than
+// qsaRowsHeads heads a thread, or shared memory past qsaRowsSharedMax.
+func qsaRowsKernel(g, d, keep int, vec bool) (name string, shared int) {
+	name, cols := qsaRowsKernels[1], d
+	if vec {
+		name, cols = qsaRowsKernels[0], d/4
+	}
+	if cols > qsaRowsThreads {
+		return "", 0
+	}
+	per := qsaRowsThreads / cols
+	if (g+per-1)/per > qsaRowsHeads {
+		return "", 0
+	}
+	if shared = qsaRowsShared(g, d, keep); shared > qsaRowsSharedMax {
+		return "", 0
+	}
+	return name, shared
+}
 
 // qsaFitsI32 checks that counts the kernels take as int fit in one.
 func qsaFitsI32(names []string, vals ...int) error {
@@ -202,9 +260,12 @@ func bindQSASelect(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	return s, nil
 }
 
-// bindQSAAttention binds qsa_attention(q, k, v, sel, call): one block per
-// (row, query head), its selection, query head and scores in shared memory
-// (the scores in scratch when the most keys a row reads do not fit).
+// bindQSAAttention binds qsa_attention(q, k, v, sel, call): for more than
+// qsaFewRows rows, where the shape fits, qsa_attention_rows (one block per
+// row and KV head, streaming the keys through shared memory for the group's
+// query heads at once); else qsa_attention, one block per (row, query head),
+// its selection, query head and scores in shared memory (the scores in
+// scratch when the most keys a row reads do not fit).
 func bindQSAAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	at, err := ops.NodeAttrs[ops.SparseAttentionAttrs](n)
 	if err != nil {
@@ -242,6 +303,15 @@ func bindQSAAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	s := be.newSteps()
 	if rows == 0 {
 		return s, nil
+	}
+	if rows > qsaFewRows {
+		vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, y.ptr)
+		if name, shared := qsaRowsKernel(at.Heads/at.KVHeads, d, keep, vec); name != "" {
+			s.add(name, [3]uint32{uint32(rows), uint32(at.KVHeads), 1}, [3]uint32{qsaRowsThreads, 1, 1}, uint32(shared),
+				q.ptr, k.ptr, v.ptr, sel.ptr, call.ptr, be.errRec, y.ptr, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
+				int32(cr), int32(keep), int32(capacity), at.Scale)
+			return s, nil
+		}
 	}
 	shared := 4 * (keep + d)
 	if shared > qsaSharedMax {

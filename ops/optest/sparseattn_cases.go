@@ -3,6 +3,7 @@ package optest
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -136,26 +137,45 @@ func sparseAttentionCases() []Case {
 	var cs []Case
 	type sa struct {
 		heads, kv, d, cr, keep, rows, pos, used, capacity int
-		sel                                               []int
-		err                                               string
+		// sel is the selection; nil draws one (drawSelection) with no
+		// blocks in every empty-th row (0: none) and, where bad > 0, row
+		// bad − 1's third and fourth entries swapped.
+		sel        []int
+		empty, bad int
+		err        string
 	}
 	// two rows at positions 100 and 101 (25 complete blocks), 8 blocks each
 	big := []int{0, 3, 4, 9, 11, 17, 20, 24, 1, 2, 5, 8, 12, 13, 22, 23}
 	for _, s := range []sa{
-		{4, 2, 8, 2, 2, 3, 0, 0, 8, []int{-1, -1, 0, -1, 0, -1}, ""}, // dense from the start
-		{4, 2, 8, 4, 2, 2, 17, 0, 24, []int{0, 2, 1, 3}, ""},
-		{2, 1, 16, 2, 3, 1, 12, 0, 16, []int{1, 4, 5}, ""},
-		{8, 2, 16, 4, 3, 3, 30, 2, 40, []int{0, 3, 6, 2, 5, 7, -1, -1, -1}, ""},
-		{4, 4, 8, 2, 4, 2, 5, 0, 8, []int{0, 1, 2, -1, 0, 2, -1, -1}, ""},
-		{16, 4, 32, 4, 8, 2, 100, 0, 128, big, ""},
-		{4, 2, 8, 2, 2, 1, 9, 0, 16, []int{2, 1}, "not ascending"},
-		{4, 2, 8, 2, 2, 1, 9, 0, 16, []int{1, 5}, "not ascending"},  // block 5 is not complete at position 9
-		{4, 2, 8, 2, 2, 1, 9, 0, 16, []int{-1, 1}, "not ascending"}, // an id after the padding
-		{4, 2, 8, 2, 2, 2, 7, 0, 8, []int{0, 1, 0, 1}, "capacity"},
+		{4, 2, 8, 2, 2, 3, 0, 0, 8, []int{-1, -1, 0, -1, 0, -1}, 0, 0, ""}, // dense from the start
+		{4, 2, 8, 4, 2, 2, 17, 0, 24, []int{0, 2, 1, 3}, 0, 0, ""},
+		{2, 1, 16, 2, 3, 1, 12, 0, 16, []int{1, 4, 5}, 0, 0, ""},
+		{8, 2, 16, 4, 3, 3, 30, 2, 40, []int{0, 3, 6, 2, 5, 7, -1, -1, -1}, 0, 0, ""},
+		{4, 4, 8, 2, 4, 2, 5, 0, 8, []int{0, 1, 2, -1, 0, 2, -1, -1}, 0, 0, ""},
+		{16, 4, 32, 4, 8, 2, 100, 0, 128, big, 0, 0, ""},
+		{4, 2, 8, 2, 2, 1, 9, 0, 16, []int{2, 1}, 0, 0, "not ascending"},
+		{4, 2, 8, 2, 2, 1, 9, 0, 16, []int{1, 5}, 0, 0, "not ascending"},  // block 5 is not complete at position 9
+		{4, 2, 8, 2, 2, 1, 9, 0, 16, []int{-1, 1}, 0, 0, "not ascending"}, // an id after the padding
+		{4, 2, 8, 2, 2, 2, 7, 0, 8, []int{0, 1, 0, 1}, 0, 0, "capacity"},
+		// Many rows (a prompt chunk), one block per row and KV head on
+		// CUDA: hundreds of keys a row, groups of 12, 4 and 1 query heads.
+		{24, 2, 256, 4, 96, 24, 500, 0, 524, nil, 0, 0, ""},
+		{12, 1, 36, 3, 100, 40, 290, 0, 330, nil, 0, 0, ""},
+		{8, 2, 30, 3, 64, 40, 150, 33, 200, nil, 5, 0, ""}, // d % 4 ≠ 0, padded, rows of no blocks
+		{2, 2, 256, 4, 128, 24, 600, 0, 640, nil, 0, 0, ""},
+		{16, 4, 64, 2, 40, 40, 0, 0, 40, nil, 7, 0, ""}, // dense from the start: rows of 1 .. 40 keys, some of none
+		{24, 2, 256, 4, 32, 24, 200, 0, 224, nil, 0, 18, "not ascending"},
+		{12, 1, 36, 3, 16, 40, 100, 0, 139, nil, 0, 0, "capacity"},
 	} {
 		name := fmt.Sprintf("qsa_attention/q%d-kv%d-d%d/block=%d/keep=%d/rows=%d/pos=%d/used=%d/cap=%d", s.heads, s.kv, s.d, s.cr, s.keep, s.rows, s.pos, s.used, s.capacity)
+		if s.sel == nil {
+			name += fmt.Sprintf("/drawn/empty=%d/bad=%d", s.empty, s.bad)
+		}
 		if s.err != "" {
-			name = "qsa_attention/error/" + name[len("qsa_attention/"):] + fmt.Sprint(s.sel)
+			name = "qsa_attention/error/" + name[len("qsa_attention/"):]
+			if s.sel != nil {
+				name += fmt.Sprint(s.sel)
+			}
 		}
 		m := newMaker(name)
 		at := ops.SparseAttentionAttrs{Heads: s.heads, KVHeads: s.kv, HeadDim: s.d, Block: s.cr, Scale: float32(1 / math.Sqrt(float64(s.d)))}
@@ -163,10 +183,18 @@ func sparseAttentionCases() []Case {
 		for i := range k.Data {
 			k.Data[i] = round(graph.F32, 2*k.Data[i])
 		}
+		sel := s.sel
+		if sel == nil {
+			sel = m.drawSelection(s.rows, s.keep, s.cr, s.pos, s.empty)
+			if s.bad > 0 {
+				row := sel[(s.bad-1)*s.keep:]
+				row[2], row[3] = row[3], row[2]
+			}
+		}
 		cs = append(cs, Case{
 			Name: name,
 			Inputs: []Tensor{m.tensor("q", graph.Input, graph.F32, 2, s.rows, s.heads*s.d), k, m.slot("v", s.capacity, s.kv*s.d),
-				intLeaf("sel", graph.Input, s.sel, s.rows, s.keep), call(s.pos, s.used)},
+				intLeaf("sel", graph.Input, sel, s.rows, s.keep), call(s.pos, s.used)},
 			Build: applyAll(ops.OpQSAAttention, at, 1),
 			Ref: func(in [][]float64) [][]float64 {
 				pos, used := callRows(in[4], s.rows)
@@ -177,4 +205,34 @@ func sparseAttentionCases() []Case {
 		})
 	}
 	return cs
+}
+
+// drawSelection is a valid qsa_select output for rows rows from position
+// pos: each row's complete blocks while they fit in keep, else keep of them
+// drawn at random, ascending, then −1; every empty-th row (empty > 0)
+// selects no block.
+func (m *maker) drawSelection(rows, keep, cr, pos, empty int) []int {
+	sel := make([]int, rows*keep)
+	for t := range rows {
+		row := sel[t*keep : (t+1)*keep]
+		nb := (pos + t + 1) / cr
+		if empty > 0 && t%empty == empty-1 {
+			nb = 0
+		}
+		// the first keep of a random permutation of the blocks, in order
+		perm := make([]int, nb)
+		for i := range perm {
+			j := m.r.intn(i + 1)
+			perm[i], perm[j] = perm[j], i
+		}
+		kept := perm[:min(nb, keep)]
+		sort.Ints(kept)
+		for i := range row {
+			row[i] = -1
+			if i < len(kept) {
+				row[i] = kept[i]
+			}
+		}
+	}
+	return sel
 }

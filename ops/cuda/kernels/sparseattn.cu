@@ -276,6 +276,61 @@ __device__ __forceinline__ long long qsa_key_pos(int j, const int* ids, int m, i
 	return nb * cr + (j - mk);
 }
 
+// What qsa_attn_begin makes of a block's row.
+#define QSA_ROW_RUN 0  // attend
+#define QSA_ROW_ZERO 1 // a row past the call's: its output is 0
+#define QSA_ROW_STOP 2 // the call is bad (reported): write nothing
+
+// qsa_attn_begin reads the call record and checks row t of a qsa_attention
+// run, as both qsa_attention kernels do and in this order: the record, the
+// rows used (a row t ≥ used is QSA_ROW_ZERO), then the call's last position
+// against the slots' capacity cap (reported by the block whose lead is
+// set). For QSA_ROW_RUN, *p is the row's position and *nb its complete
+// blocks ⌊(p+1)/cr⌋.
+__device__ __forceinline__ int qsa_attn_begin(const int* call, int rows, int t, int cap, int cr, bool lead, int* err, long long* p,
+                                              long long* nb) {
+	int pos, used;
+	if (!read_call(call, rows, err, &pos, &used)) return QSA_ROW_STOP;
+	if (t >= used) return QSA_ROW_ZERO;
+	if ((long long)pos + used - 1 >= cap) {
+		if (lead && threadIdx.x == 0) report(err, QSA_ERR_ATTN_CAPACITY, (int)((long long)pos + used - 1), cap, 0);
+		return QSA_ROW_STOP;
+	}
+	*p = (long long)pos + t;
+	*nb = qsa_blocks_seen(*p, cr);
+	return QSA_ROW_RUN;
+}
+
+// qsa_attn_select copies a row's selection sr (keep entries) into ids
+// (shared memory) and checks it: ascending block ids below nb, then −1. It
+// returns the blocks selected (the entries before the first −1), or −1
+// after reporting the first bad entry (row t at position p). Every thread
+// of the block calls it; it synchronizes, so shared memory written before
+// the call is visible after it.
+__device__ int qsa_attn_select(const int* sr, int keep, int t, long long p, long long nb, int* ids, int* err) {
+	__shared__ int sh_bad, sh_m;
+	if (threadIdx.x == 0) sh_bad = keep, sh_m = keep;
+	__syncthreads();
+	for (int i = threadIdx.x; i < keep; i += blockDim.x) {
+		int b = sr[i], prev = i > 0 ? sr[i - 1] : -1;
+		ids[i] = b;
+		if (b == -1) atomicMin(&sh_m, i);
+		else if (b < 0 || b >= nb || (i > 0 && (prev == -1 || b <= prev))) atomicMin(&sh_bad, i);
+	}
+	__syncthreads();
+	int bad = sh_bad;
+	if (bad < keep) {
+		if (threadIdx.x == 0) report5(err, QSA_ERR_ATTN_SEL, t, (int)p, bad, ids[bad], (int)nb);
+		return -1;
+	}
+	return sh_m;
+}
+
+// qsa_zero writes n zeros from y, the block's threads striding.
+__device__ __forceinline__ void qsa_zero(float* y, int n) {
+	for (int c = threadIdx.x; c < n; c += blockDim.x) y[c] = 0.f;
+}
+
 // qsa_attention: grid (rows, heads), blockDim a multiple of 32 (at most
 // 1024), dynamic shared memory keep ints (the row's selection), d floats
 // (the query head) and, when gsc is null, maxKeys floats (the scores; else
@@ -287,7 +342,8 @@ __device__ __forceinline__ long long qsa_key_pos(int j, const int* ids, int m, i
 // q·k_j (f32 warp sums, one warp per key), m = max s_j, e_j = exp(s_j − m)
 // (f64, kept as f32), a_j = f32(e_j / Σe) with the sum in f64, and
 // out[c] = Σ_j a_j v_j[c] summed in key order by one thread per c. Rows
-// t ≥ used are 0.
+// t ≥ used are 0. The binder takes it for few rows (decode);
+// qsa_attention_rows serves many.
 extern "C" __global__ void qsa_attention(const float* q, const float* k, const float* v, const int* sel, const int* call, int* err,
                                          float* y, float* gsc, int rows, int heads, int kvh, int d, int cr, int keep, int cap,
                                          float scale, int maxKeys) {
@@ -295,43 +351,26 @@ extern "C" __global__ void qsa_attention(const float* q, const float* k, const f
 	extern __shared__ float qsa_attn_sh[];
 	__shared__ double scratch[32];
 	__shared__ float wmax[32];
-	__shared__ int sh_bad, sh_m;
-	int t = blockIdx.x, h = blockIdx.y, pos, used;
-	if (!read_call(call, rows, err, &pos, &used)) return;
+	int t = blockIdx.x, h = blockIdx.y;
+	long long p, nb;
+	int st = qsa_attn_begin(call, rows, t, cap, cr, t == 0 && h == 0, err, &p, &nb);
+	if (st == QSA_ROW_STOP) return;
 	long long qw = (long long)heads * d;
 	float* yh = y + t * qw + (long long)h * d;
-	if (t >= used) {
-		for (int c = threadIdx.x; c < d; c += blockDim.x) yh[c] = 0.f;
+	if (st == QSA_ROW_ZERO) {
+		qsa_zero(yh, d);
 		return;
 	}
-	if ((long long)pos + used - 1 >= cap) {
-		if (t == 0 && h == 0 && threadIdx.x == 0) report(err, QSA_ERR_ATTN_CAPACITY, (int)((long long)pos + used - 1), cap, 0);
-		return;
-	}
-	long long p = (long long)pos + t, nb = qsa_blocks_seen(p, cr);
 	int* ids = (int*)qsa_attn_sh;
 	float* qs = qsa_attn_sh + keep;
 	float* sc = gsc ? gsc + ((long long)t * heads + h) * maxKeys : qs + d;
-	if (threadIdx.x == 0) sh_bad = keep, sh_m = keep;
-	__syncthreads();
-	const int* sr = sel + (long long)t * keep;
-	for (int i = threadIdx.x; i < keep; i += blockDim.x) {
-		int b = sr[i], prev = i > 0 ? sr[i - 1] : -1;
-		ids[i] = b;
-		if (b == -1) atomicMin(&sh_m, i);
-		else if (b < 0 || b >= nb || (i > 0 && (prev == -1 || b <= prev))) atomicMin(&sh_bad, i);
-	}
 	const float* qh = q + t * qw + (long long)h * d;
 	for (int c = threadIdx.x; c < d; c += blockDim.x) qs[c] = qh[c];
-	__syncthreads();
-	if (sh_bad < keep) {
-		if (threadIdx.x == 0) report5(err, QSA_ERR_ATTN_SEL, t, (int)p, sh_bad, ids[sh_bad], (int)nb);
-		return;
-	}
-	int m = sh_m;
+	int m = qsa_attn_select(sel + (long long)t * keep, keep, t, p, nb, ids, err);
+	if (m < 0) return;
 	int n = m * cr + (int)(p + 1 - nb * cr);
 	if (n == 0) {
-		for (int c = threadIdx.x; c < d; c += blockDim.x) yh[c] = 0.f;
+		qsa_zero(yh, d);
 		return;
 	}
 	long long kw = (long long)kvh * d;
@@ -373,6 +412,257 @@ extern "C" __global__ void qsa_attention(const float* q, const float* k, const f
 		for (long long r = nb * cr; r <= p; r++, j++) acc += sc[j] * vh[r * kw + c];
 		yh[c] = acc;
 	}
+}
+
+// ---------------------------------------------------------------- qsa_attention_rows
+
+// qsa_attention_rows' block size (QSA_RT threads), the keys of one of its
+// tiles (QSA_TK: 16 lanes a key, two keys a warp), the query heads one pass
+// of its scores holds in registers (QSA_RH) and the most query heads one
+// thread accumulates weighted values for (QSA_RA). sparseattn.go mirrors
+// QSA_RT, QSA_TK and QSA_RA.
+#define QSA_RT 256
+#define QSA_TK 16
+#define QSA_RH 12
+#define QSA_RA 4
+static_assert(QSA_RT / 16 == QSA_TK, "qsa_attention_rows' scores take two keys a warp");
+
+// qsa_r4 rounds n up to a multiple of 4 (16 bytes of floats).
+__device__ __forceinline__ int qsa_r4(int n) { return (n + 3) & ~3; }
+
+// qsa_ld reads V consecutive floats of src into r (a float4 for V = 4, src
+// then 16-byte aligned).
+template <int V>
+__device__ __forceinline__ void qsa_ld(float* r, const float* src) {
+	if (V == 4) {
+		float4 x = *(const float4*)src;
+		r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+	} else {
+		for (int u = 0; u < V; u++) r[u] = src[u];
+	}
+}
+
+// qsa_fma adds the dot product of V floats of a (shared memory, read as
+// qsa_ld does) and b to acc, in order.
+template <int V>
+__device__ __forceinline__ float qsa_fma(float acc, const float* a, const float* b) {
+	float x[V];
+	qsa_ld<V>(x, a);
+#pragma unroll
+	for (int u = 0; u < V; u++) acc = fmaf(x[u], b[u], acc);
+	return acc;
+}
+
+// qsa_rows_tile starts loading keys j0 .. j0 + QSA_TK − 1 of a row's list
+// (qsa_key_pos order) into ks and vs, rows of d floats: the rows of k and v
+// (the KV head's columns, rows kw floats apart), by cp.async 16 bytes at a
+// time for V = 4, by plain loads for V = 1; keys from n on are zeros. A
+// thread takes the pieces i = tid + QSA_RT·r of V floats (key i / (d/V),
+// columns from V·(i mod d/V)): it starts at key jt, piece ct and steps dj
+// keys and dc pieces (QSA_RT = dj·(d/V) + dc). The tile is in place after
+// cp_commit, cp_wait and __syncthreads.
+template <int V>
+__device__ __forceinline__ void qsa_rows_tile(float* ks, float* vs, const float* k, const float* v, const int* ids, int m, int cr,
+                                              long long nb, long long kw, int j0, int n, int d, int jt, int ct, int dj, int dc) {
+	int cv = d / V;
+	for (int jj = jt, c = ct; jj < QSA_TK;) {
+		int j = j0 + jj, o = jj * d + c * V;
+		if (j < n) {
+			long long r = qsa_key_pos(j, ids, m, cr, nb) * kw + c * V;
+			if (V == 4) {
+				cp_async16(ks + o, k + r);
+				cp_async16(vs + o, v + r);
+			} else {
+				for (int u = 0; u < V; u++) ks[o + u] = k[r + u], vs[o + u] = v[r + u];
+			}
+		} else {
+			for (int u = 0; u < V; u++) ks[o + u] = 0.f, vs[o + u] = 0.f;
+		}
+		jj += dj, c += dc;
+		if (c >= cv) jj++, c -= cv;
+	}
+}
+
+// qsa_rows_body is qsa_attention_rows_v<V>: qsa_attention for many rows.
+// Grid (rows, kvh), QSA_RT threads. Block (i, g) takes row t = rows − 1 − i
+// (the rows that read the most keys start first) and KV head g with its
+// G = heads/kvh query heads, which share the row's selection and keys.
+// After qsa_attn_begin and qsa_attn_select (qsa_attention's checks), it
+// stages the G query heads in shared memory and streams the row's keys (in
+// qsa_key_pos order) through it in tiles of QSA_TK, the K and V rows of
+// head g of the next tile loading (qsa_rows_tile) while the current one is
+// computed. Per tile:
+//   - scores s_hj = scale · q_h·k_j in f32: 16 lanes a key, lane l summing
+//     the columns l·V + 16·V·i (V at a time), then a butterfly over the 16;
+//   - an online softmax, a half-warp per head: the tile's maximum, the
+//     running maximum M_h, α_h = exp(M_old − M_h) (1 where M did not move),
+//     p_hj = exp(s_hj − M_h) (f32, 0 past the row's keys) and the running
+//     sum L_h = α_h·L_h + Σ_tile p_hj (the tile's sum an f32 butterfly,
+//     L in f64);
+//   - the weighted value sums acc_hc = α_h·acc_hc + Σ_j p_hj v_jc in key
+//     order, a thread per V columns c and up to QSA_RA heads h.
+// Then out_hc = acc_hc · f32(1/L_h). Every reduction has a fixed order.
+// Rows t ≥ used, and rows of no keys, are 0. V = 4 needs d % 4 == 0 and q,
+// k, v and y 16-byte aligned; V = 1 takes any d. The binder also needs
+// d/V ≤ QSA_RT and ⌈G / ⌊QSA_RT/(d/V)⌋⌉ ≤ QSA_RA.
+//
+// Dynamic shared memory (qsaRowsShared in sparseattn.go), each part
+// rounded up to 16 bytes: L (G doubles), the selection (keep ints), the
+// query heads (G·d floats), two stages of a K and a V tile (4·QSA_TK·d
+// floats), p (G·QSA_TK floats), α (G floats) and M (G floats).
+template <int V>
+__device__ void qsa_rows_body(const float* q, const float* k, const float* v, const int* sel, const int* call, int* err, float* y,
+                              int rows, int heads, int kvh, int d, int cr, int keep, int cap, float scale) {
+	extern __shared__ float4 qsa_rows_sh[];
+	int t = rows - 1 - (int)blockIdx.x, g = blockIdx.y, G = heads / kvh, tid = threadIdx.x;
+	long long p, nb;
+	int st = qsa_attn_begin(call, rows, t, cap, cr, t == 0 && g == 0, err, &p, &nb);
+	if (st == QSA_ROW_STOP) return;
+	long long qg0 = (long long)t * heads * d + (long long)g * G * d;
+	float* yg = y + qg0;
+	if (st == QSA_ROW_ZERO) {
+		qsa_zero(yg, G * d);
+		return;
+	}
+	double* ls = (double*)qsa_rows_sh;
+	int* ids = (int*)((float*)qsa_rows_sh + qsa_r4(2 * G));
+	float* qs = (float*)ids + qsa_r4(keep);
+	float* kv = qs + qsa_r4(G * d);
+	float* ps = kv + 4 * QSA_TK * d;
+	float* al = ps + G * QSA_TK;
+	float* ms = al + qsa_r4(G);
+	for (int i = tid; i < G * d; i += QSA_RT) qs[i] = q[qg0 + i];
+	for (int h = tid; h < G; h += QSA_RT) ls[h] = 0, ms[h] = NEG_INF;
+	int m = qsa_attn_select(sel + (long long)t * keep, keep, t, p, nb, ids, err);
+	if (m < 0) return;
+	int n = m * cr + (int)(p + 1 - nb * cr);
+	if (n == 0) {
+		qsa_zero(yg, G * d);
+		return;
+	}
+	long long kw = (long long)kvh * d;
+	const float *kg = k + (long long)g * d, *vg = v + (long long)g * d;
+	int tiles = (n + QSA_TK - 1) / QSA_TK;
+	// scores: key sj of a tile, columns from s·V
+	int lane = tid & 31, sj = (tid >> 5) * 2 + (lane >> 4), s = lane & 15;
+	// weighted value sums: columns c·V .. c·V + V − 1 of heads hg + i·ht (and
+	// the tiles' loads from key hg, piece c, stepping ht keys and hc pieces)
+	int cv = d / V, ht = QSA_RT / cv, hc = QSA_RT % cv, c = tid % cv, hg = tid / cv;
+	float acc[QSA_RA][V];
+#pragma unroll
+	for (int i = 0; i < QSA_RA; i++)
+#pragma unroll
+		for (int u = 0; u < V; u++) acc[i][u] = 0.f;
+	qsa_rows_tile<V>(kv, kv + QSA_TK * d, kg, vg, ids, m, cr, nb, kw, 0, n, d, hg, c, ht, hc);
+	cp_commit();
+	for (int it = 0; it < tiles; it++) {
+		float* ks = kv + (it & 1) * 2 * QSA_TK * d;
+		float* vs = ks + QSA_TK * d;
+		if (it + 1 < tiles) {
+			float* kn = kv + ((it + 1) & 1) * 2 * QSA_TK * d;
+			qsa_rows_tile<V>(kn, kn + QSA_TK * d, kg, vg, ids, m, cr, nb, kw, (it + 1) * QSA_TK, n, d, hg, c, ht, hc);
+		}
+		cp_commit();
+		cp_wait<1>();
+		__syncthreads();
+		const float* kr = ks + sj * d;
+		for (int h0 = 0; h0 < G; h0 += QSA_RH) {
+			float a[QSA_RH];
+#pragma unroll
+			for (int i = 0; i < QSA_RH; i++) a[i] = 0.f;
+			for (int col = s * V; col < d; col += 16 * V) {
+				float kk[V];
+				qsa_ld<V>(kk, kr + col);
+#pragma unroll
+				for (int i = 0; i < QSA_RH; i++)
+					if (h0 + i < G) a[i] = qsa_fma<V>(a[i], qs + (h0 + i) * d + col, kk);
+			}
+#pragma unroll
+			for (int i = 0; i < QSA_RH; i++) {
+				if (h0 + i < G) { // the same for the whole warp
+					float x = a[i];
+					for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+					if (s == 0) ps[(h0 + i) * QSA_TK + sj] = scale * x;
+				}
+			}
+		}
+		__syncthreads();
+		int nt = min(QSA_TK, n - it * QSA_TK);
+		unsigned half = 0xffffu << (lane & 16);
+		for (int i = tid; i < G * QSA_TK; i += QSA_RT) {
+			int h = i / QSA_TK, jj = i % QSA_TK;
+			float x = jj < nt ? ps[i] : NEG_INF, mx = x;
+			for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(half, mx, o));
+			float mo = ms[h], mn = fmaxf(mo, mx);
+			float e = jj < nt ? expf(x - mn) : 0.f, sum = e;
+			for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(half, sum, o);
+			ps[i] = e;
+			if (jj == 0) {
+				float a = mn == mo ? 1.f : expf(mo - mn);
+				al[h] = a;
+				ms[h] = mn;
+				ls[h] = ls[h] * (double)a + (double)sum;
+			}
+		}
+		__syncthreads();
+		if (hg < ht) {
+#pragma unroll
+			for (int i = 0; i < QSA_RA; i++) {
+				int h = hg + i * ht;
+				if (h < G) {
+					float a = al[h];
+#pragma unroll
+					for (int u = 0; u < V; u++) acc[i][u] *= a;
+				}
+			}
+			for (int jj = 0; jj < nt; jj += 4) { // p and the V rows past nt are 0
+				float vv[4][V];
+#pragma unroll
+				for (int r = 0; r < 4; r++) qsa_ld<V>(vv[r], vs + (jj + r) * d + c * V);
+#pragma unroll
+				for (int i = 0; i < QSA_RA; i++) {
+					int h = hg + i * ht;
+					if (h < G) {
+						float4 pp = *(const float4*)(ps + h * QSA_TK + jj);
+#pragma unroll
+						for (int u = 0; u < V; u++)
+							acc[i][u] = fmaf(pp.w, vv[3][u], fmaf(pp.z, vv[2][u], fmaf(pp.y, vv[1][u], fmaf(pp.x, vv[0][u], acc[i][u]))));
+					}
+				}
+			}
+		}
+		__syncthreads();
+	}
+	if (hg < ht) {
+#pragma unroll
+		for (int i = 0; i < QSA_RA; i++) {
+			int h = hg + i * ht;
+			if (h < G) {
+				float inv = (float)(1.0 / ls[h]);
+				float* yo = yg + (long long)h * d + c * V;
+#pragma unroll
+				for (int u = 0; u < V; u++) yo[u] = acc[i][u] * inv;
+			}
+		}
+	}
+}
+
+// QSA_ROWS_PARAMS are the parameters of the qsa_attention_rows kernels.
+#define QSA_ROWS_PARAMS                                                                                                       \
+	const float *q, const float *k, const float *v, const int *sel, const int *call, int *err, float *y, int rows, int heads, \
+	    int kvh, int d, int cr, int keep, int cap, float scale
+
+// qsa_attention_rows_v4 is qsa_rows_body<4>: K and V by cp.async, 16 bytes
+// at a time.
+extern "C" __global__ void __launch_bounds__(QSA_RT, 2) qsa_attention_rows_v4(QSA_ROWS_PARAMS) {
+	pdl_entry();
+	qsa_rows_body<4>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale);
+}
+
+// qsa_attention_rows_v1 is qsa_rows_body<1>: any d, any alignment.
+extern "C" __global__ void __launch_bounds__(QSA_RT, 2) qsa_attention_rows_v1(QSA_ROWS_PARAMS) {
+	pdl_entry();
+	qsa_rows_body<1>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale);
 }
 
 // ---------------------------------------------------------------- gate_merge
