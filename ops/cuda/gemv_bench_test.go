@@ -78,6 +78,30 @@ type gemvBench struct {
 	copies int
 }
 
+// alloc allocates a buffer the bench owns (freed by close).
+func (b *gemvBench) alloc(tb testing.TB, dt graph.DType, n int) ops.Buffer {
+	tb.Helper()
+	buf, err := b.be.Alloc(dt, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.owned = append(b.owned, buf)
+	return buf
+}
+
+// allocShared allocates every value of the graph but its weights, by ID:
+// the buffers all instances share.
+func (b *gemvBench) allocShared(tb testing.TB) []ops.Buffer {
+	tb.Helper()
+	shared := make([]ops.Buffer, len(b.g.Values))
+	for _, v := range b.g.Values {
+		if v.Kind != graph.Weight {
+			shared[v.ID] = b.alloc(tb, v.DType, v.Shape.Elems())
+		}
+	}
+	return shared
+}
+
 func newGEMVBench(tb testing.TB, be *Backend, s gemvShape, rows int) *gemvBench {
 	tb.Helper()
 	k := s.ws[0][1]
@@ -120,22 +144,11 @@ func newGEMVBench(tb testing.TB, be *Backend, s gemvShape, rows int) *gemvBench 
 		wBytes += 2 * w[0] * w[1]
 	}
 	b.copies = max(1, min(32, (512<<20)/wBytes))
-	shared := make([]ops.Buffer, len(g.Values))
-	alloc := func(dt graph.DType, n int) ops.Buffer {
-		buf, err := be.Alloc(dt, n)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		b.owned = append(b.owned, buf)
-		return buf
-	}
+	shared := b.allocShared(tb)
 	acts := 0
 	for _, v := range g.Values {
-		if v.Kind != graph.Weight {
-			shared[v.ID] = alloc(v.DType, v.Shape.Elems())
-			if v.Kind == graph.Input {
-				acts += 4 * v.Shape.Elems()
-			}
+		if v.Kind == graph.Input {
+			acts += 4 * v.Shape.Elems()
 		}
 	}
 	for _, o := range g.Outputs {
@@ -150,7 +163,7 @@ func newGEMVBench(tb testing.TB, be *Backend, s gemvShape, rows int) *gemvBench 
 			for j := range host {
 				host[j] = byte(j*7+j>>9+i) & 0x3f // small finite bf16 values
 			}
-			buf := alloc(graph.BF16, n)
+			buf := b.alloc(tb, graph.BF16, n)
 			if err := be.Write(buf, host); err != nil {
 				tb.Fatal(err)
 			}

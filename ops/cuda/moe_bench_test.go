@@ -73,20 +73,7 @@ func newMoEBench(tb testing.TB, be *Backend, s moeShape) *gemvBench {
 	b.copies = max(1, min(32, (512<<20)/wBytes))
 	units := s.rows * s.k
 	b.bytes = float64(wBytes + x.Bytes() + ids.Bytes() + 4*units*s.out)
-	shared := make([]ops.Buffer, len(g.Values))
-	alloc := func(dt graph.DType, n int) ops.Buffer {
-		buf, err := be.Alloc(dt, n)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		b.owned = append(b.owned, buf)
-		return buf
-	}
-	for _, v := range g.Values {
-		if v.Kind != graph.Weight {
-			shared[v.ID] = alloc(v.DType, v.Shape.Elems())
-		}
-	}
+	shared := b.allocShared(tb)
 	r := rand.New(rand.NewPCG(1, 2))
 	raw := make([]byte, 0, 4*units)
 	for range s.rows {
@@ -103,7 +90,7 @@ func newMoEBench(tb testing.TB, be *Backend, s moeShape) *gemvBench {
 		for j := range host {
 			host[j] = byte(j*7+j>>9+i) & 0x3f // small finite bf16 values
 		}
-		buf := alloc(graph.BF16, w.Shape.Elems())
+		buf := b.alloc(tb, graph.BF16, w.Shape.Elems())
 		if err := be.Write(buf, host); err != nil {
 			tb.Fatal(err)
 		}

@@ -65,20 +65,7 @@ func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType,
 	wBytes := w.Bytes() + sc.Bytes()
 	b.copies = max(1, min(32, (512<<20)/wBytes))
 	b.bytes = float64(wBytes + 4*s.rows*(k+n))
-	shared := make([]ops.Buffer, len(g.Values))
-	alloc := func(dt graph.DType, n int) ops.Buffer {
-		buf, err := be.Alloc(dt, n)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		b.owned = append(b.owned, buf)
-		return buf
-	}
-	for _, v := range g.Values {
-		if v.Kind != graph.Weight {
-			shared[v.ID] = alloc(v.DType, v.Shape.Elems())
-		}
-	}
+	shared := b.allocShared(tb)
 	for i := 0; i < b.copies; i++ {
 		bufs := append([]ops.Buffer(nil), shared...)
 		for _, v := range []*graph.Value{w, sc} {
@@ -86,7 +73,7 @@ func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType,
 			for j := range host {
 				host[j] = byte(j*7+j>>9+i) & 0x3b // finite codes; small finite f16 and f32 scales
 			}
-			buf := alloc(v.DType, v.Shape.Elems())
+			buf := b.alloc(tb, v.DType, v.Shape.Elems())
 			if err := be.Write(buf, host); err != nil {
 				tb.Fatal(err)
 			}

@@ -148,23 +148,35 @@ __device__ __forceinline__ float moe_row_dot(const void* row, const float* x, in
 // nIn]. A unit's warps read consecutive rows of its expert (the decode
 // shape: few units, each streaming its expert's matrix). An id outside
 // [0, E) is reported and its outputs are zero.
+// moe_warp_unit gives the warp's (unit u, feature f) of a warp-per-output
+// expert product, its expert id and output, and its row of x; false when
+// the warp has nothing to do: past the grid's outputs, or an id outside
+// [0, E), which it reports (once a unit) and whose output it zeroes.
+__device__ __forceinline__ bool moe_warp_unit(const float* x, const int* ids, float* y, int units, int K, int E, int nOut, int nIn,
+                                              int perUnit, int* err, int* u, int* f, int* id, float** yo, const float** xu) {
+	long long g = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (g >= (long long)units * nOut) return false;
+	*u = (int)(g / nOut), *f = (int)(g % nOut);
+	*id = ids[*u];
+	*yo = y + (long long)*u * nOut + *f;
+	if (*id < 0 || *id >= E) {
+		if ((threadIdx.x & 31) == 0) {
+			if (*f == 0) report5(err, ERR_MOE_ID, *u / K, *u % K, *id, E, 0);
+			**yo = 0.f;
+		}
+		return false;
+	}
+	*xu = x + (long long)(perUnit ? *u : *u / K) * nIn;
+	return true;
+}
+
 extern "C" __global__ void moe_expert_warp(const float* x, const void* w, int wt, const int* ids, float* y, int units, int K, int E,
                                            int nOut, int nIn, int perUnit, int vec, int* err) {
 	pdl_entry();
-	int lane = threadIdx.x & 31;
-	long long g = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (g >= (long long)units * nOut) return;
-	int u = (int)(g / nOut), f = (int)(g % nOut);
-	int id = ids[u];
-	float* yo = y + (long long)u * nOut + f;
-	if (id < 0 || id >= E) {
-		if (lane == 0) {
-			if (f == 0) report5(err, ERR_MOE_ID, u / K, u % K, id, E, 0);
-			*yo = 0.f;
-		}
-		return;
-	}
-	const float* xu = x + (long long)(perUnit ? u : u / K) * nIn;
+	int lane = threadIdx.x & 31, u, f, id;
+	float* yo;
+	const float* xu;
+	if (!moe_warp_unit(x, ids, y, units, K, E, nOut, nIn, perUnit, err, &u, &f, &id, &yo, &xu)) return;
 	long long at = ((long long)id * nOut + f) * nIn; // the row's first element
 	float acc;
 	if (wt == WT_BF16)

@@ -176,20 +176,10 @@ extern "C" __global__ void dequant_f32(const unsigned char* w, long long stride,
 template <int QT>
 __device__ __forceinline__ void qmoe_warp_impl(QMOE_PARAMS) {
 	pdl_entry();
-	int lane = threadIdx.x & 31;
-	long long g = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (g >= (long long)units * nOut) return;
-	int u = (int)(g / nOut), f = (int)(g % nOut);
-	int id = ids[u];
-	float* yo = y + (long long)u * nOut + f;
-	if (id < 0 || id >= E) {
-		if (lane == 0) {
-			if (f == 0) report5(err, ERR_MOE_ID, u / K, u % K, id, E, 0);
-			*yo = 0.f;
-		}
-		return;
-	}
-	const float* xu = x + (long long)(perUnit ? u : u / K) * nIn;
+	int lane = threadIdx.x & 31, u, f, id;
+	float* yo;
+	const float* xu;
+	if (!moe_warp_unit(x, ids, y, units, K, E, nOut, nIn, perUnit, err, &u, &f, &id, &yo, &xu)) return;
 	float acc = 0.f;
 	q_row<QT, 1>(w + ((long long)id * nOut + f) * stride, s, st, ((long long)id * sr + f / br) * sc, bc, xu, 1, nIn, vec, lane, &acc);
 	acc = warp_sum(acc);

@@ -3,6 +3,7 @@ package cu
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // MeasureCopyBandwidth measures device-memory bandwidth with device-to-device
@@ -28,6 +29,23 @@ func MeasureCopyBandwidth(c *Context, bytes uint64, reps int) (bytesPerSec float
 	}
 	defer func() { err = errors.Join(err, c.Free(dst)) }()
 
+	s := c.Stream()
+	if err := s.MemsetAsync(src, 1, bytes); err != nil {
+		return 0, err
+	}
+	d, err := timeReps(c, "MeasureCopyBandwidth", reps, func() error { return s.DtoDAsync(dst, src, bytes) })
+	if err != nil {
+		return 0, err
+	}
+	return 2 * float64(bytes) * float64(reps) / d.Seconds(), nil
+}
+
+// timeReps runs op once as a warm-up, then times reps runs of it on c's
+// stream with CUDA events; what names the measure in errors.
+func timeReps(c *Context, what string, reps int, op func() error) (time.Duration, error) {
+	if err := op(); err != nil {
+		return 0, err
+	}
 	start, err := c.NewEvent()
 	if err != nil {
 		return 0, err
@@ -38,19 +56,12 @@ func MeasureCopyBandwidth(c *Context, bytes uint64, reps int) (bytesPerSec float
 		return 0, err
 	}
 	defer end.Destroy()
-
 	s := c.Stream()
-	if err := s.MemsetAsync(src, 1, bytes); err != nil {
-		return 0, err
-	}
-	if err := s.DtoDAsync(dst, src, bytes); err != nil { // warm-up
-		return 0, err
-	}
 	if err := s.Record(start); err != nil {
 		return 0, err
 	}
-	for i := 0; i < reps; i++ {
-		if err := s.DtoDAsync(dst, src, bytes); err != nil {
+	for range reps {
+		if err := op(); err != nil {
 			return 0, err
 		}
 	}
@@ -65,7 +76,7 @@ func MeasureCopyBandwidth(c *Context, bytes uint64, reps int) (bytesPerSec float
 		return 0, err
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("cu: MeasureCopyBandwidth: elapsed time %v too small to measure", d)
+		return 0, fmt.Errorf("cu: %s: elapsed time %v too small to measure", what, d)
 	}
-	return 2 * float64(bytes) * float64(reps) / d.Seconds(), nil
+	return d, nil
 }

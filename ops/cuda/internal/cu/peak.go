@@ -2,7 +2,6 @@ package cu
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 )
 
@@ -43,40 +42,9 @@ func MeasureMatMulPeak(c *Context, b *BLAS, n, reps int) (flops float64, err err
 		A: ptrs[0], AType: BF16, LDA: n, B: ptrs[1], BType: BF16, LDB: n,
 		C: ptrs[2], CType: F32, LDC: n, Compute: Compute32F,
 	}
-	if err := b.GemmEx(g); err != nil { // warm-up
-		return 0, err
-	}
-	start, err := c.NewEvent()
+	d, err := timeReps(c, "MeasureMatMulPeak", reps, func() error { return b.GemmEx(g) })
 	if err != nil {
 		return 0, err
-	}
-	defer start.Destroy()
-	end, err := c.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer end.Destroy()
-	s := c.Stream()
-	if err := s.Record(start); err != nil {
-		return 0, err
-	}
-	for range reps {
-		if err := b.GemmEx(g); err != nil {
-			return 0, err
-		}
-	}
-	if err := s.Record(end); err != nil {
-		return 0, err
-	}
-	if err := end.Sync(); err != nil {
-		return 0, err
-	}
-	d, err := ElapsedTime(start, end)
-	if err != nil {
-		return 0, err
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("cu: MeasureMatMulPeak: elapsed time %v too small to measure", d)
 	}
 	return 2 * float64(n) * float64(n) * float64(n) * float64(reps) / d.Seconds(), nil
 }
