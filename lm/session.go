@@ -133,6 +133,10 @@ type Session struct {
 	broken error
 	snap   *Snapshot
 	reuse  bool
+	// window is Speculate's own copy of the recurrent states before a
+	// speculation window; windowed says the window's forward is running.
+	window   Snapshot
+	windowed bool
 }
 
 type fixedKey struct {
@@ -732,11 +736,7 @@ func (s *Session) Rollback(n int) error {
 }
 
 // forget makes the slots hold no position from n on.
-func (s *Session) forget(n int) {
-	for _, sl := range s.slots {
-		sl.held = min(sl.held, n)
-	}
-}
+func (s *Session) forget(n int) { s.Forget(n, func(string) bool { return true }) }
 
 // Snapshot keeps a copy of the recurrent states at Pos(), so that a later
 // Rollback to this position can return here; one snapshot is kept, a new
@@ -875,12 +875,15 @@ func (s *Session) Close() error {
 	for _, sl := range s.slots {
 		bufs = append(bufs, sl.buf)
 	}
-	if s.snap != nil {
-		for _, b := range s.snap.bufs {
-			bufs = append(bufs, b)
+	for _, sn := range []*Snapshot{s.snap, &s.window} {
+		if sn != nil {
+			for _, b := range sn.bufs {
+				bufs = append(bufs, b)
+			}
 		}
 	}
 	s.specs, s.fixed, s.rec, s.slots, s.snap, s.kept, s.last = nil, nil, nil, nil, nil, nil, nil
+	s.window = Snapshot{}
 	if s.own {
 		return s.core.Close(bufs...)
 	}

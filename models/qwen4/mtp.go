@@ -27,7 +27,6 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 		if _, err := s.Run(k, first, len(next), lm.Inputs{IDs: next, F32: map[string][]float32{InputHidden: pairs}}); err != nil {
 			return fmt.Errorf("mtp (the forward itself ran: the cache holds %d positions): %w", s.Pos(), err)
 		}
-		s.mtpPos = first + len(next)
 	}
 	s.hidden = slices.Clone(hs[(rows-1)*ch:])
 	return nil
@@ -74,8 +73,8 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 // It returns the wanted logits [rows or 1, vocab] (nil for lm.WantNone) and the
 // head's own final hyper-states [rows, C·H] (the next draft's hidden). It
 // writes the head's cache at those positions (pos0 may not pass the
-// positions the cache holds: a forward fills it up to Pos()−1) and leaves
-// the main model's state alone.
+// positions the cache holds, lm.ErrUnwritten: a forward fills it up to
+// Pos()−1) and leaves the main model's state alone.
 func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want) (logits, hs *tensor.Dense, err error) {
 	if !s.mtp {
 		return nil, nil, fmt.Errorf("qwen4: draft: the session has no MTP head")
@@ -89,8 +88,8 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want)
 			return nil, nil, fmt.Errorf("qwen4: draft: row %d: id %d is outside the vocabulary of %d", i, id, s.c.Vocab)
 		}
 	}
-	if pos0 < 0 || pos0 > s.mtpPos {
-		return nil, nil, fmt.Errorf("qwen4: draft at position %d: the head's cache holds positions 0 to %d", pos0, s.mtpPos)
+	if pos0 < 0 {
+		return nil, nil, fmt.Errorf("qwen4: draft at position %d", pos0)
 	}
 	if err := want.Check(); err != nil {
 		return nil, nil, fmt.Errorf("qwen4: %w", err)
@@ -100,7 +99,6 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want)
 	if err != nil {
 		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
-	s.mtpPos = pos0 + len(ids)
 	if want != lm.WantNone {
 		lg, err := s.Logits(outs[0], pos0, len(ids), want)
 		if err != nil {

@@ -37,14 +37,8 @@ type Session struct {
 	// (when the MTP head is on and known); snapHidden is the one at the
 	// snapshot.
 	hidden, snapHidden []float32
-	// mtpPos is the positions the head's cache holds.
-	mtpPos int
-	// window is Verify's own copy of the recurrent states before a
-	// speculation window (the user's snapshot stays as it was); inWindow
-	// says the running Forward is a window's, which tapes (on a recurrent
-	// model) and keeps its rows' final hyper-states in windowHidden.
-	window       lm.Snapshot
-	inWindow     bool
+	// windowHidden are a speculation window's rows' final hyper-states,
+	// which its forward keeps (it tapes too, on a recurrent model).
 	windowHidden []float32
 }
 
@@ -74,17 +68,11 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 // (the model has one and Options.NoMTP is off).
 func (s *Session) CanDraft() bool { return s.mtp }
 
-// Close frees the session's buffers.
-func (s *Session) Close() error {
-	s.FreeSnapshot(&s.window)
-	return s.Session.Close()
-}
-
 // Reset empties the cache: the next call starts at position 0 (every
 // state restarts from zero there) and any snapshot is dropped.
 func (s *Session) Reset() {
 	s.Session.Reset()
-	s.hidden, s.snapHidden, s.mtpPos = nil, nil, 0
+	s.hidden, s.snapHidden = nil, nil
 }
 
 // Snapshot keeps a copy of the recurrent states (GDN states and conv rings,
@@ -118,7 +106,6 @@ func (s *Session) Rollback(n int) error {
 	if s.Recurrent() {
 		s.hidden = slices.Clone(s.snapHidden)
 	}
-	s.mtpPos = min(s.mtpPos, n)
 	return nil
 }
 
@@ -139,7 +126,7 @@ func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, err
 // the pairs it completes).
 func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	rows := len(ids)
-	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.inWindow && s.c.Recurrent()}
+	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.Windowed() && s.c.Recurrent()}
 	outs, err := s.Run(k, pos, rows, lm.Inputs{IDs: ids})
 	if err != nil {
 		return nil, err
@@ -163,7 +150,7 @@ func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.inWindow {
+	if s.Windowed() {
 		s.windowHidden = hs
 	}
 	if err := s.feedHead(prev, ids, pos, hs); err != nil {
