@@ -23,7 +23,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -87,13 +86,6 @@ type Config struct {
 	AlphaInit        float64
 	GateLogitScale   float64 // g0
 	MaxPositionEmbed int
-	// Quant is the format of the projections stored quantized (the
-	// checkpoint's quantization_config, or quantized at load); the
-	// embedding, the head, the scales and the router are never quantized.
-	Quant lm.Quant
-	// quantizeFloat declares the projections stored in a float type
-	// quantized in Quant's format, for the loader to quantize them.
-	quantizeFloat bool
 	// ByteLevel says token ids are byte values (config "tokenizer":
 	// "bytes...").
 	ByteLevel bool

@@ -131,7 +131,7 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	s.Session, err = lm.NewSession(m, lm.GraphFuncs[Key]{
 		VocabSize: c.Vocab,
 		KeyOf:     func(rows int, want lm.Want) Key { return Key{Stage: All, Loops: opts.Loops, Want: want, Rows: rows} },
-		BuildOf:   func(k Key) (*graph.Graph, error) { return BuildStage(&s.c, k, m.MatrixDType) },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return BuildStage(&s.c, k, m.Stored()) },
 		StateOf:   func(name string) (lm.StateSpec, error) { return s.c.state(name, chunk) },
 	}, opts.SessionOptions)
 	if err != nil {

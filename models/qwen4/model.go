@@ -24,8 +24,6 @@ type Model struct {
 	shards map[int][]shard
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
 	HasMTP bool
-
-	storage // how its projections are stored (quantized or not)
 }
 
 // shard is one part of a PLE layer's n-gram table: its weight and rows.
@@ -51,7 +49,7 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
 // none): see Quantize for which.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	var st storage
+	var st lm.Stored
 	return lm.Load(dir, "qwen4", func(cfg *weights.Config) (Config, error) {
 		if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
 			return Config{}, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
@@ -60,10 +58,8 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 		if err != nil {
 			return c, err
 		}
-		if st, err = readStorage(cfg, quant); err != nil {
-			return c, fmt.Errorf("qwen4 %s: %w", dir, err)
-		}
-		return c, nil
+		st, err = lm.ReadStored(cfg, quant)
+		return c, err
 	}, func(c Config, ck *weights.Checkpoint) (*Model, error) { return fromCheckpoint(c, st, ck) })
 }
 
@@ -83,10 +79,10 @@ func LayerPrefix(li int) string { return fmt.Sprintf("model.layers.%d.", li) }
 const MTPPrefix = "mtp.layers.0."
 
 // fromCheckpoint reads the PLE layers' constants and shards, then the
-// weights the graphs declare.
-func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error) {
+// weights the graphs declare, stored as st says.
+func fromCheckpoint(c Config, st lm.Stored, ck *weights.Checkpoint) (*Model, error) {
 	m := newModel(c)
-	m.Checkpoint, m.storage = ck, st
+	m.Checkpoint, m.Quant = ck, st.Quant
 	r := newResolver(ck)
 	m.HasMTP = c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != ""
 	consts := map[string]bool{} // the PLE constant tensors read
@@ -97,12 +93,13 @@ func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error
 			}
 		}
 	}
-	decl, err := m.declare(func(n string) graph.DType {
+	st.DType = func(n string) graph.DType {
 		if isOffsetNorm(n) {
 			return graph.F32 // 1 + w, folded at load
 		}
 		return r.dtype(n)
-	})
+	}
+	decl, err := m.declare(st)
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +108,11 @@ func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error
 		Make:   r.stack,
 		Fold:   onePlus,
 		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
-		Quant:  m.onLoad(),
+		Quant:  st.OnLoad(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	m.quantizeFloat = false // loaded: the projections are stored quantized now
 	return m, nil
 }
 
@@ -152,17 +148,17 @@ func onePlus(name string) func(w []float32) {
 }
 
 // declare builds the graphs that read every weight of m (a forward, and
-// the MTP head's when m has one), the weights' dtypes given by dtype, and
+// the MTP head's when m has one), the weights stored as st says, and
 // lists the weights they declare, each named with its layer ("layer 3",
 // "mtp", "head").
-func (m *Model) declare(dtype func(name string) graph.DType) ([]lm.Declared, error) {
+func (m *Model) declare(st lm.Stored) ([]lm.Declared, error) {
 	keys := []Key{{Stage: Forward, Want: lm.WantLast, Rows: 1}}
 	if m.HasMTP {
 		keys = append(keys, Key{Stage: Draft, Want: lm.WantLast, Rows: 1})
 	}
 	var gs []*graph.Graph
 	for _, k := range keys {
-		g, err := Build(&m.Config, k, declaring{m, dtype})
+		g, err := Build(&m.Config, k, declaring{m, st})
 		if err != nil {
 			return nil, err
 		}
@@ -179,13 +175,13 @@ func (m *Model) declare(dtype func(name string) graph.DType) ([]lm.Declared, err
 }
 
 // declaring is the Weights of a model whose weights are not made yet: its
-// PLE layers, and the dtypes dtype gives.
+// PLE layers, and the weights stored as st says.
 type declaring struct {
 	*Model
-	dtype func(name string) graph.DType
+	st lm.Stored
 }
 
-func (d declaring) WeightDType(name string) graph.DType { return d.dtype(name) }
+func (d declaring) Stored() lm.Stored { return d.st }
 
 // resolver maps graph weight names to the checkpoint's.
 type resolver struct {
@@ -437,6 +433,3 @@ func (m *Model) PLEShards(li int) (names []string, rows []int) {
 	}
 	return names, rows
 }
-
-// WeightDType is the stored dtype of a weight; graphs declare weights with it.
-func (m *Model) WeightDType(name string) graph.DType { return m.Tensors.DType(name) }
