@@ -54,6 +54,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -384,20 +385,11 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
 	}
-	// rope: rope_parameters (transformers 5) or the older top-level fields
-	theta := g.Float(key("rope_theta"), 10000)
-	partial := g.FloatIn(key("partial_rotary_factor"), 1, 0, 1)
-	ropeType := "default"
-	if has("rope_parameters") {
-		theta = g.Float(key("rope_parameters.rope_theta"), theta)
-		partial = g.FloatIn(key("rope_parameters.partial_rotary_factor"), partial, 0, 1)
-		ropeType = g.String(key("rope_parameters.rope_type"), ropeType)
+	rope, err := lm.ReadRope(cfg, pre, c.HeadDim)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if has("rope_scaling") {
-		ropeType = g.String(key("rope_scaling.rope_type"), g.String(key("rope_scaling.type"), ropeType))
-	}
-	c.Theta = theta
-	c.Rotary = int(math.Round(float64(c.HeadDim) * partial))
+	c.Theta, c.Rotary = rope.Theta, rope.Rotary
 	c.IndexHeads = g.Int(key("indexer_n_heads"), 0)
 	c.IndexDim = g.Int(key("indexer_head_dim"), 0)
 	c.Block = g.Int(key("indexer_compress_ratio"), 0)
@@ -430,8 +422,8 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	if len(mlpOnly) > 0 {
 		errs = append(errs, fmt.Errorf("mlp_only_layers = %v: dense MLP layers are not supported", mlpOnly))
 	}
-	if ropeType != "default" {
-		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", ropeType))
+	if t := rope.Scaling.Type; t != "" && t != ops.RopeDefault {
+		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", t))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
