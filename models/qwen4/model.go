@@ -1,7 +1,6 @@
 package qwen4
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/big"
@@ -105,7 +104,7 @@ func fromCheckpoint(c Config, st lm.Stored, ck *weights.Checkpoint) (*Model, err
 	}
 	m.Tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
 		Name:   r.name,
-		Make:   r.stack,
+		Make:   r.experts().Make,
 		Fold:   onePlus,
 		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
 		Quant:  st.OnLoad(),
@@ -222,11 +221,7 @@ func (r resolver) name(n string) string {
 // takes expert 0's; a weight absent or in no float or quantized dtype is
 // f32 (the loader then says what is wrong with it).
 func (r resolver) dtype(name string) graph.DType {
-	n := r.name(name)
-	if pre, parts, ok := expertParts(name); ok && n == "" {
-		n = r.name(pre + "0." + parts[0])
-	}
-	if info, err := r.ck.Info(n); err == nil && (info.DType.IsFloat() || info.DType.IsQuantized()) {
+	if info, err := r.ck.Info(r.experts().Stored(name)); err == nil && (info.DType.IsFloat() || info.DType.IsQuantized()) {
 		return info.DType
 	}
 	return graph.F32
@@ -243,36 +238,11 @@ func (r resolver) unused(n string, mtp bool) bool {
 	return r.pre != "model." && !strings.HasPrefix(n, r.pre) && n != "lm_head.weight"
 }
 
-// expertParts gives the per-expert tensors a stacked expert weight is made
-// of: the prefix of expert e's, and their parts (gate then up for
-// ExpertsGateUp, down for ExpertsDown).
-func expertParts(name string) (pre string, parts []string, ok bool) {
-	if p, ok := strings.CutSuffix(name, ExpertsGateUp); ok {
-		return p + "mlp.experts.", []string{"gate_proj.weight", "up_proj.weight"}, true
-	}
-	if p, ok := strings.CutSuffix(name, ExpertsDown); ok {
-		return p + "mlp.experts.", []string{"down_proj.weight"}, true
-	}
-	return "", nil, false
-}
-
-// stack makes a stacked expert weight the checkpoint stores per expert
-// (mlp.experts.{e}.{gate,up,down}_proj.weight): expert e's parts, one after
-// the other, at e. A checkpoint that stores the stack is read as it is.
-func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []string, bool, error) {
-	pre, parts, ok := expertParts(d.Name)
-	if !ok || r.name(d.Name) != "" {
-		return lm.Tensor{}, nil, false, nil
-	}
-	t, reads, err := lm.StackExperts(r.ck, d, func(e int) []string {
-		names := make([]string, len(parts))
-		for i, part := range parts {
-			name := fmt.Sprintf("%s%d.%s", pre, e, part)
-			names[i] = cmp.Or(r.name(name), name) // one the checkpoint lacks is named missing
-		}
-		return names
-	})
-	return t, reads, err == nil, err
+// experts are the stacked expert weights (ExpertsGateUp, ExpertsDown) as
+// a checkpoint may store them: mlp.experts.{e}.{gate,up,down}_proj.weight.
+func (r resolver) experts() lm.ExpertStacks {
+	return lm.ExpertStacks{Checkpoint: r.ck, Dir: "mlp.experts.", Name: r.name, Parts: map[string][]string{
+		ExpertsGateUp: {"gate_proj.weight", "up_proj.weight"}, ExpertsDown: {"down_proj.weight"}}}
 }
 
 // PLE constant buffers, after a PLE layer's prefix.

@@ -2,7 +2,6 @@ package qwen4
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -82,23 +81,12 @@ func (m *Model) Source(name string) (stored string, from []string) {
 	if n := r.name(name); n != "" {
 		return n, []string{n}
 	}
-	pre, parts, ok := expertParts(name)
-	if !ok {
-		return "", nil
-	}
-	for e := range m.Config.Experts {
-		for _, p := range parts {
-			if n := r.name(fmt.Sprintf("%s%d.%s", pre, e, p)); n != "" {
-				from = append(from, n)
-			}
-		}
-	}
-	if len(from) == 0 {
+	if from = r.experts().From(name, m.Config.Experts); len(from) == 0 {
 		return "", nil
 	}
 	stored = name
 	if rest, ok := strings.CutPrefix(name, "model."); ok {
 		stored = r.pre + rest
 	}
-	return stored, slices.Clip(from)
+	return stored, from
 }
