@@ -96,11 +96,9 @@ func (c *Config) Validate() error {
 		weights.CheckRange("vocab_size", c.Vocab, 1, maxVocab), weights.CheckRange("hidden_size", c.Hidden, 1, maxWidth),
 		weights.CheckRange("intermediate_size", c.FFN, 1, maxWidth), weights.CheckRange("num_hidden_layers", c.Layers, 1, maxLayers),
 		weights.CheckRange("num_attention_heads", c.Heads, 1, maxWidth), weights.CheckRange("num_key_value_heads", c.KVHeads, 1, maxWidth),
-		weights.CheckRange("head_dim", c.HeadDim, 1, maxWidth)); err != nil {
+		weights.CheckRange("head_dim", c.HeadDim, 1, maxWidth),
+		weights.CheckMultiple("num_attention_heads", c.Heads, "num_key_value_heads", c.KVHeads)); err != nil {
 		return err
-	}
-	if c.Heads%c.KVHeads != 0 {
-		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
 	if c.Heads*c.HeadDim > maxWidth {
 		return fmt.Errorf("num_attention_heads %d × head_dim %d: more than %d", c.Heads, c.HeadDim, maxWidth)
