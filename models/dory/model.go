@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -144,17 +143,16 @@ func synthetic(c Config, dt graph.DType, seed uint64, progress lm.Progress) (*Mo
 	if err != nil {
 		return nil, err
 	}
-	ts, err := lm.Synthesize(decl, seed, func(_ lm.Declared, _ int, u float64) float32 { return float32(c.Std * (0.5 + u)) }, progress)
+	scale := func(d lm.Declared, _ int, u float64) float32 {
+		x := []float32{float32(c.Std * (0.5 + u))}
+		if f := c.fold(d.Name); f != nil {
+			f(x) // folded as Load folds a stored scale
+		}
+		return x[0]
+	}
+	ts, err := lm.Synthesize(decl, seed, scale, progress)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
-	}
-	for _, d := range decl {
-		if f := c.fold(d.Name); f != nil {
-			v := make([]float32, ts[d.Name].Len())
-			half.DecodeF32(v, ts[d.Name].Data)
-			f(v)
-			ts[d.Name] = lm.F32Tensor(v, d.Shape...)
-		}
 	}
 	return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts}}, nil
 }

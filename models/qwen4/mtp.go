@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -39,20 +40,14 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 // predicts the token at Pos()+j+1. The drafts write the head's cache at
 // those positions; the next Forward rewrites them with the accepted tokens.
 func (s *Session) Draft(next, n int) ([]int, error) {
-	if s.Closed() {
-		return nil, fmt.Errorf("qwen4: the session is closed")
+	if err := s.Check([]int{next}, s.Pos(), lm.WantLast); err != nil { // open, not broken, next a token
+		return nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
 	if !s.mtp {
 		return nil, fmt.Errorf("qwen4: draft: the session has no MTP head (the checkpoint carries no mtp.* tensors, or Options.NoMTP)")
 	}
-	if err := s.Broken(); err != nil {
-		return nil, fmt.Errorf("qwen4: draft: %w", err)
-	}
 	if s.hidden == nil || s.Pos() == 0 {
 		return nil, fmt.Errorf("qwen4: draft: no hyper-state of position %d (run a forward first)", s.Pos()-1)
-	}
-	if next < 0 || next >= s.c.Vocab {
-		return nil, fmt.Errorf("qwen4: draft: token id %d is outside the vocabulary of %d", next, s.c.Vocab)
 	}
 	h, tok := s.hidden, next
 	var out []int
@@ -80,19 +75,14 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want)
 		return nil, nil, fmt.Errorf("qwen4: draft: the session has no MTP head")
 	}
 	ch := s.c.Streams * s.c.Hidden
-	if len(ids) == 0 || len(hidden) != len(ids)*ch {
+	if len(hidden) != len(ids)*ch {
 		return nil, nil, fmt.Errorf("qwen4: draft: %d hidden values for %d rows of %d", len(hidden), len(ids), ch)
-	}
-	for i, id := range ids {
-		if id < 0 || id >= s.c.Vocab {
-			return nil, nil, fmt.Errorf("qwen4: draft: row %d: id %d is outside the vocabulary of %d", i, id, s.c.Vocab)
-		}
 	}
 	if pos0 < 0 {
 		return nil, nil, fmt.Errorf("qwen4: draft at position %d", pos0)
 	}
-	if err := want.Check(); err != nil {
-		return nil, nil, fmt.Errorf("qwen4: %w", err)
+	if err := cmp.Or(lm.CheckTokens(ids, pos0, pos0, s.c.Vocab), want.Check()); err != nil {
+		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
 	k := Key{Stage: Draft, Want: want, Rows: len(ids)}
 	outs, err := s.Run(k, pos0, len(ids), lm.Inputs{IDs: ids, F32: map[string][]float32{InputHidden: hidden}})
