@@ -91,3 +91,52 @@ func TestForget(t *testing.T) {
 	require.ErrorIs(t, run(2), lm.ErrUnwritten)
 	require.NoError(t, run(1))
 }
+
+// TestHostValues: a host value goes with the position: a snapshot keeps
+// it and a rollback to the snapshot brings it back (as does a window's
+// take-back); a rollback of a session without recurrent states, and a
+// Reset, drop it.
+func TestHostValues(t *testing.T) {
+	m := newModel()
+	g := kindGraphs{ring: 16, rewind: 8}
+	s, err := lm.NewSession(m, g, lm.SessionOptions{Chunk: 4})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Forward([]int{1, 2}, 0, lm.WantNone)
+	require.NoError(t, err)
+	require.Nil(t, s.Host("h"))
+	s.SetHost("h", []float32{2})
+	require.NoError(t, s.Snapshot())
+	_, err = s.Forward([]int{3}, 2, lm.WantNone)
+	require.NoError(t, err)
+	s.SetHost("h", []float32{3})
+	require.NoError(t, s.Rollback(2))
+	require.Equal(t, []float32{2}, s.Host("h"), "back with the snapshot")
+
+	settle := func(pos0 int, ids []int, rows int) error {
+		require.Equal(t, []float32{2}, s.Host("h"), "back with the window's copy")
+		s.SetHost("h", []float32{float32(len(ids))})
+		_, err := s.Run(g.Key(len(ids), lm.WantNone), pos0, len(ids), lm.Inputs{IDs: ids})
+		return err
+	}
+	forward := func(ids []int, pos0 int, w lm.Want) (*tensor.Dense, error) {
+		s.SetHost("h", []float32{9})
+		return s.Forward(ids, pos0, w)
+	}
+	_, _, err = s.Speculate([]int{1, 0}, forward, func([]float32, int) bool { return false }, settle)
+	require.NoError(t, err)
+	require.Equal(t, []float32{1}, s.Host("h"))
+	s.Reset()
+	require.Nil(t, s.Host("h"))
+
+	slots, err := lm.NewSession(m, slotGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer slots.Close()
+	_, err = slots.Forward([]int{1, 2}, 0, lm.WantNone)
+	require.NoError(t, err)
+	slots.SetHost("h", []float32{2})
+	require.NoError(t, slots.Rollback(2), "to where it stands: nothing changes")
+	require.Equal(t, []float32{2}, slots.Host("h"))
+	require.NoError(t, slots.Rollback(1))
+	require.Nil(t, slots.Host("h"), "a rollback by position drops it")
+}

@@ -29,7 +29,7 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 			return fmt.Errorf("mtp (the forward itself ran: the cache holds %d positions): %w", s.Pos(), err)
 		}
 	}
-	s.hidden = slices.Clone(hs[(rows-1)*ch:])
+	s.SetHost(hostHidden, slices.Clone(hs[(rows-1)*ch:]))
 	return nil
 }
 
@@ -46,10 +46,10 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 	if !s.mtp {
 		return nil, fmt.Errorf("qwen4: draft: the session has no MTP head (the checkpoint carries no mtp.* tensors, or Options.NoMTP)")
 	}
-	if s.hidden == nil || s.Pos() == 0 {
+	if s.hidden() == nil || s.Pos() == 0 {
 		return nil, fmt.Errorf("qwen4: draft: no hyper-state of position %d (run a forward first)", s.Pos()-1)
 	}
-	h, tok := s.hidden, next
+	h, tok := s.hidden(), next
 	var out []int
 	for j := 0; j < n; j++ {
 		logits, hs, err := s.DraftRows(h, []int{tok}, s.Pos()-1+j, lm.WantLast)

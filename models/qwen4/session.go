@@ -2,7 +2,6 @@ package qwen4
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/reel-runtime/reel/graph"
 
@@ -33,10 +32,6 @@ type Session struct {
 	*lm.Session
 	c   Config
 	mtp bool
-	// hidden is the main model's final hyper-state at position Pos()−1
-	// (when the MTP head is on and known); snapHidden is the one at the
-	// snapshot.
-	hidden, snapHidden []float32
 	// windowHidden are a speculation window's rows' final hyper-states,
 	// which its forward keeps (it tapes too, on a recurrent model).
 	windowHidden []float32
@@ -64,50 +59,18 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	return &Session{Session: ls, c: m.Config, mtp: mtp}, nil
 }
 
+// hostHidden names the host value of the main model's final hyper-state
+// at position Pos()−1 (when the MTP head is on and known), which the
+// head's next pair reads: the lm.Session keeps it with snapshots.
+const hostHidden = "hidden"
+
+// hidden is the main model's final hyper-state at position Pos()−1, nil
+// when unknown.
+func (s *Session) hidden() []float32 { return s.Host(hostHidden) }
+
 // CanDraft reports whether the session runs the MTP head, to draft with
 // (the model has one and Options.NoMTP is off).
 func (s *Session) CanDraft() bool { return s.mtp }
-
-// Reset empties the cache: the next call starts at position 0 (every
-// state restarts from zero there) and any snapshot is dropped.
-func (s *Session) Reset() {
-	s.Session.Reset()
-	s.hidden, s.snapHidden = nil, nil
-}
-
-// Snapshot keeps a copy of the recurrent states (GDN states and conv rings,
-// PLE histories) and the MTP head's hyper-state at Pos(), so that a later
-// Rollback to this position can return here; one snapshot is kept, a new
-// one replaces it.
-func (s *Session) Snapshot() error {
-	if err := s.Session.Snapshot(); err != nil {
-		return fmt.Errorf("qwen4: %w", err)
-	}
-	s.snapHidden = slices.Clone(s.hidden)
-	return nil
-}
-
-// Rollback forgets the positions from n on, so the next call starts at n.
-// The QSA caches are indexed by position and go back anywhere; the GDN
-// states, conv rings and PLE histories only run forward, so a model with
-// them goes back only to the position of its Snapshot. Any other rollback is
-// an error that changes nothing.
-func (s *Session) Rollback(n int) error {
-	from, broken := s.Pos(), s.Broken() != nil
-	if err := s.Session.Rollback(n); err != nil {
-		return fmt.Errorf("qwen4: %w", err)
-	}
-	if n == from && !broken {
-		return nil
-	}
-	// back at the snapshot, or (without recurrent states) at a position
-	// whose hyper-state, which the head's next pair needs, is gone
-	s.hidden = nil
-	if s.Recurrent() {
-		s.hidden = slices.Clone(s.snapHidden)
-	}
-	return nil
-}
 
 // Forward runs ids at positions pos0, pos0+1, ... and returns the wanted
 // logits as a [rows, vocab] f32 tensor (nil for lm.WantNone). pos0 must equal
@@ -132,8 +95,8 @@ func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 		return nil, err
 	}
 	// the states hold the chunk whatever fails after
-	prev := s.hidden
-	s.hidden = nil
+	prev := s.hidden()
+	s.SetHost(hostHidden, nil)
 	if err := s.Advance(rows); err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func (s *Session) settle(p0 int, ids []int, wrows int) error {
 	if known {
 		keep = p0 + a
 	}
-	s.hidden = nil
+	s.SetHost(hostHidden, nil)
 	s.Forget(keep, func(name string) bool { return strings.HasPrefix(name, StateName("qsa", "mtp", "")) })
 	if s.c.Recurrent() {
 		k := Key{Stage: Settle, Want: lm.WantNone, Rows: len(ids), TapeRows: wrows}
@@ -62,7 +62,7 @@ func (s *Session) settle(p0 int, ids []int, wrows int) error {
 		}
 	}
 	if known {
-		s.hidden = slices.Clone(s.windowHidden[a*ch : (a+1)*ch])
+		s.SetHost(hostHidden, slices.Clone(s.windowHidden[a*ch:(a+1)*ch]))
 	}
 	return nil
 }
