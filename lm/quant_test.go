@@ -530,6 +530,9 @@ func TestLoadedQuantize(t *testing.T) {
 	require.Equal(t, q4, st.Quant)
 	_, _, err = got.Quantize(lm.QuantQ8, declare, nil)
 	require.EqualError(t, err, "--quant q8: the model is stored quantized in q4")
+	require.Equal(t, 40*65, got.Parameters(declare), "the matrix's elements, not its codes' and scales'")
+	plain := lm.Loaded{Tensors: lm.Tensors{"w": w}}
+	require.Equal(t, 40*65, plain.Parameters(nil), "unquantized: the tensors'")
 
 	shapes := lm.Loaded{Tensors: lm.ShapesOf([]lm.Declared{{Name: "w", DType: graph.BF16, Shape: []int{40, 65}}})}
 	require.Equal(t, lm.Tensors{"w": {DType: graph.BF16, Shape: []int{40, 65}}}, shapes.Tensors)

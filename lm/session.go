@@ -347,6 +347,18 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	return outs, nil
 }
 
+// RunLogits is Run of a graph whose first output is the logits of its
+// rows, read with Logits, unless want is WantNone: the logits (nil for
+// WantNone) and every output.
+func (s *Session) RunLogits(key capture.Key, pos, rows int, want Want, in Inputs) ([]float32, []ops.Buffer, error) {
+	outs, err := s.Run(key, pos, rows, in)
+	if err != nil || want == WantNone {
+		return nil, outs, err
+	}
+	logits, err := s.Logits(outs[0], pos, rows, want)
+	return logits, outs, err
+}
+
 // keptBinding is a key's binding of the call record, its states and its
 // inputs, made when the key first runs and again after a state is made or
 // grown.

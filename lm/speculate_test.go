@@ -140,3 +140,23 @@ func TestHostValues(t *testing.T) {
 	require.NoError(t, slots.Rollback(1))
 	require.Nil(t, slots.Host("h"), "a rollback by position drops it")
 }
+
+// TestRunLogits: RunLogits reads the first output's logits for the rows
+// wanted, none for WantNone, and gives every output.
+func TestRunLogits(t *testing.T) {
+	m := newModel()
+	s, err := lm.NewSession(m, kindGraphs{ring: 16, rewind: 8}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	g := kindGraphs{}
+	logits, outs, err := s.RunLogits(g.Key(2, lm.WantLast), 0, 2, lm.WantLast, lm.Inputs{IDs: []int{1, 3}})
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	require.Equal(t, m.table[3*width:4*width], logits)
+	logits, outs, err = s.RunLogits(g.Key(1, lm.WantNone), 2, 1, lm.WantNone, lm.Inputs{IDs: []int{1}})
+	require.NoError(t, err)
+	require.Nil(t, logits)
+	require.Empty(t, outs)
+	_, _, err = s.RunLogits(g.Key(1, lm.WantLast), 3, 1, lm.WantLast, lm.Inputs{IDs: []int{width + 1}})
+	require.Error(t, err)
+}

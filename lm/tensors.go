@@ -164,6 +164,20 @@ func (l *Loaded) Quantize(quant string, declare func(Stored) ([]Declared, error)
 	return out, true, nil
 }
 
+// Parameters counts the weights' elements, a quantized matrix's rather
+// than its codes' and scales': those of the declarations declare gives of
+// the weights in bf16, when some are quantized.
+func (l *Loaded) Parameters(declare func(Stored) ([]Declared, error)) int {
+	if l.Quant.Method == "" {
+		return l.Tensors.Parameters()
+	}
+	decl, err := declare(Stored{})
+	if err != nil {
+		return l.Tensors.Parameters()
+	}
+	return Parameters(decl)
+}
+
 // ShapesOf are weights of the declared dtypes and shapes without data: a
 // model of shapes only, for building, planning and dumping its graphs
 // (uploading them fails).

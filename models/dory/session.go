@@ -237,14 +237,8 @@ func (s *Session) gated(ids []int, pos int, want lm.Want) ([]float32, error) {
 
 // stage runs one stage plan and reads its logits.
 func (s *Session) stage(k Key, ids []int, pos int) ([]float32, error) {
-	outs, err := s.Run(k, pos, k.Rows, lm.Inputs{IDs: ids})
-	if err != nil {
-		return nil, err
-	}
-	if len(outs) == 0 {
-		return nil, nil
-	}
-	return s.Logits(outs[0], pos, k.Rows, k.Want)
+	logits, _, err := s.RunLogits(k, pos, k.Rows, k.Want, lm.Inputs{IDs: ids})
+	return logits, err
 }
 
 // exitRate keeps the read-out after a first pass worth its cost: below a

@@ -242,11 +242,7 @@ func (m *Model) Vocab() int { return m.Config.Vocab }
 // Parameters counts the weights' elements (a quantized matrix's, not its
 // codes' and scales').
 func (m *Model) Parameters() int {
-	decl, err := declarations(&m.Config, lm.Stored{})
-	if err != nil {
-		return m.Tensors.Parameters()
-	}
-	return lm.Parameters(decl)
+	return m.Loaded.Parameters(func(st lm.Stored) ([]lm.Declared, error) { return declarations(&m.Config, st) })
 }
 
 // Stages names the graphs a dump shows: the forward.

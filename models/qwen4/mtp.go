@@ -85,15 +85,11 @@ func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want)
 		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
 	k := Key{Stage: Draft, Want: want, Rows: len(ids)}
-	outs, err := s.Run(k, pos0, len(ids), lm.Inputs{IDs: ids, F32: map[string][]float32{InputHidden: hidden}})
+	lg, outs, err := s.RunLogits(k, pos0, len(ids), want, lm.Inputs{IDs: ids, F32: map[string][]float32{InputHidden: hidden}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
-	if want != lm.WantNone {
-		lg, err := s.Logits(outs[0], pos0, len(ids), want)
-		if err != nil {
-			return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
-		}
+	if lg != nil {
 		logits = tensor.New(tensor.WithShape(len(lg)/s.c.Vocab, s.c.Vocab), tensor.WithBacking(lg))
 	}
 	hv, err := s.Core().ReadF32(outs[len(outs)-1])

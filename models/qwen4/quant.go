@@ -43,16 +43,7 @@ func (g *builder) known(name string) {
 
 // Parameters counts the model's weights (a quantized matrix's elements, not
 // its codes' and scales').
-func (m *Model) Parameters() int {
-	if m.Quant.Method == "" {
-		return m.Tensors.Parameters()
-	}
-	decl, err := m.declare(lm.Stored{DType: func(string) graph.DType { return graph.BF16 }})
-	if err != nil {
-		return m.Tensors.Parameters()
-	}
-	return lm.Parameters(decl)
-}
+func (m *Model) Parameters() int { return m.Loaded.Parameters(m.declare) }
 
 // Quantize quantizes the projections the model holds in a float type in
 // the format of quant ("fp8", "q8", "q4"), as LoadQuantized does at load:
