@@ -228,18 +228,47 @@ type Stored struct {
 	QuantizeFloat bool
 }
 
-func (s Stored) dtype(name string) graph.DType {
+// DTypeOf is the stored dtype of the weight name (DType's, or bf16).
+func (s Stored) DTypeOf(name string) graph.DType {
 	if s.DType == nil {
 		return graph.BF16
 	}
 	return s.DType(name)
 }
 
+// OnLoad is the format LoadOptions.Quant takes for a checkpoint stored as
+// s says: Quant when QuantizeFloat asks for the matrices stored in a
+// float type to be quantized at load, else none.
+func (s Stored) OnLoad() Quant {
+	if s.QuantizeFloat {
+		return s.Quant
+	}
+	return Quant{}
+}
+
+// ReadStored reads how a checkpoint's matrices are stored (its config's
+// quantization_config, ReadQuant) for a load asked to quantize them in the
+// format of quant ("": none; QuantizeTo): the Stored its graphs are built
+// with to load it, QuantizeFloat set when the matrices stored in a float
+// type are to be quantized at load. Its DType is the caller's to set
+// (StoredDType of the checkpoint). The errors name the field or the flag.
+func ReadStored(cfg *weights.Config, quant string) (Stored, error) {
+	q, err := ReadQuant(cfg)
+	if err != nil {
+		return Stored{}, err
+	}
+	q, onLoad, err := QuantizeTo(q, quant, "checkpoint")
+	if err != nil {
+		return Stored{}, fmt.Errorf("%s: %w", cfg.Path(), err)
+	}
+	return Stored{Quant: q, QuantizeFloat: onLoad}, nil
+}
+
 // Matrix declares the weight name [out, in] as stored, for an op that
 // reads it whole (an embedding table, an output head): it must be stored
 // in a float type; a quantized one is an error naming it.
 func (s Stored) Matrix(b *graph.Builder, name string, out, in int) *graph.Value {
-	dt := s.dtype(name)
+	dt := s.DTypeOf(name)
 	if dt.IsQuantized() {
 		b.Fail(fmt.Errorf("weight %s is stored quantized (%s), but is read unquantized (an embedding or an output head)", name, dt))
 	}
@@ -275,7 +304,7 @@ func (s Stored) Experts(b *graph.Builder, x, ids *graph.Value, name string, expe
 // stored quantized in Quant's format or in a float type with
 // QuantizeFloat set.
 func (s Stored) quantized(b *graph.Builder, name string, out, in int, lead ...int) (w, scales *graph.Value, ok bool) {
-	dt, q := s.dtype(name), s.Quant
+	dt, q := s.DTypeOf(name), s.Quant
 	shape := append(append([]int(nil), lead...), out, in)
 	if !dt.IsQuantized() && !(s.QuantizeFloat && q.Method != "") {
 		return b.Weight(name, dt, shape...), nil, false
@@ -285,7 +314,7 @@ func (s Stored) quantized(b *graph.Builder, name string, out, in int, lead ...in
 		return b.Weight(name, dt, shape...), nil, false // a placeholder: the builder has failed
 	}
 	sn := q.ScaleName(name)
-	sdt := s.dtype(sn)
+	sdt := s.DTypeOf(sn)
 	if !dt.IsQuantized() || !sdt.IsFloat() {
 		sdt = q.ScaleDType() // made at load
 	}

@@ -454,3 +454,97 @@ func TestQuantizeTo(t *testing.T) {
 	_, _, err = lm.QuantizeTo(lm.Quant{}, "q3", "model")
 	require.EqualError(t, err, `--quant: quantization "q3": want fp8, q8 or q4`)
 }
+
+// TestReadStored: a config's quantization_config read with a --quant: a
+// checkpoint stored quantized is read as it is, one in a float type asked
+// to be quantized at load gets the format and QuantizeFloat (OnLoad's
+// format); a format other than the checkpoint's is an error naming the
+// file and the flag.
+func TestReadStored(t *testing.T) {
+	read := func(body, quant string) (lm.Stored, error) {
+		cfg, err := weights.ParseConfig("config.json", []byte(body))
+		require.NoError(t, err)
+		return lm.ReadStored(cfg, quant)
+	}
+	fp8, _ := lm.DefaultQuant(lm.QuantFP8)
+	q4, _ := lm.DefaultQuant(lm.QuantQ4)
+	stored := `{"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}`
+	for _, c := range []struct {
+		body, quant string
+		want        lm.Stored
+	}{
+		{`{}`, "", lm.Stored{}},
+		{`{}`, lm.QuantQ4, lm.Stored{Quant: q4, QuantizeFloat: true}},
+		{stored, "", lm.Stored{Quant: fp8}},
+		{stored, lm.QuantFP8, lm.Stored{Quant: fp8}},
+	} {
+		st, err := read(c.body, c.quant)
+		require.NoError(t, err)
+		require.Equal(t, c.want, st, "%s with %q", c.body, c.quant)
+		want := lm.Quant{}
+		if c.want.QuantizeFloat {
+			want = c.want.Quant
+		}
+		require.Equal(t, want, st.OnLoad())
+	}
+	_, err := read(stored, lm.QuantQ4)
+	require.EqualError(t, err, "config.json: --quant q4: the checkpoint is stored quantized in fp8")
+	_, err = read(`{"quantization_config": {"quant_method": "awq"}}`, "")
+	require.ErrorContains(t, err, "quantization_config.quant_method")
+}
+
+// TestLoadedQuantize: a model's weights quantized as QuantizeTensors makes
+// them, in a Loaded of the format that spends the one it came from (a
+// --quant of the format it has, or none, does nothing; another is an
+// error); Stored describes each; weights of shapes only give the codes'
+// shapes, and none give none.
+func TestLoadedQuantize(t *testing.T) {
+	q4, _ := lm.DefaultQuant(lm.QuantQ4)
+	w, _ := gaussian(3, graph.BF16, 40, 65, 0.02)
+	declare := func(st lm.Stored) ([]lm.Declared, error) {
+		b := graph.NewBuilder("t")
+		b.Output(st.Linear(b, b.Input("x", graph.F32, 1, 65), "w", 40, 65))
+		g, err := b.Graph()
+		if err != nil {
+			return nil, err
+		}
+		return lm.Declarations(g)
+	}
+	l := lm.Loaded{Tensors: lm.Tensors{"w": w}}
+	require.Equal(t, graph.BF16, l.Stored().DTypeOf("w"))
+	same, ok, err := l.Quantize("", declare, nil)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, lm.Loaded{}, same)
+	got, ok, err := l.Quantize(lm.QuantQ4, declare, nil)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, lm.Loaded{}, l, "spent")
+	decl, err := declare(lm.Stored{DType: lm.Tensors{"w": w}.DType, Quant: q4, QuantizeFloat: true})
+	require.NoError(t, err)
+	want, err := lm.QuantizeTensors(lm.Tensors{"w": w}, decl, q4, nil)
+	require.NoError(t, err)
+	require.Equal(t, lm.Loaded{Tensors: want, Quant: q4}, got)
+	st := got.Stored()
+	require.Equal(t, graph.U8, st.DTypeOf("w"))
+	require.Equal(t, q4, st.Quant)
+	_, _, err = got.Quantize(lm.QuantQ8, declare, nil)
+	require.EqualError(t, err, "--quant q8: the model is stored quantized in q4")
+	require.Equal(t, 40*65, got.Parameters(declare), "the matrix's elements, not its codes' and scales'")
+	plain := lm.Loaded{Tensors: lm.Tensors{"w": w}}
+	require.Equal(t, 40*65, plain.Parameters(nil), "unquantized: the tensors'")
+
+	shapes := lm.Loaded{Tensors: lm.ShapesOf([]lm.Declared{{Name: "w", DType: graph.BF16, Shape: []int{40, 65}}})}
+	require.Equal(t, lm.Tensors{"w": {DType: graph.BF16, Shape: []int{40, 65}}}, shapes.Tensors)
+	got, ok, err = shapes.Quantize(lm.QuantQ4, declare, nil)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, lm.ShapesOf(decl), got.Tensors)
+	none := lm.Loaded{}
+	require.Equal(t, lm.Stored{QuantizeFloat: true}, none.Stored(), "no weights: bf16 matrices")
+	got, ok, err = none.Quantize(lm.QuantQ4, declare, nil)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, lm.Loaded{Quant: q4}, got)
+	require.Equal(t, lm.Stored{Quant: q4, QuantizeFloat: true}, got.Stored())
+}

@@ -3,6 +3,7 @@ package lm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -133,6 +134,13 @@ type Session struct {
 	broken error
 	snap   *Snapshot
 	reuse  bool
+	// host are the values a model keeps on the host that belong to the
+	// position (SetHost).
+	host map[string][]float32
+	// window is Speculate's own copy of the recurrent states before a
+	// speculation window; windowed says the window's forward is running.
+	window   Snapshot
+	windowed bool
 }
 
 type fixedKey struct {
@@ -337,6 +345,18 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 		sl.held = pos + rows
 	}
 	return outs, nil
+}
+
+// RunLogits is Run of a graph whose first output is the logits of its
+// rows, read with Logits, unless want is WantNone: the logits (nil for
+// WantNone) and every output.
+func (s *Session) RunLogits(key capture.Key, pos, rows int, want Want, in Inputs) ([]float32, []ops.Buffer, error) {
+	outs, err := s.Run(key, pos, rows, in)
+	if err != nil || want == WantNone {
+		return nil, outs, err
+	}
+	logits, err := s.Logits(outs[0], pos, rows, want)
+	return logits, outs, err
 }
 
 // keptBinding is a key's binding of the call record, its states and its
@@ -675,7 +695,7 @@ func (s *Session) Advance(n int) error {
 // Reset empties the session: the next call starts at position 0 (where
 // every recurrent state restarts from zero) and the snapshot is dropped.
 func (s *Session) Reset() {
-	s.pos = 0
+	s.pos, s.host = 0, nil
 	s.forget(0)
 	s.broken = nil
 	s.FreeSnapshot(s.snap)
@@ -713,7 +733,7 @@ func (s *Session) Rollback(n int) error {
 		return fmt.Errorf("rollback of %d rows: sliding layers keep only %d rows behind their window", s.pos-n, r)
 	}
 	if len(s.rec) == 0 {
-		s.pos, s.broken = n, nil
+		s.pos, s.broken, s.host = n, nil, nil
 		s.forget(n)
 		return nil
 	}
@@ -732,11 +752,7 @@ func (s *Session) Rollback(n int) error {
 }
 
 // forget makes the slots hold no position from n on.
-func (s *Session) forget(n int) {
-	for _, sl := range s.slots {
-		sl.held = min(sl.held, n)
-	}
-}
+func (s *Session) forget(n int) { s.Forget(n, func(string) bool { return true }) }
 
 // Snapshot keeps a copy of the recurrent states at Pos(), so that a later
 // Rollback to this position can return here; one snapshot is kept, a new
@@ -770,13 +786,30 @@ func (s *Session) SnapshotPos() int {
 type Snapshot struct {
 	pos  int
 	bufs map[string]ops.Buffer
+	host map[string][]float32
 }
 
 // Pos is the position the snapshot was taken at.
 func (sn *Snapshot) Pos() int { return sn.pos }
 
-// Save copies the recurrent states and the position into sn. On an error
-// sn is freed and empty.
+// Host gives the value of name the model keeps on the host for the
+// position (SetHost), nil when it has none.
+func (s *Session) Host(name string) []float32 { return s.host[name] }
+
+// SetHost keeps v as the value of name: one a model computes on the host
+// that belongs to the position (the last row's hidden state a draft head
+// starts from). Snapshots keep it with the recurrent states, and restoring
+// one brings it back; a Reset, or a rollback not to a snapshot, drops it.
+// v is the session's after the call (not to be changed); nil drops it.
+func (s *Session) SetHost(name string, v []float32) {
+	if s.host == nil {
+		s.host = map[string][]float32{}
+	}
+	s.host[name] = v
+}
+
+// Save copies the recurrent states, the host values and the position into
+// sn. On an error sn is freed and empty.
 func (s *Session) Save(sn *Snapshot) error {
 	if s.Closed() {
 		return fmt.Errorf("the session is closed")
@@ -804,12 +837,12 @@ func (s *Session) Save(sn *Snapshot) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	sn.pos = s.pos
+	sn.pos, sn.host = s.pos, maps.Clone(s.host)
 	return nil
 }
 
-// Restore copies sn's recurrent states back and returns the session to
-// sn's position. A failed copy leaves the session broken until a Reset or
+// Restore copies sn's recurrent states and host values back and returns
+// the session to sn's position. A failed copy leaves the session broken until a Reset or
 // a restore that succeeds.
 func (s *Session) Restore(sn *Snapshot) error {
 	if s.Closed() {
@@ -832,7 +865,7 @@ func (s *Session) Restore(sn *Snapshot) error {
 			return s.broken
 		}
 	}
-	s.pos, s.broken = sn.pos, nil
+	s.pos, s.broken, s.host = sn.pos, nil, maps.Clone(sn.host)
 	return nil
 }
 
@@ -844,7 +877,7 @@ func (s *Session) FreeSnapshot(sn *Snapshot) {
 	for _, b := range sn.bufs {
 		s.core.Backend().Free(b)
 	}
-	sn.bufs, sn.pos = nil, 0
+	sn.bufs, sn.pos, sn.host = nil, 0, nil
 }
 
 // Broken says why the session refuses to run (nil when it runs).
@@ -875,12 +908,15 @@ func (s *Session) Close() error {
 	for _, sl := range s.slots {
 		bufs = append(bufs, sl.buf)
 	}
-	if s.snap != nil {
-		for _, b := range s.snap.bufs {
-			bufs = append(bufs, b)
+	for _, sn := range []*Snapshot{s.snap, &s.window} {
+		if sn != nil {
+			for _, b := range sn.bufs {
+				bufs = append(bufs, b)
+			}
 		}
 	}
 	s.specs, s.fixed, s.rec, s.slots, s.snap, s.kept, s.last = nil, nil, nil, nil, nil, nil, nil
+	s.window = Snapshot{}
 	if s.own {
 		return s.core.Close(bufs...)
 	}

@@ -113,13 +113,90 @@ func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buff
 	return out, nil
 }
 
-// Loaded are a model's weights as it keeps them: by graph weight name, and
+// Loaded are a model's weights as it keeps them: by graph weight name,
 // the checkpoint whose file mappings they may be (nil for weights made
-// without one). A model embeds them for its Upload (an Uploader), its
-// Weights and its Close.
+// without one), and the format of the matrices stored quantized. A model
+// embeds them for its Upload (an Uploader), its Weights, its Close, the
+// Stored its graphs are built with and its Quantize.
 type Loaded struct {
 	Tensors    Tensors
 	Checkpoint *weights.Checkpoint
+	Quant      Quant
+}
+
+// Stored is how the weights are stored, for the graphs that read them:
+// each one's dtype and the format of the quantized ones. Without weights
+// (a model of shapes only, nil Tensors) the matrices are bf16, those a
+// load would quantize in Quant's format declared so.
+func (l *Loaded) Stored() Stored {
+	if l.Tensors == nil {
+		return Stored{Quant: l.Quant, QuantizeFloat: true}
+	}
+	return Stored{DType: l.Tensors.DType, Quant: l.Quant}
+}
+
+// Quantize is a model's Quantize (models.Quantizer): its weights with the
+// matrices it holds in a float type quantized in the format of quant
+// ("fp8", "q8", "q4"), as a load with LoadOptions.Quant makes them, the
+// graphs declaring them as declare says of a Stored. ok is false when
+// there is nothing to do (quant is "" or the weights' format); another
+// format is an error naming the flag (QuantizeTo). l is spent when ok:
+// the weights returned hold its checkpoint's mappings. Weights of shapes
+// only give the shapes of the format's (nil Tensors stay nil).
+func (l *Loaded) Quantize(quant string, declare func(Stored) ([]Declared, error), progress Progress) (out Loaded, ok bool, err error) {
+	q, ok, err := QuantizeTo(l.Quant, quant, "model")
+	if err != nil || !ok {
+		return Loaded{}, false, err
+	}
+	out = Loaded{Checkpoint: l.Checkpoint, Quant: q}
+	if l.Tensors != nil {
+		decl, err := declare(Stored{DType: l.Tensors.DType, Quant: q, QuantizeFloat: true})
+		if err != nil {
+			return Loaded{}, false, err
+		}
+		if l.Tensors.shapesOnly() {
+			out.Tensors = ShapesOf(decl)
+		} else if out.Tensors, err = QuantizeTensors(l.Tensors, decl, q, progress); err != nil {
+			return Loaded{}, false, err
+		}
+	}
+	*l = Loaded{}
+	return out, true, nil
+}
+
+// Parameters counts the weights' elements, a quantized matrix's rather
+// than its codes' and scales': those of the declarations declare gives of
+// the weights in bf16, when some are quantized.
+func (l *Loaded) Parameters(declare func(Stored) ([]Declared, error)) int {
+	if l.Quant.Method == "" {
+		return l.Tensors.Parameters()
+	}
+	decl, err := declare(Stored{})
+	if err != nil {
+		return l.Tensors.Parameters()
+	}
+	return Parameters(decl)
+}
+
+// ShapesOf are weights of the declared dtypes and shapes without data: a
+// model of shapes only, for building, planning and dumping its graphs
+// (uploading them fails).
+func ShapesOf(decl []Declared) Tensors {
+	ts := Tensors{}
+	for _, d := range decl {
+		ts[d.Name] = Tensor{DType: d.DType, Shape: d.Shape}
+	}
+	return ts
+}
+
+// shapesOnly says whether ts are weights without values (ShapesOf).
+func (ts Tensors) shapesOnly() bool {
+	for _, t := range ts {
+		if t.Data == nil && t.Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Upload puts every weight on a backend (Tensors.Upload).

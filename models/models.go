@@ -102,6 +102,21 @@ func (o Options) Int(name string, def int) (int, error) {
 	return n, nil
 }
 
+// OnOff reads the param of name as on or off (true or false), def when
+// unset; an error names the flag.
+func (o Options) OnOff(name string, def bool) (bool, error) {
+	switch v := o.Params[name]; v {
+	case "":
+		return def, nil
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	default:
+		return false, fmt.Errorf("--%s %q: want on or off", name, v)
+	}
+}
+
 // Model is a loaded model as the commands use it.
 type Model interface {
 	// Arch is the architecture's name.

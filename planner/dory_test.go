@@ -64,7 +64,7 @@ func TestFusedEqualsUnfusedDory(t *testing.T) {
 		require.NoError(t, err)
 		for _, k := range doryKeys() {
 			t.Run(fmt.Sprintf("%s/%s", kv, k), func(t *testing.T) {
-				g, err := dory.BuildStage(&c, k, m.MatrixDType)
+				g, err := dory.BuildStage(&c, k, m.Stored())
 				require.NoError(t, err)
 				e := newEnv(g, 8, 6, 16)
 				for _, v := range g.OfKind(graph.State) {

@@ -352,6 +352,29 @@ func TestCheckRangeSize(t *testing.T) {
 	}
 }
 
+// TestCheckFloatMultiple: a number outside its range, NaN included, and a
+// field that is not a multiple of another are errors naming them; a
+// divisor that is not positive is left to CheckRange.
+func TestCheckFloatMultiple(t *testing.T) {
+	if err := CheckFloat("eps", 1e-6, 0x1p-126, 1); err != nil {
+		t.Errorf("CheckFloat(eps, 1e-6) = %v", err)
+	}
+	for _, v := range []float64{0, 2, math.NaN(), math.Inf(1)} {
+		if err := CheckFloat("eps", v, 0x1p-126, 1); err == nil || err.Error() != fmt.Sprintf("eps = %v: want 1.1754943508222875e-38 to 1", v) {
+			t.Errorf("CheckFloat(eps, %v) = %v", v, err)
+		}
+	}
+	if err := CheckMultiple("heads", 12, "kv", 4); err != nil {
+		t.Errorf("CheckMultiple(12, 4) = %v", err)
+	}
+	if err := CheckMultiple("heads", 12, "kv", 5); err == nil || err.Error() != "heads 12 is not a multiple of kv 5" {
+		t.Errorf("CheckMultiple(12, 5) = %v", err)
+	}
+	if err := CheckMultiple("heads", 12, "kv", 0); err != nil {
+		t.Errorf("CheckMultiple(12, 0) = %v", err)
+	}
+}
+
 func TestConfigBounded(t *testing.T) {
 	cfg, err := ParseConfig("config.json", []byte(`{"n": 5, "big": 1e300, "f": 0.5, "nan": NaN, "s": "x"}`))
 	if err != nil {

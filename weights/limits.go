@@ -73,6 +73,27 @@ func CheckRange(field string, v, lo, hi int) error {
 	return nil
 }
 
+// CheckFloat returns an error naming a config's number field, its value v
+// and the range, when v is outside [lo, hi] or NaN, as CheckRange does for
+// an integer one.
+func CheckFloat(field string, v, lo, hi float64) error {
+	if !(v >= lo && v <= hi) {
+		return fmt.Errorf("%s = %v: want %v to %v", field, v, lo, hi)
+	}
+	return nil
+}
+
+// CheckMultiple returns an error naming two of a config's fields and
+// their values when a is not a multiple of b (the query heads of the
+// key-value heads, say). A b that is not positive passes: CheckRange
+// reports it, in the same cmp.Or.
+func CheckMultiple(fieldA string, a int, fieldB string, b int) error {
+	if b > 0 && a%b != 0 {
+		return fmt.Errorf("%s %d is not a multiple of %s %d", fieldA, a, fieldB, b)
+	}
+	return nil
+}
+
 // CheckSize returns an error naming what (the fields a tensor or state of
 // a config is the product of) when its f32 bytes, the product of factors
 // and 4, overflow an int: checked before a loader computes any shape, so

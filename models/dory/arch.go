@@ -103,11 +103,7 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, o models.Options) (*
 	if opts.KV != nil {
 		c.KV = *opts.KV
 	}
-	var dt func(string) graph.DType
-	if m.Tensors != nil {
-		dt = m.MatrixDType
-	}
-	return BuildStage(&c, Key{Stage: st, Loops: opts.Loops, Want: want, Rows: rows}, dt)
+	return BuildStage(&c, Key{Stage: st, Loops: opts.Loops, Want: want, Rows: rows}, m.Stored())
 }
 
 // NewSession starts a session whose forwards run the loops of o's params.
@@ -131,28 +127,12 @@ func (m *Model) NewSession(o models.Options) (models.Session, error) {
 // for a synthetic model. m is spent: the model returned holds its
 // checkpoint's mappings. A model of shapes only gives the format's graphs.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
-	c := m.Config
-	q, ok, err := lm.QuantizeTo(c.Quant, quant, "model")
+	l, ok, err := m.Loaded.Quantize(quant, m.Config.declarations, progress)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
 	if !ok {
 		return m, nil
 	}
-	c.Quant, c.quantizeFloat = q, true
-	if m.Tensors == nil {
-		return &Model{Config: c}, nil
-	}
-	decl, err := c.declarations(m.MatrixDType)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := lm.QuantizeTensors(m.Tensors, decl, q, progress)
-	if err != nil {
-		return nil, fmt.Errorf("dory: %w", err)
-	}
-	c.quantizeFloat = false
-	out := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, Router: m.Router}
-	m.Loaded = lm.Loaded{}
-	return out, nil
+	return &Model{Config: m.Config, Loaded: l, Router: m.Router}, nil
 }

@@ -23,7 +23,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -87,13 +86,6 @@ type Config struct {
 	AlphaInit        float64
 	GateLogitScale   float64 // g0
 	MaxPositionEmbed int
-	// Quant is the format of the projections stored quantized (the
-	// checkpoint's quantization_config, or quantized at load); the
-	// embedding, the head, the scales and the router are never quantized.
-	Quant lm.Quant
-	// quantizeFloat declares the projections stored in a float type
-	// quantized in Quant's format, for the loader to quantize them.
-	quantizeFloat bool
 	// ByteLevel says token ids are byte values (config "tokenizer":
 	// "bytes...").
 	ByteLevel bool
@@ -179,11 +171,9 @@ func (c *Config) Validate() error {
 		weights.CheckRange("num_key_value_heads", c.KVHeads, 1, maxDim), weights.CheckRange("attention_head_dim", c.HeadDim, 1, maxDim),
 		weights.CheckRange("n_recurrent_loops", c.Loops, 1, MaxLoops),
 		weights.CheckRange("max_position_embeddings", c.MaxPositionEmbed, 0, weights.MaxPositions),
-		weights.CheckRange("num_hidden_layers", len(c.Pattern), 1, weights.MaxLayers)); err != nil {
+		weights.CheckRange("num_hidden_layers", len(c.Pattern), 1, weights.MaxLayers),
+		weights.CheckMultiple("num_attention_heads", c.Heads, "num_key_value_heads", c.KVHeads)); err != nil {
 		return err
-	}
-	if c.Heads%c.KVHeads != 0 {
-		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
 	if err := cmp.Or(
 		weights.CheckSize("vocab_size × hidden_size", c.Vocab, c.Hidden),

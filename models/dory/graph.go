@@ -197,9 +197,10 @@ func (g *builder) head(h *graph.Value, want lm.Want) *graph.Value {
 	return b.Label(ops.Mul(b, logits, g.vector("lm_head.logit_scale", c.Vocab)), "logits")
 }
 
-// BuildStage builds the graph of one stage. dt gives each matrix's stored
-// dtype (nil: bf16 for every matrix, as the released checkpoint).
-func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Graph, error) {
+// BuildStage builds the graph of one stage over weights stored as st says
+// (the zero Stored: every matrix in bf16, as the released checkpoint;
+// lm.Loaded.Stored of a Model).
+func BuildStage(c *Config, k Key, st lm.Stored) (*graph.Graph, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -216,7 +217,7 @@ func BuildStage(c *Config, k Key, dt func(name string) graph.DType) (*graph.Grap
 		return nil, fmt.Errorf("dory: stage %s reads out logits: want last or all", k.Stage)
 	}
 	b := graph.NewBuilder("dory/" + k.String())
-	g := &builder{c: c, b: b, st: lm.Stored{DType: dt, Quant: c.Quant, QuantizeFloat: c.quantizeFloat}, rows: k.Rows}
+	g := &builder{c: c, b: b, st: st, rows: k.Rows}
 	g.call = ops.Call(b)
 	carried := func() (input, state *graph.Value) {
 		return b.State(StateInput, graph.F32, k.Rows, c.Hidden), b.State(StateLoop, graph.F32, k.Rows, c.Hidden)

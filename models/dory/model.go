@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -39,6 +38,7 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // scale vectors and the router stay as stored. A checkpoint stored
 // quantized (its config's quantization_config) is read as it is.
 func LoadQuantized(dir, quant string) (*Model, error) {
+	var st lm.Stored
 	return lm.Load(dir, "dory", func(cfg *weights.Config) (Config, error) {
 		if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
 			return Config{}, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
@@ -47,33 +47,26 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 		if err != nil {
 			return c, err
 		}
-		if c.Quant, err = lm.ReadQuant(cfg); err != nil {
-			return c, err
-		}
-		if c.Quant, c.quantizeFloat, err = lm.QuantizeTo(c.Quant, quant, "checkpoint"); err != nil {
-			return c, fmt.Errorf("dory %s: %w", dir, err)
-		}
-		return c, nil
-	}, fromCheckpoint)
+		st, err = lm.ReadStored(cfg, quant)
+		return c, err
+	}, func(c Config, ck *weights.Checkpoint) (*Model, error) { return fromCheckpoint(c, st, ck) })
 }
 
 // Parameters counts the weights of a model of config c (what Synthetic
 // makes and a checkpoint holds), without making them.
 func (c *Config) Parameters() int {
-	c2 := *c
-	c2.Quant, c2.quantizeFloat = lm.Quant{}, false // count the matrices' elements, not their codes'
-	decl, err := c2.declarations(nil)
+	decl, err := c.declarations(lm.Stored{}) // the matrices' elements, not their codes'
 	if err != nil {
 		return 0
 	}
 	return lm.Parameters(decl)
 }
 
-// declarations are the weights of a model of config c whose matrices are
-// stored as dt says (nil: bf16): those its graphs read (the one-loop
-// forward reads every one).
-func (c *Config) declarations(dt func(string) graph.DType) ([]lm.Declared, error) {
-	g, err := BuildStage(c, Key{Stage: All, Loops: 1, Want: lm.WantLast, Rows: 1}, dt)
+// declarations are the weights of a model of config c whose weights are
+// stored as st says: those its graphs read (the one-loop forward reads
+// every one).
+func (c *Config) declarations(st lm.Stored) ([]lm.Declared, error) {
+	g, err := BuildStage(c, Key{Stage: All, Loops: 1, Want: lm.WantLast, Rows: 1}, st)
 	if err != nil {
 		return nil, err
 	}
@@ -109,22 +102,20 @@ func (c *Config) fold(name string) func(x []float32) {
 	return nil
 }
 
-func fromCheckpoint(c Config, ck *weights.Checkpoint) (*Model, error) {
-	decl, err := c.declarations(lm.StoredDType(ck))
+// fromCheckpoint reads the weights of a checkpoint stored as st says, and
+// its router.
+func fromCheckpoint(c Config, st lm.Stored, ck *weights.Checkpoint) (*Model, error) {
+	st.DType = lm.StoredDType(ck)
+	decl, err := c.declarations(st)
 	if err != nil {
 		return nil, err
 	}
 	isRouter := func(name string) bool { return strings.HasPrefix(name, "dory.router.") }
-	o := lm.LoadOptions{Fold: c.fold, Unused: isRouter}
-	if c.quantizeFloat {
-		o.Quant = c.Quant
-	}
-	ts, err := lm.LoadWeights(ck, decl, o)
+	ts, err := lm.LoadWeights(ck, decl, lm.LoadOptions{Fold: c.fold, Unused: isRouter, Quant: st.OnLoad()})
 	if err != nil {
 		return nil, err
 	}
-	c.quantizeFloat = false // loaded: the projections are stored quantized now
-	m := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck}}
+	m := &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck, Quant: st.Quant}}
 	if m.Router, err = loadRouter(ck, c.Hidden); err != nil {
 		return nil, err
 	}
@@ -148,27 +139,23 @@ func synthetic(c Config, dt graph.DType, seed uint64, progress lm.Progress) (*Mo
 	if dt != graph.F32 && dt != graph.BF16 {
 		return nil, fmt.Errorf("dory: synthetic weights in %s: want f32 or bf16", dt)
 	}
-	decl, err := c.declarations(func(string) graph.DType { return dt })
+	decl, err := c.declarations(lm.Stored{DType: func(string) graph.DType { return dt }})
 	if err != nil {
 		return nil, err
 	}
-	ts, err := lm.Synthesize(decl, seed, func(_ lm.Declared, _ int, u float64) float32 { return float32(c.Std * (0.5 + u)) }, progress)
+	scale := func(d lm.Declared, _ int, u float64) float32 {
+		x := []float32{float32(c.Std * (0.5 + u))}
+		if f := c.fold(d.Name); f != nil {
+			f(x) // folded as Load folds a stored scale
+		}
+		return x[0]
+	}
+	ts, err := lm.Synthesize(decl, seed, scale, progress)
 	if err != nil {
 		return nil, fmt.Errorf("dory: %w", err)
 	}
-	for _, d := range decl {
-		if f := c.fold(d.Name); f != nil {
-			v := make([]float32, ts[d.Name].Len())
-			half.DecodeF32(v, ts[d.Name].Data)
-			f(v)
-			ts[d.Name] = lm.F32Tensor(v, d.Shape...)
-		}
-	}
 	return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts}}, nil
 }
-
-// MatrixDType is the stored dtype of a matrix; graphs declare weights with it.
-func (m *Model) MatrixDType(name string) graph.DType { return m.Tensors.DType(name) }
 
 // Parameters counts the model's weights (a quantized matrix's elements,
 // not its codes' and scales'; a model of shapes only, those it would have).

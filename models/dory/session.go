@@ -131,7 +131,7 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	s.Session, err = lm.NewSession(m, lm.GraphFuncs[Key]{
 		VocabSize: c.Vocab,
 		KeyOf:     func(rows int, want lm.Want) Key { return Key{Stage: All, Loops: opts.Loops, Want: want, Rows: rows} },
-		BuildOf:   func(k Key) (*graph.Graph, error) { return BuildStage(&s.c, k, m.MatrixDType) },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return BuildStage(&s.c, k, m.Stored()) },
 		StateOf:   func(name string) (lm.StateSpec, error) { return s.c.state(name, chunk) },
 	}, opts.SessionOptions)
 	if err != nil {
@@ -237,14 +237,8 @@ func (s *Session) gated(ids []int, pos int, want lm.Want) ([]float32, error) {
 
 // stage runs one stage plan and reads its logits.
 func (s *Session) stage(k Key, ids []int, pos int) ([]float32, error) {
-	outs, err := s.Run(k, pos, k.Rows, lm.Inputs{IDs: ids})
-	if err != nil {
-		return nil, err
-	}
-	if len(outs) == 0 {
-		return nil, nil
-	}
-	return s.Logits(outs[0], pos, k.Rows, k.Want)
+	logits, _, err := s.RunLogits(k, pos, k.Rows, k.Want, lm.Inputs{IDs: ids})
+	return logits, err
 }
 
 // exitRate keeps the read-out after a first pass worth its cost: below a

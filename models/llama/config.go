@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -74,7 +75,7 @@ func ReadConfig(cfg *weights.Config) (Config, error) {
 	if tp := g.Int("pretraining_tp", 1); tp != 1 {
 		errs = append(errs, fmt.Errorf("pretraining_tp %d: only 1 is supported", tp))
 	}
-	rope, err := ropeOf(cfg, g)
+	rope, err := lm.ReadRope(cfg, "", c.HeadDim)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -82,60 +83,11 @@ func ReadConfig(cfg *weights.Config) (Config, error) {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
 	}
 	c.Rope = rope
-	c.Rope.HeadDim = c.HeadDim
-	c.Rope.Rotary = c.HeadDim
+	c.Rope.Rotary = c.HeadDim // a Llama rotates whole heads
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)
 	}
 	return c, nil
-}
-
-// ropeOf reads the rotation in either spelling: transformers 5's
-// rope_parameters (theta and type inside), or the top-level rope_theta
-// and rope_scaling of older checkpoints.
-func ropeOf(cfg *weights.Config, g *weights.Getter) (ops.RopeAttrs, error) {
-	p := "rope_scaling"
-	if cfg.Has("rope_parameters") && !cfg.IsNull("rope_parameters") {
-		p = "rope_parameters"
-	}
-	theta := g.Float("rope_theta", 10000)
-	if p == "rope_parameters" {
-		theta = g.Float(p+".rope_theta", theta)
-	}
-	r := ops.RopeAttrs{Theta: theta}
-	if !cfg.Has(p) || cfg.IsNull(p) {
-		return r, nil
-	}
-	typ := g.String(p+".rope_type", "")
-	if typ == "" {
-		typ = g.String(p+".type", ops.RopeDefault) // the older spelling
-	}
-	s := ops.RopeScaling{
-		Type:                 typ,
-		Factor:               g.Float(p+".factor", 0),
-		OriginalMaxPositions: g.Int(p+".original_max_position_embeddings", 0),
-		LowFreqFactor:        g.Float(p+".low_freq_factor", 0),
-		HighFreqFactor:       g.Float(p+".high_freq_factor", 0),
-		BetaFast:             g.Float(p+".beta_fast", 0),
-		BetaSlow:             g.Float(p+".beta_slow", 0),
-		MScale:               g.Float(p+".mscale", 0),
-		MScaleAllDim:         g.Float(p+".mscale_all_dim", 0),
-		AttentionFactor:      g.Float(p+".attention_factor", 0),
-		NoTruncate:           !g.Bool(p+".truncate", true),
-	}
-	switch typ {
-	case ops.RopeDefault:
-		return r, nil
-	case ops.RopeLinear, ops.RopeLlama3, ops.RopeYarn:
-	default:
-		return r, fmt.Errorf("%s.rope_type %q: want default, linear, llama3 or yarn", p, typ)
-	}
-	if s.OriginalMaxPositions == 0 && typ == ops.RopeYarn {
-		// transformers' fallback: the context the config states
-		s.OriginalMaxPositions = g.Int("max_position_embeddings", 0)
-	}
-	r.Scaling = s
-	return r, nil
 }
 
 // Validate checks the sizes against each other and against limits.
@@ -144,11 +96,9 @@ func (c *Config) Validate() error {
 		weights.CheckRange("vocab_size", c.Vocab, 1, maxVocab), weights.CheckRange("hidden_size", c.Hidden, 1, maxWidth),
 		weights.CheckRange("intermediate_size", c.FFN, 1, maxWidth), weights.CheckRange("num_hidden_layers", c.Layers, 1, maxLayers),
 		weights.CheckRange("num_attention_heads", c.Heads, 1, maxWidth), weights.CheckRange("num_key_value_heads", c.KVHeads, 1, maxWidth),
-		weights.CheckRange("head_dim", c.HeadDim, 1, maxWidth)); err != nil {
+		weights.CheckRange("head_dim", c.HeadDim, 1, maxWidth),
+		weights.CheckMultiple("num_attention_heads", c.Heads, "num_key_value_heads", c.KVHeads)); err != nil {
 		return err
-	}
-	if c.Heads%c.KVHeads != 0 {
-		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
 	if c.Heads*c.HeadDim > maxWidth {
 		return fmt.Errorf("num_attention_heads %d × head_dim %d: more than %d", c.Heads, c.HeadDim, maxWidth)

@@ -154,8 +154,7 @@ func slotName(li int, kv string) string { return fmt.Sprintf("kv.%d.%s", li, kv)
 type Model struct {
 	Config Config
 	lm.Loaded
-	arch  string   // the registered architecture's name
-	quant lm.Quant // the format of its quantized matrices
+	arch string // the registered architecture's name
 }
 
 // declarations are the weights of a model of c whose weights are stored
@@ -182,34 +181,25 @@ func LoadQuantized(dir, quant string) (*Model, error) { return load("llama", dir
 
 // load is LoadQuantized of the architecture arch, whose config.json read reads.
 func load(arch, dir, quant string, read func(*weights.Config) (Config, error)) (*Model, error) {
-	var q lm.Quant
-	var onLoad bool // quantize the float projections at load
+	var st lm.Stored
 	return lm.Load(dir, arch, func(cfg *weights.Config) (Config, error) {
 		c, err := read(cfg)
 		if err != nil {
 			return c, err
 		}
-		if q, err = lm.ReadQuant(cfg); err != nil {
-			return c, err
-		}
-		if q, onLoad, err = lm.QuantizeTo(q, quant, "checkpoint"); err != nil {
-			return c, fmt.Errorf("%s %s: %w", arch, dir, err)
-		}
-		return c, nil
+		st, err = lm.ReadStored(cfg, quant)
+		return c, err
 	}, func(c Config, ck *weights.Checkpoint) (*Model, error) {
-		decl, err := declarations(&c, lm.Stored{DType: lm.StoredDType(ck), Quant: q, QuantizeFloat: onLoad})
+		st.DType = lm.StoredDType(ck)
+		decl, err := declarations(&c, st)
 		if err != nil {
 			return nil, err
 		}
-		o := lm.LoadOptions{Unused: c.unused}
-		if onLoad {
-			o.Quant = q
-		}
-		ts, err := lm.LoadWeights(ck, decl, o)
+		ts, err := lm.LoadWeights(ck, decl, lm.LoadOptions{Unused: c.unused, Quant: st.OnLoad()})
 		if err != nil {
 			return nil, err
 		}
-		return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck}, arch: arch, quant: q}, nil
+		return &Model{Config: c, Loaded: lm.Loaded{Tensors: ts, Checkpoint: ck, Quant: st.Quant}, arch: arch}, nil
 	})
 }
 
@@ -252,11 +242,7 @@ func (m *Model) Vocab() int { return m.Config.Vocab }
 // Parameters counts the weights' elements (a quantized matrix's, not its
 // codes' and scales').
 func (m *Model) Parameters() int {
-	decl, err := declarations(&m.Config, lm.Stored{})
-	if err != nil {
-		return m.Tensors.Parameters()
-	}
-	return lm.Parameters(decl)
+	return m.Loaded.Parameters(func(st lm.Stored) ([]lm.Declared, error) { return declarations(&m.Config, st) })
 }
 
 // Stages names the graphs a dump shows: the forward.
@@ -267,11 +253,8 @@ func (m *Model) Graph(stage string, rows int, want lm.Want, _ models.Options) (*
 	if stage != "forward" {
 		return nil, fmt.Errorf("llama: unknown stage %q: want forward", stage)
 	}
-	return Build(&m.Config, Key{Rows: rows, Want: want}, m.stored())
+	return Build(&m.Config, Key{Rows: rows, Want: want}, m.Stored())
 }
-
-// stored says how the loaded weights are stored.
-func (m *Model) stored() lm.Stored { return lm.Stored{DType: m.Tensors.DType, Quant: m.quant} }
 
 // NewSession starts a session on the model's weights.
 func (m *Model) NewSession(o models.Options) (models.Session, error) {
@@ -294,7 +277,7 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 	return lm.NewSession(m, lm.GraphFuncs[Key]{
 		VocabSize: m.Config.Vocab,
 		KeyOf:     func(rows int, want lm.Want) Key { return Key{Rows: rows, Want: want} },
-		BuildOf:   func(k Key) (*graph.Graph, error) { return Build(&m.Config, k, m.stored()) },
+		BuildOf:   func(k Key) (*graph.Graph, error) { return Build(&m.Config, k, m.Stored()) },
 		// the KV slots' capacity doubles; with a sliding window they are
 		// rings of the window, a chunk and Rewind rows
 		StateOf: func(string) (lm.StateSpec, error) {
@@ -311,22 +294,12 @@ func (m *Model) Session(o lm.SessionOptions) (*lm.Session, error) {
 // for a synthetic model. m is spent: the model returned holds its
 // checkpoint's mappings.
 func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, error) {
-	q, ok, err := lm.QuantizeTo(m.quant, quant, "model")
+	l, ok, err := m.Loaded.Quantize(quant, func(st lm.Stored) ([]lm.Declared, error) { return declarations(&m.Config, st) }, progress)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.arch, err)
 	}
 	if !ok {
 		return m, nil
 	}
-	decl, err := declarations(&m.Config, lm.Stored{DType: m.Tensors.DType, Quant: q, QuantizeFloat: true})
-	if err != nil {
-		return nil, err
-	}
-	ts, err := lm.QuantizeTensors(m.Tensors, decl, q, progress)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.arch, err)
-	}
-	out := &Model{Config: m.Config, Loaded: lm.Loaded{Tensors: ts, Checkpoint: m.Checkpoint}, arch: m.arch, quant: q}
-	m.Loaded = lm.Loaded{}
-	return out, nil
+	return &Model{Config: m.Config, Loaded: l, arch: m.arch}, nil
 }

@@ -69,17 +69,11 @@ func (m *Model) NewSession(o models.Options) (models.Session, error) {
 	if err := o.CheckParams("qwen4", "mtp"); err != nil {
 		return nil, err
 	}
-	noMTP := !o.Drafting
-	switch o.Params["mtp"] {
-	case "":
-	case "on":
-		noMTP = false
-	case "off":
-		noMTP = true
-	default:
-		return nil, fmt.Errorf("--mtp %q: want on or off", o.Params["mtp"])
+	mtp, err := o.OnOff("mtp", o.Drafting)
+	if err != nil {
+		return nil, err
 	}
-	s, err := NewSession(m, Options{SessionOptions: o.SessionOptions, NoMTP: noMTP})
+	s, err := NewSession(m, Options{SessionOptions: o.SessionOptions, NoMTP: !mtp})
 	if err != nil {
 		return nil, err // not a nil *Session in the interface
 	}

@@ -54,6 +54,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -205,11 +206,9 @@ func (c *Config) Validate() error {
 		weights.CheckRange("shared_expert_intermediate_size", c.SharedFFN, 1, maxDim),
 		weights.CheckRange("num_hidden_layers", len(c.Layers), 1, weights.MaxLayers),
 		weights.CheckRange("mtp_num_hidden_layers", c.MTPLayers, 0, 1),
-		weights.CheckRange("max_position_embeddings", c.MaxPositions, 0, weights.MaxPositions)); err != nil {
+		weights.CheckRange("max_position_embeddings", c.MaxPositions, 0, weights.MaxPositions),
+		weights.CheckFloat("rms_norm_eps", c.Eps, minEps, 1)); err != nil {
 		return err
-	}
-	if !(c.Eps >= minEps && c.Eps <= 1) {
-		return fmt.Errorf("rms_norm_eps = %v: want %v to 1", c.Eps, minEps)
 	}
 	ch, err := weights.MulInts(c.Streams, c.Hidden)
 	if err != nil {
@@ -249,11 +248,9 @@ func (c *Config) validateGDN() error {
 		weights.CheckRange("linear_key_head_dim", c.KeyDim, 1, weights.MaxDim),
 		weights.CheckRange("linear_num_value_heads", c.ValueHeads, 1, weights.MaxDim),
 		weights.CheckRange("linear_value_head_dim", c.ValueDim, 1, weights.MaxDim),
-		weights.CheckRange("linear_conv_kernel_dim", c.ConvKernel, 2, weights.MaxDim)); err != nil {
+		weights.CheckRange("linear_conv_kernel_dim", c.ConvKernel, 2, weights.MaxDim),
+		weights.CheckMultiple("linear_num_value_heads", c.ValueHeads, "linear_num_key_heads", c.KeyHeads)); err != nil {
 		return err
-	}
-	if c.ValueHeads%c.KeyHeads != 0 {
-		return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.ValueHeads, c.KeyHeads)
 	}
 	if c.OutGate != ops.ActSigmoid && c.OutGate != ops.ActSiLU {
 		return fmt.Errorf("output_gate_type = %q: want sigmoid or silu", c.OutGate)
@@ -279,21 +276,15 @@ func (c *Config) validateQSA() error {
 		weights.CheckRange("indexer_n_heads", c.IndexHeads, 1, weights.MaxDim),
 		weights.CheckRange("indexer_head_dim", c.IndexDim, 1, weights.MaxDim),
 		weights.CheckRange("indexer_compress_ratio", c.Block, 1, weights.MaxPositions),
-		weights.CheckRange("indexer_budget", c.Budget, 1, weights.MaxPositions)); err != nil {
+		weights.CheckRange("indexer_budget", c.Budget, 1, weights.MaxPositions),
+		weights.CheckMultiple("num_attention_heads", c.Heads, "num_key_value_heads", c.KVHeads),
+		weights.CheckMultiple("indexer_budget", c.Budget, "indexer_compress_ratio", c.Block),
+		weights.CheckFloat("rope_theta", c.Theta, 1, math.MaxFloat32)); err != nil {
 		return err
-	}
-	if c.Heads%c.KVHeads != 0 {
-		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
 	}
 	if c.Rotary <= 0 || c.Rotary%2 != 0 || c.Rotary > c.HeadDim || c.Rotary > c.IndexDim {
 		return fmt.Errorf("partial_rotary_factor gives %d rotary dims: they must be even, positive and at most head_dim %d and indexer_head_dim %d",
 			c.Rotary, c.HeadDim, c.IndexDim)
-	}
-	if !(c.Theta >= 1 && c.Theta <= math.MaxFloat32) {
-		return fmt.Errorf("rope_theta = %v: want 1 to %v", c.Theta, math.MaxFloat32)
-	}
-	if c.Budget%c.Block != 0 {
-		return fmt.Errorf("indexer_budget %d is not a multiple of indexer_compress_ratio %d", c.Budget, c.Block)
 	}
 	if c.Keep() > MaxKeep {
 		return fmt.Errorf("indexer_budget %d / indexer_compress_ratio %d = %d blocks kept: at most %d", c.Budget, c.Block, c.Keep(), MaxKeep)
@@ -384,20 +375,11 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
 	}
-	// rope: rope_parameters (transformers 5) or the older top-level fields
-	theta := g.Float(key("rope_theta"), 10000)
-	partial := g.FloatIn(key("partial_rotary_factor"), 1, 0, 1)
-	ropeType := "default"
-	if has("rope_parameters") {
-		theta = g.Float(key("rope_parameters.rope_theta"), theta)
-		partial = g.FloatIn(key("rope_parameters.partial_rotary_factor"), partial, 0, 1)
-		ropeType = g.String(key("rope_parameters.rope_type"), ropeType)
+	rope, err := lm.ReadRope(cfg, pre, c.HeadDim)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if has("rope_scaling") {
-		ropeType = g.String(key("rope_scaling.rope_type"), g.String(key("rope_scaling.type"), ropeType))
-	}
-	c.Theta = theta
-	c.Rotary = int(math.Round(float64(c.HeadDim) * partial))
+	c.Theta, c.Rotary = rope.Theta, rope.Rotary
 	c.IndexHeads = g.Int(key("indexer_n_heads"), 0)
 	c.IndexDim = g.Int(key("indexer_head_dim"), 0)
 	c.Block = g.Int(key("indexer_compress_ratio"), 0)
@@ -430,8 +412,8 @@ func ConfigFromJSON(cfg *weights.Config) (Config, error) {
 	if len(mlpOnly) > 0 {
 		errs = append(errs, fmt.Errorf("mlp_only_layers = %v: dense MLP layers are not supported", mlpOnly))
 	}
-	if ropeType != "default" {
-		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", ropeType))
+	if t := rope.Scaling.Type; t != "" && t != ops.RopeDefault {
+		errs = append(errs, fmt.Errorf("rope_type = %q: only default rope is supported", t))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("%s: %w", cfg.Path(), err)

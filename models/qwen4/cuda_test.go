@@ -44,9 +44,9 @@ func TestCUDASnapshotAndDraft(t *testing.T) {
 		_, err := s.Forward(ids[:10], 0, lm.WantLast)
 		require.NoError(t, err)
 	}
-	want, _, err := cpu.DraftRows(cpu.hidden, ids[10:11], 9, lm.WantLast)
+	want, _, err := cpu.DraftRows(cpu.hidden(), ids[10:11], 9, lm.WantLast)
 	require.NoError(t, err)
-	got, _, err := gpu.DraftRows(gpu.hidden, ids[10:11], 9, lm.WantLast)
+	got, _, err := gpu.DraftRows(gpu.hidden(), ids[10:11], 9, lm.WantLast)
 	require.NoError(t, err)
 	require.Less(t, maxDiff(t, rowsOf(t, got), rowsOf(t, want)), 1e-3, "the head's logits")
 	drafts, err := gpu.Draft(ids[10], 3)

@@ -132,8 +132,9 @@ func layerTag(li int) string {
 // nil builds from the config alone (bf16 weights, computed PLE constants,
 // the tables in ple_shards shards), for dumps.
 type Weights interface {
-	// WeightDType is a weight's stored dtype.
-	WeightDType(name string) graph.DType
+	// Stored is how the weights are stored: each one's dtype, and the
+	// format of the quantized projections (lm.Loaded.Stored of a Model).
+	Stored() lm.Stored
 	// PLEHash gives PLE layer li's hash attributes.
 	PLEHash(li int) (ops.PLEHashAttrs, bool)
 	// PLEShards gives PLE layer li's table shards: names and rows.
@@ -145,6 +146,7 @@ type builder struct {
 	c    *Config
 	b    *graph.Builder
 	w    Weights
+	st   lm.Stored // how the weights are stored
 	call *graph.Value
 	rows int
 	eps  float32
@@ -168,7 +170,7 @@ func (g *builder) taped(li int, part string, x *graph.Value) {
 
 // weight declares a stored weight.
 func (g *builder) weight(name string, shape ...int) *graph.Value {
-	dt := g.w.WeightDType(name)
+	dt := g.st.DTypeOf(name)
 	if dt == graph.Invalid {
 		g.b.Fail(fmt.Errorf("weight %s: not in the model", name))
 	}
@@ -360,7 +362,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	if w == nil {
-		w = declaring{configModel(*c), func(string) graph.DType { return graph.BF16 }}
+		w = declaring{configModel(*c), lm.Stored{DType: func(string) graph.DType { return graph.BF16 }}}
 	}
 	if k.Stage == Settle && (k.TapeRows < k.Rows || k.Want != lm.WantNone || k.Hidden || k.Tape) {
 		return nil, fmt.Errorf("qwen4: settle %d rows of a tape of %d (want none, no hidden, no tape)", k.Rows, k.TapeRows)
@@ -369,7 +371,7 @@ func Build(c *Config, k Key, w Weights) (*graph.Graph, error) {
 		return nil, fmt.Errorf("qwen4: a %s graph has no tape", k.Stage)
 	}
 	b := graph.NewBuilder("qwen4/" + k.String())
-	g := &builder{c: c, b: b, w: w, rows: k.Rows, eps: float32(c.Eps), tape: k.tapeRows()}
+	g := &builder{c: c, b: b, w: w, st: w.Stored(), rows: k.Rows, eps: float32(c.Eps), tape: k.tapeRows()}
 	g.call = ops.Call(b)
 	ids := b.Input(lm.InputIDs, graph.I32, k.Rows)
 	embed := g.weight("model.embed_tokens.weight", c.Vocab, c.Hidden)

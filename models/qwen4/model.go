@@ -1,7 +1,6 @@
 package qwen4
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/big"
@@ -24,8 +23,6 @@ type Model struct {
 	shards map[int][]shard
 	// HasMTP says the checkpoint carries the MTP draft head (mtp.* tensors).
 	HasMTP bool
-
-	storage // how its projections are stored (quantized or not)
 }
 
 // shard is one part of a PLE layer's n-gram table: its weight and rows.
@@ -51,7 +48,7 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
 // none): see Quantize for which.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	var st storage
+	var st lm.Stored
 	return lm.Load(dir, "qwen4", func(cfg *weights.Config) (Config, error) {
 		if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
 			return Config{}, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
@@ -60,10 +57,8 @@ func LoadQuantized(dir, quant string) (*Model, error) {
 		if err != nil {
 			return c, err
 		}
-		if st, err = readStorage(cfg, quant); err != nil {
-			return c, fmt.Errorf("qwen4 %s: %w", dir, err)
-		}
-		return c, nil
+		st, err = lm.ReadStored(cfg, quant)
+		return c, err
 	}, func(c Config, ck *weights.Checkpoint) (*Model, error) { return fromCheckpoint(c, st, ck) })
 }
 
@@ -83,10 +78,10 @@ func LayerPrefix(li int) string { return fmt.Sprintf("model.layers.%d.", li) }
 const MTPPrefix = "mtp.layers.0."
 
 // fromCheckpoint reads the PLE layers' constants and shards, then the
-// weights the graphs declare.
-func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error) {
+// weights the graphs declare, stored as st says.
+func fromCheckpoint(c Config, st lm.Stored, ck *weights.Checkpoint) (*Model, error) {
 	m := newModel(c)
-	m.Checkpoint, m.storage = ck, st
+	m.Checkpoint, m.Quant = ck, st.Quant
 	r := newResolver(ck)
 	m.HasMTP = c.MTPLayers > 0 && r.name("mtp.fc_hidden.weight") != ""
 	consts := map[string]bool{} // the PLE constant tensors read
@@ -97,26 +92,26 @@ func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error
 			}
 		}
 	}
-	decl, err := m.declare(func(n string) graph.DType {
+	st.DType = func(n string) graph.DType {
 		if isOffsetNorm(n) {
 			return graph.F32 // 1 + w, folded at load
 		}
 		return r.dtype(n)
-	})
+	}
+	decl, err := m.declare(st)
 	if err != nil {
 		return nil, err
 	}
 	m.Tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
 		Name:   r.name,
-		Make:   r.stack,
+		Make:   r.experts().Make,
 		Fold:   onePlus,
 		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
-		Quant:  m.onLoad(),
+		Quant:  st.OnLoad(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	m.quantizeFloat = false // loaded: the projections are stored quantized now
 	return m, nil
 }
 
@@ -152,17 +147,17 @@ func onePlus(name string) func(w []float32) {
 }
 
 // declare builds the graphs that read every weight of m (a forward, and
-// the MTP head's when m has one), the weights' dtypes given by dtype, and
+// the MTP head's when m has one), the weights stored as st says, and
 // lists the weights they declare, each named with its layer ("layer 3",
 // "mtp", "head").
-func (m *Model) declare(dtype func(name string) graph.DType) ([]lm.Declared, error) {
+func (m *Model) declare(st lm.Stored) ([]lm.Declared, error) {
 	keys := []Key{{Stage: Forward, Want: lm.WantLast, Rows: 1}}
 	if m.HasMTP {
 		keys = append(keys, Key{Stage: Draft, Want: lm.WantLast, Rows: 1})
 	}
 	var gs []*graph.Graph
 	for _, k := range keys {
-		g, err := Build(&m.Config, k, declaring{m, dtype})
+		g, err := Build(&m.Config, k, declaring{m, st})
 		if err != nil {
 			return nil, err
 		}
@@ -179,13 +174,13 @@ func (m *Model) declare(dtype func(name string) graph.DType) ([]lm.Declared, err
 }
 
 // declaring is the Weights of a model whose weights are not made yet: its
-// PLE layers, and the dtypes dtype gives.
+// PLE layers, and the weights stored as st says.
 type declaring struct {
 	*Model
-	dtype func(name string) graph.DType
+	st lm.Stored
 }
 
-func (d declaring) WeightDType(name string) graph.DType { return d.dtype(name) }
+func (d declaring) Stored() lm.Stored { return d.st }
 
 // resolver maps graph weight names to the checkpoint's.
 type resolver struct {
@@ -226,11 +221,7 @@ func (r resolver) name(n string) string {
 // takes expert 0's; a weight absent or in no float or quantized dtype is
 // f32 (the loader then says what is wrong with it).
 func (r resolver) dtype(name string) graph.DType {
-	n := r.name(name)
-	if pre, parts, ok := expertParts(name); ok && n == "" {
-		n = r.name(pre + "0." + parts[0])
-	}
-	if info, err := r.ck.Info(n); err == nil && (info.DType.IsFloat() || info.DType.IsQuantized()) {
+	if info, err := r.ck.Info(r.experts().Stored(name)); err == nil && (info.DType.IsFloat() || info.DType.IsQuantized()) {
 		return info.DType
 	}
 	return graph.F32
@@ -247,36 +238,11 @@ func (r resolver) unused(n string, mtp bool) bool {
 	return r.pre != "model." && !strings.HasPrefix(n, r.pre) && n != "lm_head.weight"
 }
 
-// expertParts gives the per-expert tensors a stacked expert weight is made
-// of: the prefix of expert e's, and their parts (gate then up for
-// ExpertsGateUp, down for ExpertsDown).
-func expertParts(name string) (pre string, parts []string, ok bool) {
-	if p, ok := strings.CutSuffix(name, ExpertsGateUp); ok {
-		return p + "mlp.experts.", []string{"gate_proj.weight", "up_proj.weight"}, true
-	}
-	if p, ok := strings.CutSuffix(name, ExpertsDown); ok {
-		return p + "mlp.experts.", []string{"down_proj.weight"}, true
-	}
-	return "", nil, false
-}
-
-// stack makes a stacked expert weight the checkpoint stores per expert
-// (mlp.experts.{e}.{gate,up,down}_proj.weight): expert e's parts, one after
-// the other, at e. A checkpoint that stores the stack is read as it is.
-func (r resolver) stack(d lm.Declared, _ *weights.Checkpoint) (lm.Tensor, []string, bool, error) {
-	pre, parts, ok := expertParts(d.Name)
-	if !ok || r.name(d.Name) != "" {
-		return lm.Tensor{}, nil, false, nil
-	}
-	t, reads, err := lm.StackExperts(r.ck, d, func(e int) []string {
-		names := make([]string, len(parts))
-		for i, part := range parts {
-			name := fmt.Sprintf("%s%d.%s", pre, e, part)
-			names[i] = cmp.Or(r.name(name), name) // one the checkpoint lacks is named missing
-		}
-		return names
-	})
-	return t, reads, err == nil, err
+// experts are the stacked expert weights (ExpertsGateUp, ExpertsDown) as
+// a checkpoint may store them: mlp.experts.{e}.{gate,up,down}_proj.weight.
+func (r resolver) experts() lm.ExpertStacks {
+	return lm.ExpertStacks{Checkpoint: r.ck, Dir: "mlp.experts.", Name: r.name, Parts: map[string][]string{
+		ExpertsGateUp: {"gate_proj.weight", "up_proj.weight"}, ExpertsDown: {"down_proj.weight"}}}
 }
 
 // PLE constant buffers, after a PLE layer's prefix.
@@ -437,6 +403,3 @@ func (m *Model) PLEShards(li int) (names []string, rows []int) {
 	}
 	return names, rows
 }
-
-// WeightDType is the stored dtype of a weight; graphs declare weights with it.
-func (m *Model) WeightDType(name string) graph.DType { return m.Tensors.DType(name) }

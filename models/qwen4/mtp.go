@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -27,9 +28,8 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 		if _, err := s.Run(k, first, len(next), lm.Inputs{IDs: next, F32: map[string][]float32{InputHidden: pairs}}); err != nil {
 			return fmt.Errorf("mtp (the forward itself ran: the cache holds %d positions): %w", s.Pos(), err)
 		}
-		s.mtpPos = first + len(next)
 	}
-	s.hidden = slices.Clone(hs[(rows-1)*ch:])
+	s.SetHost(hostHidden, slices.Clone(hs[(rows-1)*ch:]))
 	return nil
 }
 
@@ -40,22 +40,16 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 // predicts the token at Pos()+j+1. The drafts write the head's cache at
 // those positions; the next Forward rewrites them with the accepted tokens.
 func (s *Session) Draft(next, n int) ([]int, error) {
-	if s.Closed() {
-		return nil, fmt.Errorf("qwen4: the session is closed")
+	if err := s.Check([]int{next}, s.Pos(), lm.WantLast); err != nil { // open, not broken, next a token
+		return nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
 	if !s.mtp {
 		return nil, fmt.Errorf("qwen4: draft: the session has no MTP head (the checkpoint carries no mtp.* tensors, or Options.NoMTP)")
 	}
-	if err := s.Broken(); err != nil {
-		return nil, fmt.Errorf("qwen4: draft: %w", err)
-	}
-	if s.hidden == nil || s.Pos() == 0 {
+	if s.hidden() == nil || s.Pos() == 0 {
 		return nil, fmt.Errorf("qwen4: draft: no hyper-state of position %d (run a forward first)", s.Pos()-1)
 	}
-	if next < 0 || next >= s.c.Vocab {
-		return nil, fmt.Errorf("qwen4: draft: token id %d is outside the vocabulary of %d", next, s.c.Vocab)
-	}
-	h, tok := s.hidden, next
+	h, tok := s.hidden(), next
 	var out []int
 	for j := 0; j < n; j++ {
 		logits, hs, err := s.DraftRows(h, []int{tok}, s.Pos()-1+j, lm.WantLast)
@@ -74,38 +68,28 @@ func (s *Session) Draft(next, n int) ([]int, error) {
 // It returns the wanted logits [rows or 1, vocab] (nil for lm.WantNone) and the
 // head's own final hyper-states [rows, C·H] (the next draft's hidden). It
 // writes the head's cache at those positions (pos0 may not pass the
-// positions the cache holds: a forward fills it up to Pos()−1) and leaves
-// the main model's state alone.
+// positions the cache holds, lm.ErrUnwritten: a forward fills it up to
+// Pos()−1) and leaves the main model's state alone.
 func (s *Session) DraftRows(hidden []float32, ids []int, pos0 int, want lm.Want) (logits, hs *tensor.Dense, err error) {
 	if !s.mtp {
 		return nil, nil, fmt.Errorf("qwen4: draft: the session has no MTP head")
 	}
 	ch := s.c.Streams * s.c.Hidden
-	if len(ids) == 0 || len(hidden) != len(ids)*ch {
+	if len(hidden) != len(ids)*ch {
 		return nil, nil, fmt.Errorf("qwen4: draft: %d hidden values for %d rows of %d", len(hidden), len(ids), ch)
 	}
-	for i, id := range ids {
-		if id < 0 || id >= s.c.Vocab {
-			return nil, nil, fmt.Errorf("qwen4: draft: row %d: id %d is outside the vocabulary of %d", i, id, s.c.Vocab)
-		}
+	if pos0 < 0 {
+		return nil, nil, fmt.Errorf("qwen4: draft at position %d", pos0)
 	}
-	if pos0 < 0 || pos0 > s.mtpPos {
-		return nil, nil, fmt.Errorf("qwen4: draft at position %d: the head's cache holds positions 0 to %d", pos0, s.mtpPos)
-	}
-	if err := want.Check(); err != nil {
-		return nil, nil, fmt.Errorf("qwen4: %w", err)
+	if err := cmp.Or(lm.CheckTokens(ids, pos0, pos0, s.c.Vocab), want.Check()); err != nil {
+		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
 	k := Key{Stage: Draft, Want: want, Rows: len(ids)}
-	outs, err := s.Run(k, pos0, len(ids), lm.Inputs{IDs: ids, F32: map[string][]float32{InputHidden: hidden}})
+	lg, outs, err := s.RunLogits(k, pos0, len(ids), want, lm.Inputs{IDs: ids, F32: map[string][]float32{InputHidden: hidden}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
 	}
-	s.mtpPos = pos0 + len(ids)
-	if want != lm.WantNone {
-		lg, err := s.Logits(outs[0], pos0, len(ids), want)
-		if err != nil {
-			return nil, nil, fmt.Errorf("qwen4: draft: %w", err)
-		}
+	if lg != nil {
 		logits = tensor.New(tensor.WithShape(len(lg)/s.c.Vocab, s.c.Vocab), tensor.WithBacking(lg))
 	}
 	hv, err := s.Core().ReadF32(outs[len(outs)-1])

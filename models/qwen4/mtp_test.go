@@ -222,7 +222,7 @@ func TestMTPSession(t *testing.T) {
 		out, err := one.Forward(ids[p:p+1], p, lm.WantLast)
 		require.NoError(t, err)
 		main = append(main, rowsOf(t, out)...)
-		hidden = append(hidden, one.hidden...)
+		hidden = append(hidden, one.hidden()...)
 	}
 	require.Equal(t, 0.0, maxDiff(t, main, plain), "the head changes no main logit")
 	// the reference: the head over every pair at once on a fresh cache
@@ -236,8 +236,8 @@ func TestMTPSession(t *testing.T) {
 		out, err := s.Forward(ids[:n], 0, lm.WantAll)
 		require.NoError(t, err)
 		require.Equal(t, 0.0, maxDiff(t, rowsOf(t, out), plain))
-		require.Equal(t, hidden[(n-1)*len(s.hidden):], s.hidden)
-		lg, hs, err := s.DraftRows(s.hidden, ids[n:n+1], n-1, lm.WantLast)
+		require.Equal(t, hidden[(n-1)*len(s.hidden()):], s.hidden())
+		lg, hs, err := s.DraftRows(s.hidden(), ids[n:n+1], n-1, lm.WantLast)
 		require.NoError(t, err)
 		d := maxDiff(t, rowsOf(t, lg), want)
 		require.Less(t, d, 1e-5, "chunk %d", chunk)

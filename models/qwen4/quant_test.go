@@ -83,7 +83,7 @@ func dequantized(t *testing.T, m, ref *Model) *Model {
 		d.Tensors[n] = w
 		if q := m.Tensors[n]; q.DType.IsQuantized() {
 			sh := w.Shape
-			v, err := m.quant.Dequantize(q, m.Tensors[m.quant.ScaleName(n)], sh[len(sh)-2], sh[len(sh)-1])
+			v, err := m.Quant.Dequantize(q, m.Tensors[m.Quant.ScaleName(n)], sh[len(sh)-2], sh[len(sh)-1])
 			require.NoError(t, err, n)
 			d.Tensors[n] = lm.F32Tensor(v, sh...)
 		}
@@ -234,7 +234,7 @@ func TestQuantizeModel(t *testing.T) {
 		got := q.(*Model)
 		require.Nil(t, src.Tensors, "the receiver is spent")
 		require.Equal(t, want.Tensors, got.Tensors, c.quant)
-		require.Equal(t, want.storage, got.storage)
+		require.Equal(t, want.Quant, got.Quant)
 		require.Equal(t, logits(t, want, ids), logits(t, got, ids), c.quant)
 		same, err := got.Quantize(c.quant, nil)
 		require.NoError(t, err)

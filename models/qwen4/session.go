@@ -2,7 +2,6 @@ package qwen4
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/reel-runtime/reel/graph"
 
@@ -33,18 +32,8 @@ type Session struct {
 	*lm.Session
 	c   Config
 	mtp bool
-	// hidden is the main model's final hyper-state at position Pos()−1
-	// (when the MTP head is on and known); snapHidden is the one at the
-	// snapshot.
-	hidden, snapHidden []float32
-	// mtpPos is the positions the head's cache holds.
-	mtpPos int
-	// window is Verify's own copy of the recurrent states before a
-	// speculation window (the user's snapshot stays as it was); inWindow
-	// says the running Forward is a window's, which tapes (on a recurrent
-	// model) and keeps its rows' final hyper-states in windowHidden.
-	window       lm.Snapshot
-	inWindow     bool
+	// windowHidden are a speculation window's rows' final hyper-states,
+	// which its forward keeps (it tapes too, on a recurrent model).
 	windowHidden []float32
 }
 
@@ -70,57 +59,18 @@ func NewSession(m *Model, opts Options) (*Session, error) {
 	return &Session{Session: ls, c: m.Config, mtp: mtp}, nil
 }
 
+// hostHidden names the host value of the main model's final hyper-state
+// at position Pos()−1 (when the MTP head is on and known), which the
+// head's next pair reads: the lm.Session keeps it with snapshots.
+const hostHidden = "hidden"
+
+// hidden is the main model's final hyper-state at position Pos()−1, nil
+// when unknown.
+func (s *Session) hidden() []float32 { return s.Host(hostHidden) }
+
 // CanDraft reports whether the session runs the MTP head, to draft with
 // (the model has one and Options.NoMTP is off).
 func (s *Session) CanDraft() bool { return s.mtp }
-
-// Close frees the session's buffers.
-func (s *Session) Close() error {
-	s.FreeSnapshot(&s.window)
-	return s.Session.Close()
-}
-
-// Reset empties the cache: the next call starts at position 0 (every
-// state restarts from zero there) and any snapshot is dropped.
-func (s *Session) Reset() {
-	s.Session.Reset()
-	s.hidden, s.snapHidden, s.mtpPos = nil, nil, 0
-}
-
-// Snapshot keeps a copy of the recurrent states (GDN states and conv rings,
-// PLE histories) and the MTP head's hyper-state at Pos(), so that a later
-// Rollback to this position can return here; one snapshot is kept, a new
-// one replaces it.
-func (s *Session) Snapshot() error {
-	if err := s.Session.Snapshot(); err != nil {
-		return fmt.Errorf("qwen4: %w", err)
-	}
-	s.snapHidden = slices.Clone(s.hidden)
-	return nil
-}
-
-// Rollback forgets the positions from n on, so the next call starts at n.
-// The QSA caches are indexed by position and go back anywhere; the GDN
-// states, conv rings and PLE histories only run forward, so a model with
-// them goes back only to the position of its Snapshot. Any other rollback is
-// an error that changes nothing.
-func (s *Session) Rollback(n int) error {
-	from, broken := s.Pos(), s.Broken() != nil
-	if err := s.Session.Rollback(n); err != nil {
-		return fmt.Errorf("qwen4: %w", err)
-	}
-	if n == from && !broken {
-		return nil
-	}
-	// back at the snapshot, or (without recurrent states) at a position
-	// whose hyper-state, which the head's next pair needs, is gone
-	s.hidden = nil
-	if s.Recurrent() {
-		s.hidden = slices.Clone(s.snapHidden)
-	}
-	s.mtpPos = min(s.mtpPos, n)
-	return nil
-}
 
 // Forward runs ids at positions pos0, pos0+1, ... and returns the wanted
 // logits as a [rows, vocab] f32 tensor (nil for lm.WantNone). pos0 must equal
@@ -139,14 +89,14 @@ func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, err
 // the pairs it completes).
 func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	rows := len(ids)
-	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.inWindow && s.c.Recurrent()}
+	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.Windowed() && s.c.Recurrent()}
 	outs, err := s.Run(k, pos, rows, lm.Inputs{IDs: ids})
 	if err != nil {
 		return nil, err
 	}
 	// the states hold the chunk whatever fails after
-	prev := s.hidden
-	s.hidden = nil
+	prev := s.hidden()
+	s.SetHost(hostHidden, nil)
 	if err := s.Advance(rows); err != nil {
 		return nil, err
 	}
@@ -163,7 +113,7 @@ func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.inWindow {
+	if s.Windowed() {
 		s.windowHidden = hs
 	}
 	if err := s.feedHead(prev, ids, pos, hs); err != nil {

@@ -3,6 +3,7 @@ package qwen4
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/sample"
@@ -32,62 +33,36 @@ func (s *Session) Verify(next int, drafts []int) (accepted int, logits []float32
 // is to be drawn from the returned logits without drafts[accepted]
 // (sample.Sampler.NextExcept), which keeps the sampler's distribution.
 func (s *Session) VerifyFunc(next int, drafts []int, accept func(logits []float32, draft int) bool) (accepted int, logits []float32, err error) {
-	ids := append([]int{next}, drafts...)
-	p0 := s.Pos()
-	if err := s.Check(ids, p0, lm.WantAll); err != nil {
-		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
-	}
-	if len(ids) > s.Chunk() {
-		return 0, nil, fmt.Errorf("qwen4: verify: a window of %d rows is more than a chunk of %d", len(ids), s.Chunk())
-	}
-	if err := s.Save(&s.window); err != nil {
-		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
-	}
-	s.inWindow, s.windowHidden = true, nil
-	out, err := s.Forward(ids, p0, lm.WantAll)
-	s.inWindow = false
+	s.windowHidden = nil
+	accepted, logits, err = s.Speculate(append([]int{next}, drafts...), s.Forward, accept, s.settle)
 	if err != nil {
 		return 0, nil, fmt.Errorf("qwen4: verify: %w", err)
-	}
-	v := s.c.Vocab
-	rows := out.Data().([]float32)
-	for accepted < len(drafts) && accept(rows[accepted*v:(accepted+1)*v], drafts[accepted]) {
-		accepted++
-	}
-	logits = slices.Clone(rows[accepted*v : (accepted+1)*v])
-	if accepted == len(drafts) {
-		return accepted, logits, nil
-	}
-	if err := s.settle(p0, ids[:accepted+1], len(ids)); err != nil {
-		return 0, nil, fmt.Errorf("qwen4: verify: taking back the refused rows: %w", err)
 	}
 	return accepted, logits, nil
 }
 
-// settle makes the session stand after the first rows of the window of
-// wrows rows that began at p0 (ids are those rows' tokens): the recurrent
-// states come back from the window's copy and run forward over those rows
-// from the tape (the Settle stage); the QSA caches, indexed by position,
-// keep what the window wrote; the MTP head keeps its cache up to the last
-// pair of accepted tokens and the hyper-state of the last accepted row.
+// settle advances the recurrent states, back at the start p0 of a window
+// of wrows rows, over its accepted rows (ids are their tokens) from the
+// tape (the Settle stage); the QSA caches, indexed by position, keep what
+// the window wrote; the MTP head keeps its cache up to the last pair of
+// accepted tokens and the hyper-state of the last accepted row.
 func (s *Session) settle(p0 int, ids []int, wrows int) error {
-	if err := s.Restore(&s.window); err != nil {
-		return err
+	ch, a := s.c.Streams*s.c.Hidden, len(ids)-1
+	known := s.mtp && len(s.windowHidden) >= (a+1)*ch // the last accepted row's hyper-state
+	keep := p0                                        // the head's cache holds the pairs before keep
+	if known {
+		keep = p0 + a
 	}
-	s.hidden, s.mtpPos = nil, min(s.mtpPos, p0)
+	s.SetHost(hostHidden, nil)
+	s.Forget(keep, func(name string) bool { return strings.HasPrefix(name, StateName("qsa", "mtp", "")) })
 	if s.c.Recurrent() {
 		k := Key{Stage: Settle, Want: lm.WantNone, Rows: len(ids), TapeRows: wrows}
 		if _, err := s.Run(k, p0, len(ids), lm.Inputs{IDs: ids}); err != nil {
 			return err
 		}
 	}
-	if err := s.Advance(len(ids)); err != nil {
-		return err
-	}
-	ch, a := s.c.Streams*s.c.Hidden, len(ids)-1
-	if s.mtp && len(s.windowHidden) >= (a+1)*ch {
-		s.hidden = slices.Clone(s.windowHidden[a*ch : (a+1)*ch])
-		s.mtpPos = p0 + a
+	if known {
+		s.SetHost(hostHidden, slices.Clone(s.windowHidden[a*ch:(a+1)*ch]))
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress 
 		return nil, fmt.Errorf("qwen4: synthetic weights in %s: want f32 or bf16", dt)
 	}
 	m := configModel(c)
-	decl, err := m.declare(func(string) graph.DType { return dt })
+	decl, err := m.declare(lm.Stored{DType: func(string) graph.DType { return dt }})
 	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
@@ -83,9 +83,7 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress 
 		}
 	}
 	if shapesOnly {
-		for _, d := range decl {
-			m.Tensors[d.Name] = lm.Tensor{DType: d.DType, Shape: d.Shape}
-		}
+		m.Tensors = lm.ShapesOf(decl)
 		return m, nil
 	}
 	small := func(d lm.Declared, _ int, u float64) float32 {
