@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -100,7 +101,10 @@ func noisy(t *testing.T, ref, m *Model, rel float64, seed uint64) *Model {
 	d := *ref
 	d.Tensors = lm.Tensors{}
 	r := rand.New(rand.NewPCG(seed, 11))
-	for n, w := range ref.Tensors {
+	// In name order, so that a seed draws the same noise for every tensor
+	// on every run (a map's order would not).
+	for _, n := range slices.Sorted(maps.Keys(ref.Tensors)) {
+		w := ref.Tensors[n]
 		d.Tensors[n] = w
 		if m.Tensors[n].DType.IsQuantized() {
 			v, err := w.Float32()
