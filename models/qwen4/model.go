@@ -109,6 +109,7 @@ func fromCheckpoint(c Config, st storage, ck *weights.Checkpoint) (*Model, error
 	m.Tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
 		Name:   r.name,
 		Make:   r.stack,
+		Format: st.quant, // experts stored one by one quantized: their scales are stacked too
 		Fold:   onePlus,
 		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
 		Quant:  m.onLoad(),
