@@ -153,13 +153,12 @@ type LoadOptions struct {
 	// with them.
 	Quant Quant
 	// Format, when set, is the format of the matrices the checkpoint
-	// stores quantized (its quantization_config), for stacks of them Make
-	// makes of matrices stored one by one: when Make makes a declaration
-	// of Format's codes [E, rows, cols] of codes as stored (StackExperts),
-	// its reads are the E experts' matrices in order, the same number
-	// each, whose rows it stacks, and LoadWeights stacks their scales
-	// (Quant.ScaleName of each) into the declaration of the stack's
-	// scales the same way (stackScales).
+	// stores quantized (its quantization_config). A stack of Format's
+	// codes [E, rows, cols] that Make makes of codes stored one by one
+	// (StackExperts; its reads are then the E experts' matrices in order,
+	// the same number each, their rows stacked) gets its declared scales
+	// made by LoadWeights of the matrices' own (Quant.ScaleName of each),
+	// stacked the same way: one table per expert.
 	Format Quant
 }
 

@@ -67,37 +67,43 @@ func stackExpertTensors(c Config, ts []weights.NamedTensor, suffixes ...string) 
 // stacked into the codes quant_expert_matmul reads and its scales into one
 // table per expert; its logits are those of the same codes and scales
 // stored stacked, bit for bit, and of the float model of its dequantized
-// weights (relative RMS difference under 1e-6).
+// weights (relative RMS difference under 1e-6). The same for q8's codes
+// and f16 scales (widened to f32) in groups of 24.
 func TestExpertsStoredFP8(t *testing.T) {
 	src := filepath.Join(testdata, checkpoints[0]) // experts one by one, in f32
-	fp8 := t.TempDir()
-	modeltest.StoreQuantized(src, expertFP8, isExpert)(t, fp8)
-	m := loadModel(t, fp8)
-	c := m.Config
-	gu, down := LayerPrefix(1)+ExpertsGateUp, LayerPrefix(1)+ExpertsDown
-	require.Equal(t, lm.Tensor{DType: graph.F8E4M3, Shape: []int{c.Experts, 2 * c.ExpertFFN, c.Hidden}}, lm.Tensor{DType: m.Tensors[gu].DType, Shape: m.Tensors[gu].Shape})
-	require.Equal(t, []int{c.Experts, 2 * c.ExpertFFN / 16, (c.Hidden + 23) / 24}, m.Tensors[gu+"_scale_inv"].Shape)
-	require.Equal(t, []int{c.Experts, c.Hidden / 16, (c.ExpertFFN + 23) / 24}, m.Tensors[down+"_scale_inv"].Shape)
-	require.Equal(t, graph.F32, m.Tensors[down+"_scale_inv"].DType)
-	g, err := m.Graph("forward", 1, lm.WantLast, models.Options{})
-	require.NoError(t, err)
-	mats, experts, _ := quantizedProducts(t, g, graph.F8E4M3)
-	require.Len(t, experts, 2*len(c.Layers), "gate_up and down of every layer")
-	require.Empty(t, mats, "only the experts are stored quantized")
-
 	ids := longest(readGolden(t, src))
-	got := logits(t, m, ids)
-	stacked := t.TempDir()
-	modeltest.Rewrite(fp8, func(ts []weights.NamedTensor) []weights.NamedTensor {
-		return stackExpertTensors(c, ts, "", "_scale_inv")
-	})(t, stacked)
-	require.Equal(t, logits(t, loadModel(t, stacked), ids), got, "stored stacked")
-	deq := t.TempDir()
-	modeltest.Dequantized(fp8)(t, deq)
-	rel := relRMS(got, logits(t, loadModel(t, deq), ids))
-	t.Logf("against the float model of the dequantized weights: relative RMS difference %.3g", rel)
-	require.Less(t, rel, 1e-6)
-	require.Greater(t, relRMS(got, logits(t, loadModel(t, src), ids)), 0.0, "quantized")
+	want := logits(t, loadModel(t, src), ids)
+	for _, q := range []lm.Quant{expertFP8, {Method: lm.QuantQ8, BlockRows: 1, BlockCols: 24}} {
+		dir := t.TempDir()
+		modeltest.StoreQuantized(src, q, isExpert)(t, dir)
+		m := loadModel(t, dir)
+		c := m.Config
+		gu, down := LayerPrefix(1)+ExpertsGateUp, LayerPrefix(1)+ExpertsDown
+		require.Equal(t, q.DType(), m.Tensors[gu].DType, q)
+		require.Equal(t, []int{c.Experts, 2 * c.ExpertFFN, c.Hidden}, m.Tensors[gu].Shape)
+		rows := func(n int) int { return (n + q.BlockRows - 1) / q.BlockRows }
+		require.Equal(t, []int{c.Experts, rows(2 * c.ExpertFFN), (c.Hidden + 23) / 24}, m.Tensors[q.ScaleName(gu)].Shape)
+		require.Equal(t, []int{c.Experts, rows(c.Hidden), (c.ExpertFFN + 23) / 24}, m.Tensors[q.ScaleName(down)].Shape)
+		require.Equal(t, graph.F32, m.Tensors[q.ScaleName(down)].DType)
+		g, err := m.Graph("forward", 1, lm.WantLast, models.Options{})
+		require.NoError(t, err)
+		mats, experts, _ := quantizedProducts(t, g, q.DType())
+		require.Len(t, experts, 2*len(c.Layers), "gate_up and down of every layer")
+		require.Empty(t, mats, "only the experts are stored quantized")
+
+		got := logits(t, m, ids)
+		stacked := t.TempDir()
+		modeltest.Rewrite(dir, func(ts []weights.NamedTensor) []weights.NamedTensor {
+			return stackExpertTensors(c, ts, "", q.ScaleName(""))
+		})(t, stacked)
+		require.Equal(t, logits(t, loadModel(t, stacked), ids), got, "%s: stored stacked", q)
+		deq := t.TempDir()
+		modeltest.Dequantized(dir)(t, deq)
+		rel := relRMS(got, logits(t, loadModel(t, deq), ids))
+		t.Logf("%s: against the float model of the dequantized weights: relative RMS difference %.3g (against the unquantized model's %.3g)", q, rel, relRMS(got, want))
+		require.Less(t, rel, 1e-6, q)
+		require.Greater(t, relRMS(got, want), 0.0, "%s: quantized", q)
+	}
 }
 
 // TestExpertsStoredFP8Errors: an FP8 checkpoint of experts stored one by
