@@ -34,6 +34,15 @@ func (d Declared) Where() string {
 	return d.Scope + ": tensor " + d.Name
 }
 
+// scoped prefixes err with the weight's scope, when it has one: for an
+// error that names the tensor it is about.
+func (d Declared) scoped(err error) error {
+	if d.Scope == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", d.Scope, err)
+}
+
 // Declarations lists the weights the graphs declare, each once, in the
 // order they are first declared. A name declared twice with another dtype
 // or shape is an error naming both.
@@ -143,6 +152,14 @@ type LoadOptions struct {
 	// type: they are quantized at load, and their declared scales made
 	// with them.
 	Quant Quant
+	// Format, when set, is the format of the matrices the checkpoint
+	// stores quantized (its quantization_config). A stack of Format's
+	// codes [E, rows, cols] that Make makes of codes stored one by one
+	// (StackExperts; its reads are then the E experts' matrices in order,
+	// the same number each, their rows stacked) gets its declared scales
+	// made by LoadWeights of the matrices' own (Quant.ScaleName of each),
+	// stacked the same way: one table per expert.
+	Format Quant
 }
 
 // LoadWeights reads the declared weights from a checkpoint. A weight is the
@@ -160,6 +177,12 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 	if err != nil {
 		return nil, err
 	}
+	if made == nil {
+		made = map[string]Tensor{}
+	}
+	if err := stackDeclared(ck, decl, o, read, made); err != nil {
+		return nil, err
+	}
 	for _, d := range decl {
 		if t, ok := made[d.Name]; ok {
 			if err := checkMade(d, t); err != nil {
@@ -171,10 +194,7 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 		if o.Make != nil {
 			t, reads, ok, err := o.Make(d, ck)
 			if err != nil {
-				if d.Scope == "" {
-					return nil, err
-				}
-				return nil, fmt.Errorf("%s: %w", d.Scope, err)
+				return nil, d.scoped(err)
 			}
 			if ok {
 				if err := checkMade(d, t); err != nil {
@@ -261,18 +281,21 @@ func LoadWeights(ck *weights.Checkpoint, decl []Declared, o LoadOptions) (Tensor
 // rows, cols], from the tensors a checkpoint stores per expert (for
 // LoadOptions.Make): parts(e) names expert e's, whose rows are stacked in
 // that order (gate then up, say), each [rows/len(parts), cols] in d's
-// dtype, a float type. When d is codes quantized at load (LoadOptions.Quant)
-// the stack is the float one they are made of: its dtype and cols are
-// expert 0's first part's. Every expert's tensors are checked before the
-// stack is made: a router of many experts over a few stored must not
-// allocate for all. It returns the names it read.
+// dtype: a float type, or the codes of a format, as stored (an FP8
+// checkpoint's per-expert float8_e4m3fn matrices; LoadWeights stacks
+// their scales: LoadOptions.Format). When d is codes quantized at load
+// (LoadOptions.Quant), expert 0's first part stored in a float type, the
+// stack is the float one they are made of: its dtype and cols are that
+// part's. Every expert's tensors are checked before the stack is made: a
+// router of many experts over a few stored must not allocate for all. It
+// returns the names it read.
 func StackExperts(ck *weights.Checkpoint, d Declared, parts func(e int) []string) (Tensor, []string, error) {
 	if len(d.Shape) != 3 {
 		return Tensor{}, nil, fmt.Errorf("tensor %s: a stack of experts is [experts, rows, cols], not %v", d.Name, d.Shape)
 	}
 	dt, shape := d.DType, slices.Clone(d.Shape)
 	if names := parts(0); dt.IsQuantized() && len(names) > 0 {
-		if info, err := ck.Info(names[0]); err == nil && len(info.Shape) == 2 {
+		if info, err := ck.Info(names[0]); err == nil && len(info.Shape) == 2 && info.DType.IsFloat() {
 			dt, shape[2] = info.DType, info.Shape[1]
 		}
 	}
@@ -287,8 +310,8 @@ func StackExperts(ck *weights.Checkpoint, d Declared, parts func(e int) []string
 				return Tensor{}, nil, fmt.Errorf("tensor %s: missing from the checkpoint", n)
 			case !slices.Equal(info.Shape, part):
 				return Tensor{}, nil, fmt.Errorf("tensor %s: shape %v, want %v", n, info.Shape, part)
-			case !info.DType.IsFloat():
-				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, want f32, f16 or bf16", n, info.DType)
+			case !info.DType.IsFloat() && !info.DType.IsQuantized():
+				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, want f32, f16, bf16 or a format's codes", n, info.DType)
 			case info.DType != dt:
 				return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, but expert 0 is %s: experts are stacked in one dtype", n, info.DType, dt)
 			}
@@ -305,6 +328,118 @@ func StackExperts(ck *weights.Checkpoint, d Declared, parts func(e int) []string
 		t.Data = append(t.Data, data...)
 	}
 	return t, reads, nil
+}
+
+// stackDeclared makes, for a checkpoint stored quantized in o.Format,
+// each stack of codes that Make makes of codes stored one by one (experts)
+// and the stack of their scales (stackScales); made gets both by declared
+// name, and read the tensors they were made of.
+func stackDeclared(ck *weights.Checkpoint, decl []Declared, o LoadOptions, read map[string]bool, made map[string]Tensor) error {
+	q := o.Format
+	if o.Make == nil || q.DType() == graph.Invalid {
+		return nil
+	}
+	scales := map[string]Declared{}
+	for _, d := range decl {
+		scales[d.Name] = d
+	}
+	for _, d := range decl {
+		sd, ok := scales[q.ScaleName(d.Name)]
+		if _, done := made[d.Name]; done || !ok || d.DType != q.DType() || len(d.Shape) != 3 {
+			continue
+		}
+		t, reads, ok, err := o.Make(d, ck)
+		if err != nil {
+			return d.scoped(err)
+		}
+		if !ok || t.DType != d.DType {
+			continue // read as stored, or named by LoadWeights
+		}
+		sc, sreads, err := q.stackScales(ck, d, sd, reads)
+		if err != nil {
+			return sd.scoped(err)
+		}
+		made[d.Name], made[sd.Name] = t, sc
+		for _, r := range append(reads, sreads...) {
+			read[r] = true
+		}
+	}
+	return nil
+}
+
+// stackScales makes the scales sd of the stack of codes d that a
+// LoadOptions.Make made of the codes parts (d.Shape[0] experts' matrices in
+// order, the same number each, their rows stacked): each matrix's table of
+// scales (ScaleName), [⌈rows/R⌉, ⌈in/C⌉] for its codes [rows, cols], the
+// tables of an expert's matrices one after the other, as its codes are.
+// So that the blocks of a matrix are the stack's, every matrix but an
+// expert's last must fill whole blocks of rows (an FP8 checkpoint's gate
+// and up projections stacked in one, moe_intermediate_size a multiple of
+// the block's 128 rows). A table stored in another float type than sd's
+// f32 is converted (exactly). Every table is checked before the stack is
+// made; the errors name the tensor. It returns the names it read.
+func (q Quant) stackScales(ck *weights.Checkpoint, d, sd Declared, parts []string) (Tensor, []string, error) {
+	e := d.Shape[0]
+	if len(sd.Shape) != 3 || sd.Shape[0] != e || e < 1 || len(parts) == 0 || len(parts)%e != 0 || q.BlockRows < 1 {
+		return Tensor{}, nil, fmt.Errorf("tensor %s: the scales %s%v of a stack of %d experts made of %d tensors in %s", sd.Name, sd.DType, sd.Shape, e, len(parts), q)
+	}
+	per, rows := len(parts)/e, 0
+	var reads []string
+	for i, n := range parts {
+		info, err := ck.Info(n)
+		if err != nil {
+			return Tensor{}, nil, fmt.Errorf("tensor %s: missing from the checkpoint", n)
+		}
+		if len(info.Shape) != 2 {
+			return Tensor{}, nil, fmt.Errorf("tensor %s: shape %v: the codes of a matrix have two dimensions", n, info.Shape)
+		}
+		if i%per != per-1 && info.Shape[0]%q.BlockRows != 0 {
+			return Tensor{}, nil, fmt.Errorf("tensor %s: %d rows, not a multiple of the scale blocks' %d (%s): its scales cannot be stacked with those of %s into one table",
+				n, info.Shape[0], q.BlockRows, q, parts[i+1])
+		}
+		sn := q.ScaleName(n)
+		want := []int{(info.Shape[0] + q.BlockRows - 1) / q.BlockRows, sd.Shape[2]}
+		si, err := ck.Info(sn)
+		switch {
+		case err != nil:
+			return Tensor{}, nil, fmt.Errorf("tensor %s: missing from the checkpoint (the scales of %s, stored %s)", sn, n, q)
+		case !slices.Equal(si.Shape, want):
+			return Tensor{}, nil, fmt.Errorf("tensor %s: shape %v, want %v (blocks of %dx%d over %s's codes %v)", sn, si.Shape, want, q.BlockRows, q.BlockCols, n, info.Shape)
+		case !si.DType.IsFloat() || si.DType != sd.DType && sd.DType != graph.F32:
+			return Tensor{}, nil, fmt.Errorf("tensor %s: dtype %s, want %s", sn, si.DType, sd.DType)
+		}
+		if rows += want[0]; i%per == per-1 {
+			if rows != sd.Shape[1] {
+				return Tensor{}, nil, fmt.Errorf("tensor %s: expert %d's scales have %d rows of blocks, want %d", sd.Name, i/per, rows, sd.Shape[1])
+			}
+			rows = 0
+		}
+		reads = append(reads, sn)
+	}
+	t := Tensor{DType: sd.DType, Shape: slices.Clone(sd.Shape)}
+	t.Data = make([]byte, 0, t.Len()*t.DType.Size())
+	for _, n := range reads {
+		data, err := readAs(ck, n, t.DType)
+		if err != nil {
+			return Tensor{}, nil, fmt.Errorf("tensor %s: %w", n, err)
+		}
+		t.Data = append(t.Data, data...)
+	}
+	return t, reads, nil
+}
+
+// readAs is the bytes of the checkpoint's float tensor name in dtype dt:
+// as stored, or converted to f32.
+func readAs(ck *weights.Checkpoint, name string, dt graph.DType) ([]byte, error) {
+	info, err := ck.Info(name)
+	if err != nil || info.DType == dt {
+		return ck.Bytes(name)
+	}
+	v, err := ck.Float32(name)
+	if err != nil {
+		return nil, err
+	}
+	return F32Tensor(v).Data, nil
 }
 
 func checkMade(d Declared, t Tensor) error {

@@ -9,8 +9,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/ops"
@@ -104,6 +106,85 @@ func EditTensor(src, name string, f func(*weights.NamedTensor)) func(testing.TB,
 		}
 		return ts
 	})
+}
+
+// StoreQuantized makes a Setup that writes the checkpoint src with the
+// float matrices pick chooses stored quantized in q's format, as published
+// FP8 checkpoints store theirs: a matrix's codes under its own name and its
+// scales beside it (Quant.ScaleName), q's quantization_config in
+// config.json.
+func StoreQuantized(src string, q lm.Quant, pick func(name string) bool) func(testing.TB, string) {
+	return func(t testing.TB, dir string) {
+		t.Helper()
+		quantize := func(ts []weights.NamedTensor) []weights.NamedTensor {
+			var out []weights.NamedTensor
+			for _, x := range ts {
+				if !pick(x.Name) {
+					out = append(out, x)
+					continue
+				}
+				codes, scales, err := q.Quantize(lm.Tensor{DType: x.DType, Shape: x.Shape, Data: x.Data})
+				if err != nil {
+					t.Fatalf("%s: %v", x.Name, err)
+				}
+				out = append(out, weights.NamedTensor{Name: x.Name, DType: codes.DType, Shape: codes.Shape, Data: codes.Data},
+					weights.NamedTensor{Name: q.ScaleName(x.Name), DType: scales.DType, Shape: scales.Shape, Data: scales.Data})
+			}
+			return out
+		}
+		if err := weights.Rewrite(src, dir, func(c map[string]any) { c["quantization_config"] = q.Config() }, quantize); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Dequantized makes a Setup that writes the checkpoint src, stored
+// quantized in fp8 or q8 (its config.json's quantization_config), as the
+// float model its codes and scales stand for: every matrix of codes with
+// its scales beside it dequantized to f32, the scales dropped and the
+// quantization_config with them.
+func Dequantized(src string) func(testing.TB, string) {
+	return func(t testing.TB, dir string) {
+		t.Helper()
+		cfg, err := weights.ReadConfig(filepath.Join(src, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := lm.ReadQuant(cfg)
+		if err != nil || q.Method == "" || q.Method == lm.QuantQ4 {
+			t.Fatalf("%s: stored in %s (%v): want fp8 or q8", src, q, err)
+		}
+		dequantize := func(ts []weights.NamedTensor) []weights.NamedTensor {
+			byName := map[string]weights.NamedTensor{}
+			for _, x := range ts {
+				byName[x.Name] = x
+			}
+			var out []weights.NamedTensor
+			for _, x := range ts {
+				if x.DType != q.DType() {
+					if codes, ok := strings.CutSuffix(x.Name, q.ScaleName("")); !ok || byName[codes].DType != q.DType() {
+						out = append(out, x) // not the scales of codes dequantized here
+					}
+					continue
+				}
+				sc, ok := byName[q.ScaleName(x.Name)]
+				if n := len(x.Shape); ok && n >= 2 {
+					v, err := q.Dequantize(lm.Tensor{DType: x.DType, Shape: x.Shape, Data: x.Data},
+						lm.Tensor{DType: sc.DType, Shape: sc.Shape, Data: sc.Data}, x.Shape[n-2], x.Shape[n-1])
+					if err == nil {
+						out = append(out, weights.NamedTensor{Name: x.Name, DType: graph.F32, Shape: x.Shape, Data: weights.EncodeF32(v)})
+						continue
+					}
+					t.Fatalf("%s: %v", x.Name, err)
+				}
+				t.Fatalf("%s: codes %v without their scales", x.Name, x.Shape)
+			}
+			return out
+		}
+		if err := weights.Rewrite(src, dir, func(c map[string]any) { delete(c, "quantization_config") }, dequantize); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // FuzzConfig fuzzes a model's config.json on a copy of the checkpoint src,

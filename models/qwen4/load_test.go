@@ -2,7 +2,6 @@ package qwen4
 
 import (
 	"encoding/binary"
-	"fmt"
 	"github.com/reel-runtime/reel/lm"
 	"os"
 	"path/filepath"
@@ -168,28 +167,7 @@ func TestLoadLayouts(t *testing.T) {
 	name := checkpoints[1]
 	gc := readGolden(t, filepath.Join(testdata, name)).Cases[1]
 	stack := func(ts []weights.NamedTensor) []weights.NamedTensor {
-		byName := map[string]weights.NamedTensor{}
-		var out []weights.NamedTensor
-		for _, x := range ts {
-			byName[x.Name] = x
-			if !strings.Contains(x.Name, ".mlp.experts.") {
-				out = append(out, x)
-			}
-		}
-		c := loadModel(t, filepath.Join(testdata, name)).Config
-		for li := range c.Layers {
-			var gu, dn []byte
-			for e := 0; e < c.Experts; e++ {
-				p := fmt.Sprintf("%smlp.experts.%d.", LayerPrefix(li), e)
-				gu = append(gu, byName[p+"gate_proj.weight"].Data...)
-				gu = append(gu, byName[p+"up_proj.weight"].Data...)
-				dn = append(dn, byName[p+"down_proj.weight"].Data...)
-			}
-			out = append(out,
-				weights.NamedTensor{Name: LayerPrefix(li) + ExpertsGateUp, DType: graph.F32, Shape: []int{c.Experts, 2 * c.ExpertFFN, c.Hidden}, Data: gu},
-				weights.NamedTensor{Name: LayerPrefix(li) + ExpertsDown, DType: graph.F32, Shape: []int{c.Experts, c.Hidden, c.ExpertFFN}, Data: dn})
-		}
-		return out
+		return stackExpertTensors(loadModel(t, filepath.Join(testdata, name)).Config, ts, "")
 	}
 	multimodal := func(ts []weights.NamedTensor) []weights.NamedTensor {
 		for i := range ts {

@@ -105,6 +105,7 @@ func fromCheckpoint(c Config, st lm.Stored, ck *weights.Checkpoint) (*Model, err
 	m.Tensors, err = lm.LoadWeights(ck, decl, lm.LoadOptions{
 		Name:   r.name,
 		Make:   r.experts().Make,
+		Format: st.Quant, // experts stored one by one quantized: their scales are stacked too
 		Fold:   onePlus,
 		Unused: func(n string) bool { return consts[n] || r.unused(n, m.HasMTP) },
 		Quant:  st.OnLoad(),
