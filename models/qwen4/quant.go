@@ -134,7 +134,7 @@ func (m *Model) Quantize(quant string, progress lm.Progress) (models.Model, erro
 // shapesOnly says whether the model has weights without values (Shapes).
 func (m *Model) shapesOnly() bool {
 	for _, t := range m.Tensors {
-		if t.Data == nil && t.Len() > 0 {
+		if t.Bare() {
 			return true
 		}
 	}
