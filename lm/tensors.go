@@ -105,7 +105,7 @@ func (ts Tensors) Bytes(keep func(Tensor) bool) int {
 // each weight. The CPU keeps a file mapping's bytes without a copy. A
 // weight with a Random is made by the backend (ops.RandomLoader), or on
 // the host and loaded. A backend that says its free memory
-// (MemoryReporter) is asked first: weights of more bytes than it has free
+// (ops.MemoryReporter) is asked first: weights of more bytes than it has free
 // are an error giving both, before anything is allocated. On an error the
 // buffers made so far are freed.
 func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buffer, error) {
@@ -158,17 +158,10 @@ func upload(be ops.Backend, t Tensor) (ops.Buffer, error) {
 	return be.Load(t.DType, t.Len(), t.Data)
 }
 
-// MemoryReporter is a backend that says how much of its memory is free
-// (a GPU: cuMemGetInfo), so that weights that cannot fit are refused
-// before they are uploaded.
-type MemoryReporter interface {
-	MemInfo() (free, total uint64, err error)
-}
-
 // checkFree refuses weights of need bytes that a backend reporting its
 // memory has not free.
 func checkFree(be ops.Backend, need int64) error {
-	mr, ok := be.(MemoryReporter)
+	mr, ok := be.(ops.MemoryReporter)
 	if !ok {
 		return nil
 	}

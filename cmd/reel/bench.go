@@ -40,8 +40,11 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
 	}
-	if *promptN < 1 || *tokens < 1 || *context < 1 {
-		return usagef("--prompt, --tokens and --context must be positive")
+	if *promptN < 1 || *tokens < 1 {
+		return usagef("--prompt and --tokens must be positive")
+	}
+	if *context < 1 {
+		return usagef("--context %d: want at least one position", *context)
 	}
 	if err := mf.check(); err != nil {
 		return err

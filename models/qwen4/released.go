@@ -9,20 +9,21 @@ import (
 const ReleasedShapeName = "qwen4-released"
 
 // ReleasedPLEBase is ReleasedShape's ngram_vocab_size_base: 10⁶ rows a
-// table head, a twentieth of the released 2·10⁷. The released tables
-// (16 heads of 160 columns, 102 GB in bf16) fit on one H200 beside
-// neither the FP8 experts (122 GiB) nor the 4-bit ones (70 GiB) and a long
-// context; these are 5.1 GB. A token reads one row a head whatever the
+// table head, a twentieth of the released 2·10⁷. The released tables (16
+// heads of 160 columns, 102 GB in bf16) fit on one H200 beside neither
+// the FP8 projections (121 GiB) nor, with a long context, the 4-bit ones
+// (70 GiB); these are 5.1 GB. A token reads one row a head whatever the
 // table's size, so decode reads what the released model's does.
 const ReleasedPLEBase = 1_000_000
 
 // ReleasedShape is the released model's config (48 layers, QSA at 3, 7,
 // ..., 47, 512 experts, top-10, hidden 2560, vocabulary 248320, the MTP
-// head) with n-gram tables of ReleasedPLEBase rows a head: about 128 B
-// parameters, of which 121 B are the routed experts' (257 GB in bf16; 135
-// GB quantized in FP8 and 80 GB in q4, the tables in bf16), which only its
-// device-made weights (SyntheticDeferred) and a quantization fit on one
-// card.
+// head) with n-gram tables of ReleasedPLEBase rows a head: 131 B
+// parameters, 123 B of them the routed experts' (the MTP head's layer
+// has its own 512): 262 GB in bf16, 135.5 GB (126.2 GiB) with the
+// projections in FP8 and 80.2 GB (74.7 GiB) in q4, the tables, embedding
+// and head in bf16. Only weights made on the card (SyntheticDeferred) and
+// quantized fit one H200 (140 GiB).
 func ReleasedShape() Config {
 	c := Released()
 	c.NGramBase = ReleasedPLEBase

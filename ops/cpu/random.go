@@ -10,6 +10,8 @@ import (
 	"github.com/reel-runtime/reel/ops"
 )
 
+var _ ops.RandomLoader = (*Backend)(nil)
+
 // LoadRandom makes the synthetic weight r describes (ops.RandomLoader):
 // Load of Random's bytes.
 func (be *Backend) LoadRandom(r ops.Random) (ops.Buffer, error) {

@@ -11,6 +11,12 @@ import (
 // Synthetic weights made on the card (kernels/random.cu): a released
 // model's hundred gigabytes of random weights never pass through the host.
 
+// The backend makes synthetic weights, and says its free memory.
+var (
+	_ ops.RandomLoader   = (*Backend)(nil)
+	_ ops.MemoryReporter = (*Backend)(nil)
+)
+
 // randomKernels are their kernels.
 var randomKernels = []string{"rand_values", "rand_quant_rows", "rand_quant_blocks"}
 
