@@ -461,6 +461,24 @@ func checkMade(d Declared, t Tensor) error {
 // the bytes made after each weight (a released model's gigabytes take a
 // minute on two cores).
 func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u float64) float32, progress Progress) (Tensors, error) {
+	return synthesize(decl, seed, vector, progress, false)
+}
+
+// SynthesizeDeferred is Synthesize with the weights of two or more
+// dimensions left to be made where they are uploaded: each a Tensor with
+// no bytes and the ops.Random of Synthesize's, which a backend makes in
+// its own memory (Tensors.Upload), so that the host never holds them (a
+// released model's hundred gigabytes, made on the GPU in seconds). The
+// vectors are made now, as Synthesize makes them. Uploaded, the weights
+// are Synthesize's, byte for byte, and QuantizeTensors quantizes them (in
+// their descriptions) as it quantizes Synthesize's.
+func SynthesizeDeferred(decl []Declared, seed uint64, vector func(d Declared, j int, u float64) float32) (Tensors, error) {
+	return synthesize(decl, seed, vector, nil, true)
+}
+
+// synthesize makes Synthesize's weights, the matrices deferred to upload
+// when deferred is set.
+func synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u float64) float32, progress Progress, deferred bool) (Tensors, error) {
 	ts := Tensors{}
 	size := func(d Declared) int64 { return int64(Tensor{Shape: d.Shape}.Len() * d.DType.Size()) }
 	var total, done int64
@@ -474,6 +492,14 @@ func Synthesize(decl []Declared, seed uint64, vector func(d Declared, j int, u f
 		if len(d.Shape) >= 2 {
 			// Uniform on [-a, a] has variance a²/3: a = √(3 / fan-in).
 			a := float32(math.Sqrt(3 / float64(max(1, d.Shape[len(d.Shape)-1]))))
+			if deferred {
+				r := &ops.Random{Stream: stream, Scale: a, Float: d.DType, Shape: slices.Clone(d.Shape)}
+				if err := r.Check(); err != nil || d.DType != graph.F32 && d.DType != graph.BF16 {
+					return nil, fmt.Errorf("%s: synthetic weights in %s%v: want f32 or bf16", d.Where(), d.DType, d.Shape)
+				}
+				ts[d.Name] = Tensor{DType: d.DType, Shape: slices.Clone(d.Shape), Random: r}
+				continue
+			}
 			t, err := RandomUniform(d.DType, a, stream, d.Shape...)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Where(), err)
@@ -552,7 +578,7 @@ func QuantizeTensors(ts Tensors, decl []Declared, q Quant, progress Progress) (T
 	}
 	made, err := quantizeMatrices(decl, q, progress, func(d Declared) (Tensor, bool, error) {
 		t, ok := ts[d.Name]
-		return t, ok && t.DType.IsFloat(), nil
+		return t, ok && t.DType.IsFloat() && t.Random == nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -560,7 +586,37 @@ func QuantizeTensors(ts Tensors, decl []Declared, q Quant, progress Progress) (T
 	out := make(Tensors, len(ts)+len(made)/2)
 	maps.Copy(out, ts)
 	maps.Copy(out, made)
+	for _, d := range decl {
+		t, ok := ts[d.Name]
+		if !ok || t.Random == nil || d.DType != q.DType() || len(d.Shape) != 2 && len(d.Shape) != 3 {
+			continue
+		}
+		codes, scales, err := q.quantizeRandom(*t.Random)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Where(), err)
+		}
+		if !slices.Equal(codes.Shape, d.Shape) {
+			return nil, fmt.Errorf("%s: shape %v does not make codes %v in %s", d.Where(), t.Shape, d.Shape, q)
+		}
+		out[d.Name], out[q.ScaleName(d.Name)] = codes, scales
+	}
 	return out, nil
+}
+
+// quantizeRandom gives the codes and scales of the synthetic float matrix
+// r describes quantized in q's format: their descriptions, which make
+// the bytes Quantize makes of r's (ops.Random).
+func (q Quant) quantizeRandom(r ops.Random) (codes, scales Tensor, err error) {
+	if r.Quantized() || len(r.Shape) != 2 && len(r.Shape) != 3 {
+		return Tensor{}, Tensor{}, fmt.Errorf("quantize a random %s%v: want a float matrix, or a stack of them", r.DType(), r.MadeShape())
+	}
+	r.Codes, r.Blocks, r.ScaleType = q.DType(), q.Attrs(), q.ScaleDType()
+	if err := r.Check(); err != nil {
+		return Tensor{}, Tensor{}, fmt.Errorf("quantize in %s: %w", q, err)
+	}
+	s := r
+	s.Scales = true
+	return Tensor{DType: r.DType(), Shape: r.MadeShape(), Random: &r}, Tensor{DType: s.DType(), Shape: s.MadeShape(), Random: &s}, nil
 }
 
 // quantizeMatrices quantizes the declared matrices of q's codes' dtype

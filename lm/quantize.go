@@ -55,7 +55,7 @@ func (q Quant) Quantize(t Tensor) (codes, scales Tensor, err error) {
 				r0, r1 := m*out+b*q.BlockRows, m*out+min((b+1)*q.BlockRows, out)
 				x := rows[:(r1-r0)*in]
 				decodeFloat(t.DType, x, t.Data[r0*in*t.DType.Size():r1*in*t.DType.Size()])
-				if err := q.bandScales(x, r1-r0, in, scs); err != nil {
+				if err := ops.QuantBandScales(cdt, q.Attrs(), sdt, x, r1-r0, in, scs); err != nil {
 					errs[w] = fmt.Errorf("quantize %srows %d..%d: %w", whichMatrix(lead, m), r0-m*out, r1-m*out-1, err)
 					return
 				}
@@ -68,7 +68,7 @@ func (q Quant) Quantize(t Tensor) (codes, scales Tensor, err error) {
 					}
 				}
 				for r := r0; r < r1; r++ {
-					q.encodeRow(x[(r-r0)*in:(r-r0+1)*in], scs, codes.Data[r*stride:(r+1)*stride])
+					ops.QuantRowCodes(cdt, q.BlockCols, x[(r-r0)*in:(r-r0+1)*in], scs, codes.Data[r*stride:(r+1)*stride])
 				}
 			}
 		}()
@@ -100,70 +100,6 @@ func decodeFloat(dt graph.DType, dst []float32, src []byte) {
 		half.DecodeBF16(dst, src)
 	default:
 		half.DecodeF16(dst, src)
-	}
-}
-
-// bandScales sets sc to the scales of the blocks of a band of rows x [rows,
-// in], each as stored (f16 for q8 and q4: rounded here).
-func (q Quant) bandScales(x []float32, rows, in int, sc []float32) error {
-	for j := range sc {
-		k0, k1 := j*q.BlockCols, min((j+1)*q.BlockCols, in)
-		var amax, peak float32 // the largest magnitude, and the value that has it
-		for r := range rows {
-			for _, v := range x[r*in+k0 : r*in+k1] {
-				a := float32(math.Abs(float64(v)))
-				if !(a <= math.MaxFloat32) {
-					return fmt.Errorf("columns %d..%d: the weight %v", k0, k1-1, v)
-				}
-				if a > amax {
-					amax, peak = a, v
-				}
-			}
-		}
-		var s float32
-		switch q.Method {
-		case QuantFP8:
-			s = amax / 448
-		case QuantQ8:
-			s = amax / 127
-		default:
-			s = peak / -8
-		}
-		if amax == 0 {
-			s = 0 // not -0
-		}
-		if q.ScaleDType() == graph.F16 {
-			h := half.F32ToF16(s)
-			if h&0x7c00 == 0x7c00 {
-				return fmt.Errorf("columns %d..%d: the scale %g is past f16's range", k0, k1-1, s)
-			}
-			s = half.F16ToF32(h)
-		}
-		sc[j] = s
-	}
-	return nil
-}
-
-// encodeRow writes the codes of one row x with its blocks' scales sc.
-func (q Quant) encodeRow(x, sc []float32, dst []byte) {
-	for j, s := range sc {
-		k0, k1 := j*q.BlockCols, min((j+1)*q.BlockCols, len(x))
-		inv := float32(0)
-		if s != 0 {
-			inv = 1 / s
-		}
-		for k := k0; k < k1; k++ {
-			v := x[k] * inv
-			switch q.Method {
-			case QuantFP8:
-				dst[k] = half.F32ToE4M3(max(-448, min(448, v)))
-			case QuantQ8:
-				dst[k] = byte(int8(max(-127, min(127, math.Round(float64(v))))))
-			default:
-				u := byte(max(-8, min(7, math.Round(float64(v)))) + 8)
-				dst[k>>1] |= u << (4 * (k & 1))
-			}
-		}
 	}
 }
 

@@ -7,16 +7,35 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/weights"
 )
 
 // Tensor is a weight as a model keeps it until a session uploads it: its
 // stored dtype, shape and little-endian bytes (a checkpoint's file mapping,
-// or memory the model made at load: a stack, a folded scale).
+// or memory the model made at load: a stack, a folded scale), or, for a
+// synthetic weight made where it is uploaded, no bytes and the Random
+// that describes them.
 type Tensor struct {
 	DType graph.DType
 	Shape []int
 	Data  []byte
+	// Random, when not nil, describes the weight's bytes, which Upload has
+	// the backend make (ops.RandomLoader; on the host for another
+	// backend): Data is nil, and DType and Shape are Random's.
+	Random *ops.Random
+}
+
+// Bare says whether the tensor has neither bytes nor a Random to make
+// them (a model of shapes only).
+func (t Tensor) Bare() bool { return t.Data == nil && t.Random == nil && t.Len() > 0 }
+
+// Size is the tensor's bytes once made: its data's, or its Random's.
+func (t Tensor) Size() int {
+	if t.Random != nil {
+		return t.Len() * t.DType.Size()
+	}
+	return len(t.Data)
 }
 
 // Len is the number of elements, from the shape (a tensor of a model made
@@ -69,12 +88,13 @@ func (ts Tensors) Parameters() int {
 }
 
 // Bytes sums the stored bytes of the weights keep accepts (every weight
-// when keep is nil).
+// when keep is nil); a weight made at upload counts the bytes it will
+// have.
 func (ts Tensors) Bytes(keep func(Tensor) bool) int {
 	n := 0
 	for _, t := range ts {
 		if keep == nil || keep(t) {
-			n += len(t.Data)
+			n += t.Size()
 		}
 	}
 	return n
@@ -82,8 +102,12 @@ func (ts Tensors) Bytes(keep func(Tensor) bool) int {
 
 // Upload puts every weight on a backend, in name order, and returns the
 // buffers by name, telling progress (when not nil) the bytes done after
-// each weight. The CPU keeps a file mapping's bytes without a copy. On an
-// error the buffers made so far are freed.
+// each weight. The CPU keeps a file mapping's bytes without a copy. A
+// weight with a Random is made by the backend (ops.RandomLoader), or on
+// the host and loaded. A backend that says its free memory
+// (ops.MemoryReporter) is asked first: weights of more bytes than it has free
+// are an error giving both, before anything is allocated. On an error the
+// buffers made so far are freed.
 func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buffer, error) {
 	names := make([]string, 0, len(ts))
 	for n := range ts {
@@ -91,15 +115,14 @@ func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buff
 	}
 	slices.Sort(names)
 	total, done := int64(ts.Bytes(nil)), int64(0)
+	if err := checkFree(be, total); err != nil {
+		return nil, err
+	}
 	progress.report(0, total)
 	out := make(map[string]ops.Buffer, len(ts))
 	for _, n := range names {
 		t := ts[n]
-		var buf ops.Buffer
-		err := fmt.Errorf("%d bytes of data for %s %v (a model of shapes only has no values)", len(t.Data), t.DType, t.Shape)
-		if len(t.Data) == t.Len()*t.DType.Size() {
-			buf, err = be.Load(t.DType, t.Len(), t.Data)
-		}
+		buf, err := upload(be, t)
 		if err != nil {
 			for _, b := range out {
 				be.Free(b)
@@ -107,10 +130,50 @@ func (ts Tensors) Upload(be ops.Backend, progress Progress) (map[string]ops.Buff
 			return nil, fmt.Errorf("upload %s: %w", n, err)
 		}
 		out[n] = buf
-		done += int64(len(t.Data))
+		done += int64(t.Size())
 		progress.report(done, total)
 	}
 	return out, nil
+}
+
+// upload puts one weight on a backend: its bytes, or those its Random
+// describes.
+func upload(be ops.Backend, t Tensor) (ops.Buffer, error) {
+	if r := t.Random; r != nil {
+		if r.DType() != t.DType || !slices.Equal(r.MadeShape(), t.Shape) {
+			return nil, fmt.Errorf("a random %s%v for a weight of %s%v", r.DType(), r.MadeShape(), t.DType, t.Shape)
+		}
+		if rl, ok := be.(ops.RandomLoader); ok {
+			return rl.LoadRandom(*r)
+		}
+		data, err := cpu.Random(*r, 0)
+		if err != nil {
+			return nil, err
+		}
+		return be.Load(t.DType, t.Len(), data)
+	}
+	if len(t.Data) != t.Len()*t.DType.Size() {
+		return nil, fmt.Errorf("%d bytes of data for %s %v (a model of shapes only has no values)", len(t.Data), t.DType, t.Shape)
+	}
+	return be.Load(t.DType, t.Len(), t.Data)
+}
+
+// checkFree refuses weights of need bytes that a backend reporting its
+// memory has not free.
+func checkFree(be ops.Backend, need int64) error {
+	mr, ok := be.(ops.MemoryReporter)
+	if !ok {
+		return nil
+	}
+	free, total, err := mr.MemInfo()
+	if err != nil {
+		return fmt.Errorf("upload: free memory: %w", err)
+	}
+	if need > int64(free) {
+		return fmt.Errorf("upload: the weights need %.2f GiB of %s memory and %.2f GiB are free (of %.2f GiB)",
+			float64(need)/(1<<30), be.Name(), float64(free)/(1<<30), float64(total)/(1<<30))
+	}
+	return nil
 }
 
 // Loaded are a model's weights as it keeps them: by graph weight name,
@@ -192,7 +255,7 @@ func ShapesOf(decl []Declared) Tensors {
 // shapesOnly says whether ts are weights without values (ShapesOf).
 func (ts Tensors) shapesOnly() bool {
 	for _, t := range ts {
-		if t.Data == nil && t.Len() > 0 {
+		if t.Bare() {
 			return true
 		}
 	}

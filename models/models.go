@@ -51,6 +51,12 @@ type Arch struct {
 	// progress (when not nil) is told the bytes made: a released shape's
 	// gigabytes take a minute.
 	Synthetic map[string]func(dt graph.DType, seed uint64, progress lm.Progress) (Model, error)
+	// Deferred makes models of known shapes whose matrices are made where
+	// the model is uploaded, by shape name (lm.SynthesizeDeferred): on the
+	// backend (ops.RandomLoader), without the host holding them. A shape
+	// of both maps is the same model either way, byte for byte; a shape
+	// too large for the host is here only.
+	Deferred map[string]func(dt graph.DType, seed uint64) (Model, error)
 	// Shapes makes the same models with weights of no values (their
 	// graphs, for dumps, without making gigabytes), by shape name.
 	Shapes map[string]func() (Model, error)
@@ -354,10 +360,11 @@ func Quantize(m Model, quant string, progress lm.Progress) (Model, error) {
 	return q.Quantize(quant, progress)
 }
 
-// Synthetic finds a synthetic shape by name across the architectures.
+// Synthetic finds a synthetic shape by name across the architectures (made
+// on the host, Arch.Synthetic, or where it is uploaded, Arch.Deferred).
 func Synthetic(name string) (Arch, bool) {
 	for _, a := range All() {
-		if _, ok := a.Synthetic[name]; ok {
+		if a.Synthetic[name] != nil || a.Deferred[name] != nil {
 			return a, true
 		}
 	}
@@ -370,6 +377,11 @@ func SyntheticNames() []string {
 	for _, a := range All() {
 		for n := range a.Synthetic {
 			out = append(out, n)
+		}
+		for n := range a.Deferred {
+			if a.Synthetic[n] == nil {
+				out = append(out, n)
+			}
 		}
 	}
 	slices.Sort(out)

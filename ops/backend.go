@@ -108,3 +108,10 @@ type Recording interface {
 type Recorder interface {
 	RecordPlan(steps []Step) (Recording, error)
 }
+
+// MemoryReporter is a backend that says how much of its memory is free (a
+// GPU: cuMemGetInfo), so that weights that cannot fit are refused before
+// they are uploaded.
+type MemoryReporter interface {
+	MemInfo() (free, total uint64, err error)
+}

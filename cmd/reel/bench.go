@@ -34,6 +34,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
 	promptN := fs.Int("prompt", 128, "prompt tokens")
 	tokens := fs.Int("tokens", 64, "decode tokens")
+	context := fs.Int("context", 32768, "the positions the states (KV caches) are sized for in the report's context line")
 	profile := fs.Bool("profile", false, "also time the last prompt chunk's and the decode plan's launches op by op (each followed by a sync)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the decode loop to this file (for go tool pprof)")
 	if err := parseFlags(ctx, fs, args); err != nil {
@@ -41,6 +42,9 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	}
 	if *promptN < 1 || *tokens < 1 {
 		return usagef("--prompt and --tokens must be positive")
+	}
+	if *context < 1 {
+		return usagef("--context %d: want at least one position", *context)
 	}
 	if err := mf.check(); err != nil {
 		return err
@@ -145,6 +149,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	}
 	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms (the first prompt, plans built: %.1f ms)\n",
 		*promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3, cold.Seconds()*1e3)
+	free := int64(-1)
 	if mm, ok := l.be.(memoryMeter); ok {
 		used, total, err := mm.MemoryInUse()
 		if err != nil {
@@ -152,6 +157,10 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		}
 		fmt.Fprintf(&b, "memory       %.2f GiB of the card's %.1f GiB in use after the prompt (nothing is freed before the end: the peak)\n",
 			float64(used)/(1<<30), float64(total)/(1<<30))
+		free = int64(total) - int64(used)
+	}
+	if sm, ok := s.(stateMeter); ok {
+		writeContext(&b, sm.StateBytesAt(*context), *context, free)
 	}
 	if pl != nil {
 		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunkRows()), l.be, prefillTime); err != nil {
@@ -175,6 +184,31 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// stateMeter is a session that sizes its states for a longer sequence;
+// *lm.Session is one.
+type stateMeter interface {
+	StateBytesAt(n int) lm.StateBytes
+}
+
+// writeContext writes the context line of a bench report: the bytes of
+// the states (KV caches, recurrent states) a sequence of n positions
+// keeps, and, given the card's free memory (free >= 0), whether it holds
+// what they grow by (the slots are doubled into new buffers before the
+// old ones are freed: Peak).
+func writeContext(b *strings.Builder, sb lm.StateBytes, n int, free int64) {
+	gib := func(x int64) float64 { return float64(x) / (1 << 30) }
+	fmt.Fprintf(b, "context      %d positions: states %.2f GiB (KV slots of %d positions %.2f GiB), %.2f GiB more than now (%.2f GiB while the slots grow)",
+		n, gib(sb.At), sb.Capacity, gib(sb.Slots), gib(sb.At-sb.Now), gib(sb.Peak-sb.Now))
+	if free >= 0 {
+		verdict := "fits"
+		if sb.Peak-sb.Now > free {
+			verdict = "does not fit"
+		}
+		fmt.Fprintf(b, "; %.2f GiB free: %s", gib(free), verdict)
+	}
+	b.WriteString("\n")
 }
 
 // writeProfile times the launches of the plan of rows rows op by op and

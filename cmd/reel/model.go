@@ -244,7 +244,11 @@ func (f *modelFlags) start(ctx context.Context, name string, m models.Model) (*l
 }
 
 // synthetic makes the synthetic model of a known shape, refusing one the
-// host cannot hold.
+// host cannot hold. A shape the architecture makes deferred
+// (models.Arch.Deferred) has its matrices made where the session uploads
+// them: on a GPU the host holds none of them (the backend refuses weights
+// its free memory cannot hold, before making any), and quantizing them
+// only changes what the backend makes.
 func (f *modelFlags) synthetic(name, dtype string, stderr io.Writer) (models.Model, error) {
 	a, ok := models.Synthetic(name)
 	if !ok {
@@ -254,6 +258,7 @@ func (f *modelFlags) synthetic(name, dtype string, stderr io.Writer) (models.Mod
 	if err != nil || (dt != graph.BF16 && dt != graph.F32) {
 		return nil, usagef("--dtype %q: want bf16 or f32", dtype)
 	}
+	deferred := a.Deferred[name]
 	if mk := a.Shapes[name]; mk != nil {
 		shape, err := mk()
 		if err != nil {
@@ -263,12 +268,20 @@ func (f *modelFlags) synthetic(name, dtype string, stderr io.Writer) (models.Mod
 			// Said before making gigabytes of weights.
 			return nil, usagef("--quant %s: a %s model %v", f.quant, shape.Arch(), models.ErrNotQuantized)
 		}
-		if err := checkMemory("synthetic "+name, syntheticMemory(shape.Parameters(), dt, f.device)); err != nil {
-			return nil, err
+		if deferred == nil || f.device == "cpu" {
+			if err := checkMemory("synthetic "+name, syntheticMemory(shape.Parameters(), dt, f.device)); err != nil {
+				return nil, err
+			}
 		}
 	}
-	fmt.Fprintf(stderr, "making %s with random %s weights...\n", name, dt)
-	m, err := a.Synthetic[name](dt, 1, progressFunc(f.progress.to(stderr), "making "+name, progressBytes))
+	var m models.Model
+	if deferred != nil {
+		fmt.Fprintf(stderr, "%s: random %s weights, made on the %s backend as they load...\n", name, dt, f.device)
+		m, err = deferred(dt, 1)
+	} else {
+		fmt.Fprintf(stderr, "making %s with random %s weights...\n", name, dt)
+		m, err = a.Synthetic[name](dt, 1, progressFunc(f.progress.to(stderr), "making "+name, progressBytes))
+	}
 	if err != nil || f.quant == "" {
 		return m, err
 	}

@@ -20,11 +20,16 @@ func init() {
 		LoadQuantized: func(dir, quant string) (models.Model, error) { return LoadQuantized(dir, quant) },
 		Synthetic: map[string]func(graph.DType, uint64, lm.Progress) (models.Model, error){
 			BenchShapeName: func(dt graph.DType, seed uint64, p lm.Progress) (models.Model, error) {
-				return synthetic(BenchShape(), dt, seed, false, p)
+				return synthetic(BenchShape(), dt, seed, makeValues, p)
 			},
 		},
+		Deferred: map[string]func(graph.DType, uint64) (models.Model, error){
+			BenchShapeName:    deferred(BenchShape),
+			ReleasedShapeName: deferred(ReleasedShape),
+		},
 		Shapes: map[string]func() (models.Model, error){
-			BenchShapeName: func() (models.Model, error) { return Shapes(BenchShape(), graph.BF16) },
+			BenchShapeName:    func() (models.Model, error) { return Shapes(BenchShape(), graph.BF16) },
+			ReleasedShapeName: func() (models.Model, error) { return Shapes(ReleasedShape(), graph.BF16) },
 		},
 		InfoFields: []string{"layer_types", "hc_count", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
 			"shared_expert_intermediate_size", "linear_num_key_heads", "linear_num_value_heads", "ple_layer_ids"},

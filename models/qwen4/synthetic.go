@@ -33,14 +33,14 @@ func BenchShape() Config {
 // well-conditioned; each PLE layer's hash constants from the config; the
 // MTP head when c.MTPLayers is 1. The same seed gives the same model.
 func Synthetic(c Config, dt graph.DType, seed uint64) (*Model, error) {
-	return synthetic(c, dt, seed, false, nil)
+	return synthetic(c, dt, seed, makeValues, nil)
 }
 
 // Shapes is Synthetic without the values: every weight has its dtype and
 // shape and no data, for building, planning and dumping the graphs of a
 // shape too large to make (uploading its weights fails).
 func Shapes(c Config, dt graph.DType) (*Model, error) {
-	return synthetic(c, dt, 0, true, nil)
+	return synthetic(c, dt, 0, makeShapes, nil)
 }
 
 // configModel is a model of config c without weights: each PLE layer's
@@ -63,9 +63,19 @@ func configModel(c Config) *Model {
 	return m
 }
 
+// making is what synthetic makes of the weights.
+type making int
+
+const (
+	makeValues   making = iota // the weights, on the host
+	makeShapes                 // their dtypes and shapes only
+	makeDeferred               // the matrices at upload (SyntheticDeferred)
+)
+
 // synthetic makes Synthetic's model, or only its weights' dtypes and
-// shapes, telling progress the bytes made.
-func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress lm.Progress) (*Model, error) {
+// shapes, or its model with the matrices made at upload, telling progress
+// the bytes made.
+func synthetic(c Config, dt graph.DType, seed uint64, how making, progress lm.Progress) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
@@ -82,7 +92,7 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress 
 			decl[i].DType = graph.F32
 		}
 	}
-	if shapesOnly {
+	if how == makeShapes {
 		m.Tensors = lm.ShapesOf(decl)
 		return m, nil
 	}
@@ -92,7 +102,12 @@ func synthetic(c Config, dt graph.DType, seed uint64, shapesOnly bool, progress 
 		}
 		return float32(0.2*u - 0.1)
 	}
-	if m.Tensors, err = lm.Synthesize(decl, seed, small, progress); err != nil {
+	if how == makeDeferred {
+		m.Tensors, err = lm.SynthesizeDeferred(decl, seed, small)
+	} else {
+		m.Tensors, err = lm.Synthesize(decl, seed, small, progress)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("qwen4: %w", err)
 	}
 	return m, nil

@@ -13,7 +13,7 @@ var familyBinders = []map[string]binder{gdnBinders, hcBinders, moeBinders, pleBi
 // familyKernelNames are the groups' kernels, loaded with the others.
 func familyKernelNames() []string {
 	var out []string
-	for _, k := range [][]string{gdnKernels, hcKernels, moeKernels, pleKernels, qsaKernels, quantKernels} {
+	for _, k := range [][]string{gdnKernels, hcKernels, moeKernels, pleKernels, qsaKernels, quantKernels, randomKernels} {
 		out = append(out, k...)
 	}
 	return out

@@ -64,3 +64,4 @@ __device__ unsigned min(unsigned, unsigned); __device__ unsigned max(unsigned, u
 __device__ long long min(long long, long long); __device__ long long max(long long, long long);
 __device__ float min(float, float); __device__ float max(float, float);
 __device__ int __popc(unsigned); __device__ int __clz(int); __device__ int __ffs(int);
+__device__ float roundf(float);

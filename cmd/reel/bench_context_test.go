@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reel-runtime/reel/lm"
+)
+
+// TestBenchContext: bench sizes the session's states for --context
+// positions (on the CPU, with no free memory to weigh them against).
+func TestBenchContext(t *testing.T) {
+	code, out, errOut := reel("bench", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--prompt", "3", "--tokens", "2", "--context", "1000")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "context      1000 positions: states ")
+	require.Contains(t, out, "KV slots of 1024 positions")
+	require.NotContains(t, out, "free")
+	code, _, errOut = reel("bench", "--context", "0")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--context 0")
+}
+
+// TestWriteContext: the context line says whether the card's free memory
+// holds what the states grow by while they grow.
+func TestWriteContext(t *testing.T) {
+	sb := lm.StateBytes{Now: 1 << 30, At: 3 << 30, Slots: 2 << 30, Peak: 4 << 30, Capacity: 32768}
+	var b strings.Builder
+	writeContext(&b, sb, 32768, 3<<30)
+	require.Equal(t, "context      32768 positions: states 3.00 GiB (KV slots of 32768 positions 2.00 GiB), 2.00 GiB more than now (3.00 GiB while the slots grow); 3.00 GiB free: fits\n", b.String())
+	b.Reset()
+	writeContext(&b, sb, 32768, 3<<30-1)
+	require.True(t, strings.HasSuffix(b.String(), ": does not fit\n"), b.String())
+}
+
+// TestBenchReleasedOnCPU: the released Qwen4-Exp shape is made on the
+// backend; on the CPU that is the host, which cannot hold it: refused
+// with the numbers before anything is made.
+func TestBenchReleasedOnCPU(t *testing.T) {
+	code, _, errOut := reel("bench", "--synthetic", "qwen4-released", "--quant", "q4", "--device", "cpu")
+	require.Equal(t, exitError, code)
+	require.Contains(t, errOut, "synthetic qwen4-released needs about")
+}
