@@ -155,7 +155,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "memory       %.2f GiB of the card's %.1f GiB in use after the prompt (nothing is freed before the end: the peak)\n",
+		fmt.Fprintf(&b, "memory       %.2f GiB of the card's %.1f GiB in use after the prompt and the decoded tokens (nothing is freed before the end: the peak)\n",
 			float64(used)/(1<<30), float64(total)/(1<<30))
 		free = int64(total) - int64(used)
 	}
