@@ -410,6 +410,7 @@ type Error struct {
 	Raised bool
 }
 
+// Error says where the template failed (its source, name and line) and why.
 func (e *Error) Error() string {
 	where := e.Source
 	if e.Name != DefaultName {

@@ -19,6 +19,7 @@ type Error struct {
 	Raised bool
 }
 
+// Error gives the line (when known) and the message.
 func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
