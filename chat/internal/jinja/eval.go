@@ -545,25 +545,17 @@ func (r *renderer) evalExpr(x expr, sc *scope) (Value, error) {
 		}
 		return r.eval(x.orElse, sc)
 	case *listExpr:
-		out := make(List, len(x.items))
-		for i, item := range x.items {
-			v, err := r.eval(item, sc)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
+		vs, err := r.evalAll(x.items, sc)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return List(vs), nil
 	case *tupleExpr:
-		out := make(Tuple, len(x.items))
-		for i, item := range x.items {
-			v, err := r.eval(item, sc)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
+		vs, err := r.evalAll(x.items, sc)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return Tuple(vs), nil
 	case *dictExpr:
 		d := NewDict()
 		for i, k := range x.keys {
@@ -586,14 +578,23 @@ func (r *renderer) evalExpr(x expr, sc *scope) (Value, error) {
 	return nil, fmt.Errorf("unknown expression %T", x)
 }
 
-func (r *renderer) evalArgs(argx []expr, kwx []kwarg, sc *scope) ([]Value, *Dict, error) {
-	args := make([]Value, len(argx))
-	for i, a := range argx {
-		v, err := r.eval(a, sc)
+// evalAll evaluates xs in order.
+func (r *renderer) evalAll(xs []expr, sc *scope) ([]Value, error) {
+	out := make([]Value, len(xs))
+	for i, x := range xs {
+		v, err := r.eval(x, sc)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		args[i] = v
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (r *renderer) evalArgs(argx []expr, kwx []kwarg, sc *scope) ([]Value, *Dict, error) {
+	args, err := r.evalAll(argx, sc)
+	if err != nil {
+		return nil, nil, err
 	}
 	kwargs := NewDict()
 	for _, kw := range kwx {

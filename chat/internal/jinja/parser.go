@@ -717,29 +717,9 @@ func (p *parser) expression(withCond bool) (expr, error) {
 	return x, nil
 }
 
-func (p *parser) or() (expr, error) {
-	x, err := p.and()
-	for err == nil && p.isName("or") {
-		line := p.next().line
-		var r expr
-		if r, err = p.and(); err == nil {
-			x = &binExpr{pos{line}, "or", x, r}
-		}
-	}
-	return x, err
-}
+func (p *parser) or() (expr, error) { return p.binary(p.and, "or") }
 
-func (p *parser) and() (expr, error) {
-	x, err := p.not()
-	for err == nil && p.isName("and") {
-		line := p.next().line
-		var r expr
-		if r, err = p.not(); err == nil {
-			x = &binExpr{pos{line}, "and", x, r}
-		}
-	}
-	return x, err
-}
+func (p *parser) and() (expr, error) { return p.binary(p.not, "and") }
 
 func (p *parser) not() (expr, error) {
 	if p.isName("not") {
@@ -791,6 +771,8 @@ func (p *parser) compare() (expr, error) {
 	}
 }
 
+// binary parses a left-associative chain of next's operands joined by any
+// of ops: operator tokens, or the keywords "and" and "or".
 func (p *parser) binary(next func() (expr, error), ops ...string) (expr, error) {
 	x, err := next()
 	if err != nil {
@@ -800,7 +782,7 @@ func (p *parser) binary(next func() (expr, error), ops ...string) (expr, error) 
 		t := p.cur()
 		found := false
 		for _, op := range ops {
-			if t.kind == tokOp && t.val == op {
+			if (t.kind == tokOp || t.kind == tokName) && t.val == op {
 				found = true
 			}
 		}
