@@ -100,10 +100,12 @@ func StoredDType(ck *weights.Checkpoint) func(name string) graph.DType {
 }
 
 // Load reads the checkpoint folder dir as a model of arch: its
-// config.json with config (which checks the model_type and every field),
-// then its tensors with load. When load fails the checkpoint is closed
-// again and the error names arch and the folder.
-func Load[C, M any](dir, arch string, config func(*weights.Config) (C, error), load func(C, *weights.Checkpoint) (M, error)) (M, error) {
+// config.json with config (which checks the model_type and every field)
+// and how its matrices are stored for a load quantizing them in the format
+// of quant (ReadStored; "": as stored), then its tensors with load. When
+// load fails the checkpoint is closed again and the error names arch and
+// the folder.
+func Load[C, M any](dir, arch, quant string, config func(*weights.Config) (C, error), load func(C, Stored, *weights.Checkpoint) (M, error)) (M, error) {
 	var none M
 	cfg, err := weights.ReadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -113,11 +115,15 @@ func Load[C, M any](dir, arch string, config func(*weights.Config) (C, error), l
 	if err != nil {
 		return none, err
 	}
+	st, err := ReadStored(cfg, quant)
+	if err != nil {
+		return none, err
+	}
 	ck, err := weights.Open(dir)
 	if err != nil {
 		return none, err
 	}
-	m, err := load(c, ck)
+	m, err := load(c, st, ck)
 	if err != nil {
 		ck.Close()
 		return none, fmt.Errorf("%s %s: %w", arch, dir, err)

@@ -251,14 +251,14 @@ func TestLoad(t *testing.T) {
 		{Name: "w", DType: graph.F32, Shape: []int{1}, Data: weights.EncodeF32([]float32{2})},
 	}))
 	config := func(cfg *weights.Config) (int, error) { return cfg.Int("n", 0) }
-	n, err := lm.Load(dir, "test", config, func(n int, ck *weights.Checkpoint) (int, error) {
+	n, err := lm.Load(dir, "test", "", config, func(n int, _ lm.Stored, ck *weights.Checkpoint) (int, error) {
 		w, err := ck.Float32("w")
 		return n * int(w[0]), err
 	})
 	require.NoError(t, err)
 	require.Equal(t, 6, n)
-	_, err = lm.Load(dir, "test", config, func(int, *weights.Checkpoint) (int, error) { return 0, errors.New("no") })
+	_, err = lm.Load(dir, "test", "", config, func(int, lm.Stored, *weights.Checkpoint) (int, error) { return 0, errors.New("no") })
 	require.EqualError(t, err, "test "+dir+": no")
-	_, err = lm.Load(t.TempDir(), "test", config, func(int, *weights.Checkpoint) (int, error) { return 0, nil })
+	_, err = lm.Load(t.TempDir(), "test", "", config, func(int, lm.Stored, *weights.Checkpoint) (int, error) { return 0, nil })
 	require.ErrorContains(t, err, "config.json")
 }

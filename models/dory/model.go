@@ -38,18 +38,12 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // scale vectors and the router stay as stored. A checkpoint stored
 // quantized (its config's quantization_config) is read as it is.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	var st lm.Stored
-	return lm.Load(dir, "dory", func(cfg *weights.Config) (Config, error) {
+	return lm.Load(dir, "dory", quant, func(cfg *weights.Config) (Config, error) {
 		if mt, _ := cfg.String("model_type", "dory"); mt != "dory" {
 			return Config{}, fmt.Errorf("%s: model_type %q is not dory", cfg.Path(), mt)
 		}
-		c, err := ConfigFromJSON(cfg)
-		if err != nil {
-			return c, err
-		}
-		st, err = lm.ReadStored(cfg, quant)
-		return c, err
-	}, func(c Config, ck *weights.Checkpoint) (*Model, error) { return fromCheckpoint(c, st, ck) })
+		return ConfigFromJSON(cfg)
+	}, fromCheckpoint)
 }
 
 // Parameters counts the weights of a model of config c (what Synthetic

@@ -181,15 +181,7 @@ func LoadQuantized(dir, quant string) (*Model, error) { return load("llama", dir
 
 // load is LoadQuantized of the architecture arch, whose config.json read reads.
 func load(arch, dir, quant string, read func(*weights.Config) (Config, error)) (*Model, error) {
-	var st lm.Stored
-	return lm.Load(dir, arch, func(cfg *weights.Config) (Config, error) {
-		c, err := read(cfg)
-		if err != nil {
-			return c, err
-		}
-		st, err = lm.ReadStored(cfg, quant)
-		return c, err
-	}, func(c Config, ck *weights.Checkpoint) (*Model, error) {
+	return lm.Load(dir, arch, quant, read, func(c Config, st lm.Stored, ck *weights.Checkpoint) (*Model, error) {
 		st.DType = lm.StoredDType(ck)
 		decl, err := declarations(&c, st)
 		if err != nil {

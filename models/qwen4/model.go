@@ -48,18 +48,12 @@ func Load(dir string) (*Model, error) { return LoadQuantized(dir, "") }
 // stores in a float type in the format of quant ("fp8", "q8", "q4"; "":
 // none): see Quantize for which.
 func LoadQuantized(dir, quant string) (*Model, error) {
-	var st lm.Stored
-	return lm.Load(dir, "qwen4", func(cfg *weights.Config) (Config, error) {
+	return lm.Load(dir, "qwen4", quant, func(cfg *weights.Config) (Config, error) {
 		if mt, _ := cfg.String("model_type", "qwen4_exp_text"); !strings.HasPrefix(mt, "qwen4_exp") {
 			return Config{}, fmt.Errorf("%s: model_type %q is not qwen4_exp", cfg.Path(), mt)
 		}
-		c, err := ConfigFromJSON(cfg)
-		if err != nil {
-			return c, err
-		}
-		st, err = lm.ReadStored(cfg, quant)
-		return c, err
-	}, func(c Config, ck *weights.Checkpoint) (*Model, error) { return fromCheckpoint(c, st, ck) })
+		return ConfigFromJSON(cfg)
+	}, fromCheckpoint)
 }
 
 // Names of the graph weights that are not checkpoint tensors as such.
