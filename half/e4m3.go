@@ -63,15 +63,8 @@ func F32ToE4M3(f float32) uint8 {
 	// with the implicit bit set (e is 117..120 here), so shift right by
 	// 141-e.
 	e := abs >> 23
-	mant := abs&0x7fffff | 0x800000
-	shift := 141 - e // 21..24
-	q := mant >> shift
-	rem := mant & (1<<shift - 1)
-	half := uint32(1) << (shift - 1)
-	if rem > half || rem == half && q&1 == 1 {
-		q++ // may become 8, the smallest normal: still the right encoding
-	}
-	return sign | uint8(q)
+	// rounding may carry to 8, the smallest normal: still the right encoding
+	return sign | uint8(subnormal(abs, 141-e)) // shift 21..24
 }
 
 // DecodeE4M3 converts float8_e4m3fn values in src to float32 values in

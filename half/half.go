@@ -79,13 +79,20 @@ func F32ToF16(f float32) uint16 {
 	// Subnormal float16: the result counts units of 2^-24. The float32 is
 	// mant * 2^(e-150) with the implicit bit set, so shift right by 126-e.
 	e := abs >> 23 // 102..112 here
+	// rounding may carry to 0x400, the smallest normal: still the right encoding
+	return sign | uint16(subnormal(abs, 126-e)) // shift 14..24
+}
+
+// subnormal is the significand (implicit bit set) of the normal float32
+// bits abs shifted right by shift (at least 1), rounded to nearest even:
+// the units of a narrower type's subnormals.
+func subnormal(abs, shift uint32) uint32 {
 	mant := abs&0x7fffff | 0x800000
-	shift := 126 - e // 14..24
 	q := mant >> shift
 	rem := mant & (1<<shift - 1)
 	half := uint32(1) << (shift - 1)
 	if rem > half || rem == half && q&1 == 1 {
-		q++ // may become 0x400, the smallest normal: still the right encoding
+		q++
 	}
-	return sign | uint16(q)
+	return q
 }
