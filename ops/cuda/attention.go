@@ -113,8 +113,10 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if ops.RingHolds(at, capacity, rows) {
 		ring = 1 // else a ring too short to wrap, read as a linear slot
 	}
-	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && be.halfAttention() && groups <= be.flashFor(fd).rows() {
-		return be.flash(s, at, fd, q, k, v, call, y, gp, sp, rows, capacity, ring)
+	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && be.halfAttention() {
+		if fk := be.flashFor(fd); groups <= fk.rows() {
+			return be.flash(s, at, fk, q, k, v, call, y, gp, sp, rows, capacity, ring)
+		}
 	}
 	span := capacity
 	if at.Window > 0 {
@@ -239,7 +241,8 @@ func (be *Backend) flashFor(fd int) flashKernel {
 
 // flash appends kv_half, which writes the keys and values a chunk reads as
 // f16 into shared scratch, and the flash kernel over them.
-func (be *Backend) flash(s *steps, at ops.AttentionAttrs, fd int, q, k, v, call, y *Buffer, gp, sp cu.DevicePtr, rows, capacity int, ring int32) (*steps, error) {
+func (be *Backend) flash(s *steps, at ops.AttentionAttrs, fk flashKernel, q, k, v, call, y *Buffer, gp, sp cu.DevicePtr, rows, capacity int, ring int32) (*steps, error) {
+	fd := fk.dim
 	// Scratch keys: every key a chunk reads, and a tile to spare past the
 	// last (a block's last tile may run over it).
 	nk := (capacity + 2*64 - 1) / 64 * 64
@@ -251,7 +254,6 @@ func (be *Backend) flash(s *steps, at ops.AttentionAttrs, fd int, q, k, v, call,
 	kh, vt := p, p.Offset(uint64(half))
 	s.add(fmt.Sprintf("kv_half_d%d", fd), [3]uint32{uint32(nk / 32), uint32(at.KVHeads), 1}, [3]uint32{256, 1, 1}, uint32(4*32*(fd+1)),
 		k.ptr, v.ptr, call.ptr, be.errRec, kh, vt, int32(rows), int32(at.KVHeads), int32(at.HeadDim), int32(capacity), int32(at.Window), ring, int32(nk))
-	fk := be.flashFor(fd)
 	pb := fk.rows() / (at.Heads / at.KVHeads)
 	s.add(fk.name, [3]uint32{uint32((rows + pb - 1) / pb), uint32(at.KVHeads), 1}, [3]uint32{uint32(32 * fk.warps), 1, 1}, uint32(fk.shared()),
 		q.ptr, kh, vt, call.ptr, be.errRec, y.ptr, gp, sp, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(at.HeadDim),

@@ -413,8 +413,8 @@ func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) 
 	if len(data) != nb {
 		return nil, fmt.Errorf("cuda: load of %d %s elements from %d bytes, want %d", n, dt, len(data), nb)
 	}
-	store := dt
-	if dt == graph.F32 && be.opts.F32WeightsAsBF16 && n >= MinConvertElems {
+	store := be.weightStore(dt, n)
+	if store != dt {
 		f := make([]float32, n)
 		half.DecodeF32(f, data)
 		data = make([]byte, 2*n)
@@ -429,12 +429,28 @@ func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) 
 		be.ctx.Free(p)
 		return nil, err
 	}
+	return be.addWeight(p, dt, store, n, nb), nil
+}
+
+// weightStore is the type a weight of dt and n elements is stored in on
+// the card: dt, or bf16 for a large f32 one with F32WeightsAsBF16.
+func (be *Backend) weightStore(dt graph.DType, n int) graph.DType {
+	if dt == graph.F32 && be.opts.F32WeightsAsBF16 && n >= MinConvertElems {
+		return graph.BF16
+	}
+	return dt
+}
+
+// addWeight records the weight of n elements of dt, stored at p as nb
+// bytes of store: a buffer the backend owns and no write changes, and, a
+// large one stored in fewer than 32 bits, what PrecisionAuto looks at.
+func (be *Backend) addWeight(p cu.DevicePtr, dt, store graph.DType, n, nb int) *Buffer {
 	b := &Buffer{ptr: p, dt: dt, store: store, n: n, bytes: nb, owned: true, weight: true, be: be}
 	be.owned[p] = b
 	if store != graph.F32 && n >= MinConvertElems {
 		be.lowWeights = true
 	}
-	return b, nil
+	return b
 }
 
 // Write copies data into dst from its start, ordered on the backend's

@@ -40,10 +40,7 @@ func (be *Backend) LoadRandom(r ops.Random) (ops.Buffer, error) {
 		return nil, fmt.Errorf("cuda: random 4-bit codes in blocks of %dx%d: want one row and an even number of columns", r.Blocks.BlockRows, r.Blocks.BlockCols)
 	}
 	dt, n := r.DType(), r.Len()
-	store := dt
-	if dt == graph.F32 && be.opts.F32WeightsAsBF16 && n >= MinConvertElems {
-		store = graph.BF16
-	}
+	store := be.weightStore(dt, n)
 	nb, err := byteLen(store, n)
 	if err != nil {
 		return nil, err
@@ -60,12 +57,7 @@ func (be *Backend) LoadRandom(r ops.Random) (ops.Buffer, error) {
 		be.ctx.Free(p)
 		return nil, fmt.Errorf("cuda: random weight: %w", err)
 	}
-	b := &Buffer{ptr: p, dt: dt, store: store, n: n, bytes: nb, owned: true, weight: true, be: be}
-	be.owned[p] = b
-	if store != graph.F32 && n >= MinConvertElems {
-		be.lowWeights = true
-	}
-	return b, nil
+	return be.addWeight(p, dt, store, n, nb), nil
 }
 
 // floatCode is a float dtype's WT_* code.
