@@ -100,8 +100,8 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	var promptProfile strings.Builder
 	pl, _ := s.(models.Planner)
 	if *profile && pl != nil {
-		rows, want := lastChunk(*promptN, promptChunk(s, mf.chunkRows()))
-		if err := writeProfile(&promptProfile, pl, rows, want, fmt.Sprintf("the last prompt chunk (%d rows)", rows)); err != nil {
+		rows := lastChunk(*promptN, mf.chunkRows())
+		if err := writeProfile(&promptProfile, pl, rows, lm.WantLast, fmt.Sprintf("the last prompt chunk (%d rows)", rows)); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 		writeContext(&b, sm.StateBytesAt(*context), *context, free)
 	}
 	if pl != nil {
-		if err := writePromptWork(&b, pl, *promptN, promptChunk(s, mf.chunkRows()), l.be, prefillTime); err != nil {
+		if err := writePromptWork(&b, pl, *promptN, mf.chunkRows(), l.be, prefillTime); err != nil {
 			return err
 		}
 	}
@@ -229,40 +229,19 @@ func writeProfile(b *strings.Builder, pl models.Planner, rows int, want lm.Want,
 	return nil
 }
 
-// promptChunk is the rows a prompt forward runs at once: the bench's
-// --chunk, else the session's own chunk when it reports one, else the
-// whole prompt (0).
-func promptChunk(s models.Session, chunk int) int {
-	if chunk > 0 {
-		return chunk
-	}
-	if c, ok := s.(interface{ Chunk() int }); ok {
-		return c.Chunk()
-	}
-	return 0
-}
-
-// lastChunk is the rows and logits of the last forward of a prompt of n
-// tokens run in chunks of chunk rows (0: one forward).
-func lastChunk(n, chunk int) (int, lm.Want) {
-	if chunk <= 0 || chunk >= n {
-		return n, lm.WantLast
-	}
-	if r := n % chunk; r != 0 {
-		return r, lm.WantLast
-	}
-	return chunk, lm.WantLast
-}
+// lastChunk is the rows of the last forward of a prompt of n tokens run in
+// chunks of chunk rows.
+func lastChunk(n, chunk int) int { return n - (n-1)/chunk*chunk }
 
 // writePromptWork writes the products' work of a prompt of n tokens in
-// chunks of chunk rows (0: one forward): FLOPs, the rate reached in t and,
+// chunks of chunk rows: FLOPs, the rate reached in t and,
 // on a backend that measures its matrix rate, the share of it.
 func writePromptWork(b *strings.Builder, pl models.Planner, n, chunk int, be any, t time.Duration) error {
 	var flops float64
 	for a := 0; a < n; {
 		rows := n - a
 		want := lm.WantLast
-		if chunk > 0 && rows > chunk {
+		if rows > chunk {
 			rows, want = chunk, lm.WantNone
 		}
 		p, _, ok := pl.ForwardPlan(rows, want)

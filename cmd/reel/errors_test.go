@@ -137,3 +137,10 @@ func TestChunkRows(t *testing.T) {
 		require.Equal(t, c.want, f.chunkRows(), "%s --chunk %d", c.device, c.chunk)
 	}
 }
+
+// TestLastChunk: the rows of a prompt's last forward.
+func TestLastChunk(t *testing.T) {
+	for _, c := range [][3]int{{200, 64, 8}, {128, 64, 64}, {50, 64, 50}, {1, 1, 1}, {65, 64, 1}} {
+		require.Equal(t, c[2], lastChunk(c[0], c[1]), "%d tokens in chunks of %d", c[0], c[1])
+	}
+}
