@@ -23,21 +23,11 @@ import (
 const dir = "testdata/mistral-sw-21"
 
 // load loads dir through the registry, as the reel command does.
-func load(t testing.TB) *llama.Model {
-	t.Helper()
-	m, err := models.Load(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	require.Equal(t, "mistral", m.Arch())
-	return m.(*llama.Model)
-}
+func load(t testing.TB) *llama.Model { return modeltest.Load[*llama.Model](t, dir, "mistral") }
 
+// session is a session of m on be, in prompt chunks of chunk rows.
 func session(t testing.TB, m *llama.Model, be ops.Backend, chunk int) *lm.Session {
-	t.Helper()
-	s, err := m.Session(lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: chunk})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
+	return modeltest.Session(t, m, be, chunk)
 }
 
 // TestGolden reproduces transformers' logits whole and incrementally, the

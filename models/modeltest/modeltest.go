@@ -20,6 +20,40 @@ import (
 	"github.com/reel-runtime/reel/weights/weightstest"
 )
 
+// Load loads dir through the registry, as the reel command does, fails
+// unless architecture arch runs it as an M, and closes it when the test
+// ends.
+func Load[M models.Model](t testing.TB, dir, arch string) M {
+	t.Helper()
+	m, err := models.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if m.Arch() != arch {
+		t.Fatalf("%s runs as %s, want %s", dir, m.Arch(), arch)
+	}
+	mm, ok := m.(M)
+	if !ok {
+		t.Fatalf("%s loads as a %T", dir, m)
+	}
+	return mm
+}
+
+// Session opens a session of m on be, in prompt chunks of chunk rows (0:
+// lm.DefaultChunk), closed when the test ends.
+func Session(t testing.TB, m interface {
+	Session(lm.SessionOptions) (*lm.Session, error)
+}, be ops.Backend, chunk int) *lm.Session {
+	t.Helper()
+	s, err := m.Session(lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: chunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // CheckGolden runs every case of dir's golden.json on s (whole and, where
 // the golden has them, incrementally: models.GoldenCase.Check) and fails
 // past tol, logging the largest differences.
