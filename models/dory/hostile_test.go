@@ -78,19 +78,8 @@ func TestHostileConfigs(t *testing.T) {
 			Want: []string{"vocab_size", "hidden_size"}},
 		{Name: "rope theta below 1", Fields: map[string]string{"rope_theta": "1e-300"}, Want: []string{"theta"}},
 		{Name: "partial rotary factor 1e300", Fields: map[string]string{"partial_rotary_factor": "1e300"}, Want: []string{"rotary"}},
-		{Name: "config.json is a FIFO", Setup: func(t testing.TB, dir string) {
-			weightstest.Mkfifo(t, filepath.Join(dir, "config.json"))
-		}, Want: []string{"config.json"}},
-		{Name: "config.json links to /dev/zero", Setup: func(t testing.TB, dir string) {
-			weightstest.Symlink(t, "/dev/zero", filepath.Join(dir, "config.json"))
-		}, Want: []string{"config.json"}},
-		{Name: "model.safetensors is a FIFO", Setup: func(t testing.TB, dir string) {
-			weightstest.Mkfifo(t, filepath.Join(dir, weights.SingleFile))
-		}, Want: []string{weights.SingleFile}},
-		{Name: "model.safetensors links to /etc/passwd", Setup: func(t testing.TB, dir string) {
-			weightstest.Symlink(t, "/etc/passwd", filepath.Join(dir, weights.SingleFile))
-		}, Want: []string{weights.SingleFile}},
 	}
+	cases = append(cases, weightstest.FileCases()...)
 	cases = append(cases, tensorCases...)
 	cases = append(cases, weightstest.FieldCases(t, filepath.Join(tinyDir, "config.json"), "attention_output_gate_logit_scale_init")...)
 	weightstest.Probe(t, tinyDir, hostileBudget, cases, loadAndForward)

@@ -79,19 +79,8 @@ func TestHostileConfigs(t *testing.T) {
 		{Name: "rope theta 1e-300", Fields: map[string]string{"rope_parameters.rope_theta": "1e-300"}, Want: []string{"rope_theta"}},
 		{Name: "text_config of 700000 layer types", Fields: map[string]string{"text_config": `{"layer_types": ` + types + `}`},
 			Want: []string{"layer_types", "num_hidden_layers", "vocab_size"}},
-		{Name: "config.json is a FIFO", Setup: func(t testing.TB, dir string) {
-			weightstest.Mkfifo(t, filepath.Join(dir, "config.json"))
-		}, Want: []string{"config.json"}},
-		{Name: "config.json links to /dev/zero", Setup: func(t testing.TB, dir string) {
-			weightstest.Symlink(t, "/dev/zero", filepath.Join(dir, "config.json"))
-		}, Want: []string{"config.json"}},
-		{Name: "model.safetensors is a FIFO", Setup: func(t testing.TB, dir string) {
-			weightstest.Mkfifo(t, filepath.Join(dir, weights.SingleFile))
-		}, Want: []string{weights.SingleFile}},
-		{Name: "model.safetensors links to /etc/passwd", Setup: func(t testing.TB, dir string) {
-			weightstest.Symlink(t, "/etc/passwd", filepath.Join(dir, weights.SingleFile))
-		}, Want: []string{weights.SingleFile}},
 	}
+	cases = append(cases, weightstest.FileCases()...)
 	cases = append(cases, tensorCases...)
 	for _, c := range weightstest.FieldCases(t, filepath.Join(tinyDir, "config.json")) {
 		// the n-gram table's rows are checked against the heads' sizes

@@ -305,6 +305,22 @@ type ConfigCase struct {
 	Skip string
 }
 
+// FileCases are the ConfigCases of a checkpoint folder whose config.json
+// or single safetensors file is a FIFO or a link to a device or to a file
+// outside the folder: each error must name the file. (The file names are
+// weights' own; weights' tests import this package, so it cannot import them.)
+func FileCases() []ConfigCase {
+	var cs []ConfigCase
+	for _, c := range []struct{ file, link string }{{"config.json", "/dev/zero"}, {"model.safetensors", "/etc/passwd"}} {
+		cs = append(cs, ConfigCase{Name: c.file + " is a FIFO", Setup: func(t testing.TB, dir string) {
+			Mkfifo(t, filepath.Join(dir, c.file))
+		}, Want: []string{c.file}}, ConfigCase{Name: c.file + " links to " + c.link, Setup: func(t testing.TB, dir string) {
+			Symlink(t, c.link, filepath.Join(dir, c.file))
+		}, Want: []string{c.file}})
+	}
+	return cs
+}
+
 // FieldCases returns a ConfigCase for each numeric field of the config.json
 // at path (NumericFields) and more (fields the file has as null or lacks),
 // and each of ExtremeValues. Each case's error must name its field
