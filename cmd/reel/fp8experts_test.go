@@ -43,7 +43,7 @@ func TestExpertsStoredFP8Commands(t *testing.T) {
 	}
 	want := logitsOf(t, "--model", deq, "--ids", strings.Join(s, ","))
 	got := logitsOf(t, "--model", fp8, "--ids", strings.Join(s, ","))
-	require.Less(t, relRMS(got, want), 1e-6)
+	require.Less(t, modeltest.RelRMS(got, want), 1e-6)
 	c := models.GoldenCase{IDs: ids}
 	vocab := len(want) / len(ids)
 	for i := range ids {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/trace"
 	"github.com/reel-runtime/reel/weights"
 )
@@ -38,17 +38,6 @@ func logitsOf(t *testing.T, args ...string) []float32 {
 	return flat
 }
 
-// relRMS is the RMS of got - want relative to want's.
-func relRMS(got, want []float32) float64 {
-	var num, den float64
-	for i, x := range got {
-		d := float64(x - want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
-}
-
 // TestQuantFlag: --quant quantizes the model's projections at load in
 // every command that loads one: the logits of the embedded dory-gotiny
 // and of a tiny Llama move by what the format costs (the bounds of the
@@ -70,7 +59,7 @@ func TestQuantFlag(t *testing.T) {
 		args := append(append([]string{}, c.model...), ids...)
 		want := logitsOf(t, args...)
 		got := logitsOf(t, append(args, "--quant", c.quant)...)
-		rel := relRMS(got, want)
+		rel := modeltest.RelRMS(got, want)
 		t.Logf("%v %s: relative RMS difference of the logits %.4f", c.model, c.quant, rel)
 		require.Less(t, rel, c.max, "%v %s", c.model, c.quant)
 		require.Greater(t, rel, 0.0, "%v %s", c.model, c.quant)

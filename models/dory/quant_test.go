@@ -1,7 +1,6 @@
 package dory
 
 import (
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/models/modeltest"
 )
 
 // A Session is the session the commands drive: their forwards, plans and
@@ -66,24 +66,13 @@ func TestQuantizeOnLoad(t *testing.T) {
 		require.Less(t, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil), c.quant)
 		got, err := newSession(t, m, Options{}).ForwardLoops(ids, 0, m.Config.Loops, lm.WantAll)
 		require.NoError(t, err)
-		rel := relRMS(got.Data().([]float32), w)
+		rel := modeltest.RelRMS(got.Data().([]float32), w)
 		t.Logf("%s: relative RMS difference of the logits %.4f; weights %d bytes, bf16 %d", c.quant, rel, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil))
 		require.Less(t, rel, c.max, c.quant)
 		m.Close()
 	}
 	_, err = LoadQuantized(dir, "q3")
 	require.ErrorContains(t, err, `quantization "q3": want fp8, q8 or q4`)
-}
-
-// relRMS is the RMS of got - want relative to want's.
-func relRMS(got, want []float32) float64 {
-	var num, den float64
-	for i, x := range got {
-		d := float64(x - want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
 }
 
 // TestQuantizeModel: Quantize makes of a loaded float model the very
@@ -135,7 +124,7 @@ func TestQuantizeModel(t *testing.T) {
 		require.Greater(t, reports, 2)
 		out, err := newSession(t, sq.(*Model), Options{}).ForwardLoops(ids, 0, 2, lm.WantAll)
 		require.NoError(t, err)
-		rel := relRMS(out.Data().([]float32), ref.Data().([]float32))
+		rel := modeltest.RelRMS(out.Data().([]float32), ref.Data().([]float32))
 		t.Logf("synthetic %s: relative RMS difference of the logits %.4f", c.quant, rel)
 		require.Less(t, rel, c.max, c.quant)
 		require.Greater(t, rel, 0.0, c.quant)

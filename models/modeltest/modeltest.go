@@ -54,6 +54,18 @@ func Session(t testing.TB, m interface {
 	return s
 }
 
+// RelRMS is the RMS of got − want relative to want's: how far a model's
+// logits moved (a quantized model's from the float one's, say).
+func RelRMS(got, want []float32) float64 {
+	var num, den float64
+	for i, x := range got {
+		d := float64(x - want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}
+
 // CheckGolden runs every case of dir's golden.json on s (whole and, where
 // the golden has them, incrementally: models.GoldenCase.Check) and fails
 // past tol, logging the largest differences.

@@ -99,10 +99,10 @@ func TestExpertsStoredFP8(t *testing.T) {
 		require.Equal(t, logits(t, loadModel(t, stacked), ids), got, "%s: stored stacked", q)
 		deq := t.TempDir()
 		modeltest.Dequantized(dir)(t, deq)
-		rel := relRMS(got, logits(t, loadModel(t, deq), ids))
-		t.Logf("%s: against the float model of the dequantized weights: relative RMS difference %.3g (against the unquantized model's %.3g)", q, rel, relRMS(got, want))
+		rel := modeltest.RelRMS(got, logits(t, loadModel(t, deq), ids))
+		t.Logf("%s: against the float model of the dequantized weights: relative RMS difference %.3g (against the unquantized model's %.3g)", q, rel, modeltest.RelRMS(got, want))
 		require.Less(t, rel, 1e-6, q)
-		require.Greater(t, relRMS(got, want), 0.0, "%s: quantized", q)
+		require.Greater(t, modeltest.RelRMS(got, want), 0.0, "%s: quantized", q)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/models/modeltest"
 )
 
 // quantFormats are the formats, each with the largest relative RMS
@@ -30,17 +31,6 @@ var quantFormats = []struct {
 // rows, the hyper-connection mixers and the head.
 var unquantized = []string{"mlp.gate.weight", "shared_expert_gate.weight", "in_proj_a.weight", "in_proj_b.weight",
 	"input_mix_weight_down.weight", "input_mix_weight_up.weight", "block_inject_weight.weight", "lm_head.weight"}
-
-// relRMS is the RMS of got − want relative to want's.
-func relRMS(got, want []float32) float64 {
-	var num, den float64
-	for i, x := range got {
-		d := float64(x - want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
-}
 
 // quantizedProducts are the weights a graph reads with quant_matmul and
 // with quant_expert_matmul (their codes' dtype dt), and the weights of its
@@ -199,11 +189,11 @@ func TestQuantizeOnLoad(t *testing.T) {
 
 			got := logits(t, m, ids)
 			deq := dequantized(t, m, ref)
-			require.Less(t, relRMS(got, logits(t, deq, ids)), 1e-6, "%s %s: the model of the dequantized weights", name, c.quant)
-			rel, werr := relRMS(got, want), weightError(t, m, ref, deq)
+			require.Less(t, modeltest.RelRMS(got, logits(t, deq, ids)), 1e-6, "%s %s: the model of the dequantized weights", name, c.quant)
+			rel, werr := modeltest.RelRMS(got, want), weightError(t, m, ref, deq)
 			control := 0.0
 			for seed := range uint64(3) {
-				control = math.Max(control, relRMS(logits(t, noisy(t, ref, m, werr, seed), ids), want))
+				control = math.Max(control, modeltest.RelRMS(logits(t, noisy(t, ref, m, werr, seed), ids), want))
 			}
 			t.Logf("%s %s: logits moved by %.4f (relative RMS), a random weight error of the same %.4f by up to %.4f; weights %d bytes, unquantized %d",
 				name, c.quant, rel, werr, control, m.Tensors.Bytes(nil), ref.Tensors.Bytes(nil))
