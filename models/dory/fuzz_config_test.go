@@ -1,13 +1,11 @@
 package dory
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/reel-runtime/reel/models/modeltest"
-	"github.com/reel-runtime/reel/weights"
 )
 
 // FuzzDoryConfig parses and validates arbitrary config.json bytes: never a
@@ -26,14 +24,5 @@ func FuzzDoryConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"vocab_size": 97, "hidden_size": 64, "init_method_std": 1e-300}`))
 	f.Add([]byte(`{"swa_window_size": 1000000000, "hybrid_layer_pattern": "S-"}`))
-	modeltest.FuzzConfig(f, tinyDir, hostileBudget, func(cfg *weights.Config) (any, error) {
-		c, err := ConfigFromJSON(cfg)
-		if err != nil {
-			return nil, nil // refused
-		}
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("ConfigFromJSON accepted a config that Validate refuses: %w", err)
-		}
-		return c, nil
-	}, loadAndForward)
+	modeltest.FuzzConfig(f, tinyDir, hostileBudget, modeltest.Validated(ConfigFromJSON), loadAndForward)
 }

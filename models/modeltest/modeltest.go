@@ -233,6 +233,25 @@ func Dequantized(src string) func(testing.TB, string) {
 	}
 }
 
+// Validated is a FuzzConfig read of a loader that reads a config with
+// fromJSON and checks it again with its Validate: a config fromJSON
+// accepts and Validate refuses is the error.
+func Validated[C any, P interface {
+	*C
+	Validate() error
+}](fromJSON func(*weights.Config) (C, error)) func(*weights.Config) (any, error) {
+	return func(cfg *weights.Config) (any, error) {
+		c, err := fromJSON(cfg)
+		if err != nil {
+			return nil, nil // refused
+		}
+		if err := P(&c).Validate(); err != nil {
+			return nil, fmt.Errorf("the loader accepted a config that Validate refuses: %w", err)
+		}
+		return c, nil
+	}
+}
+
 // FuzzConfig fuzzes a model's config.json on a copy of the checkpoint src,
 // under the budget b. read reads a config as the model's loader does: nil
 // for a config it refuses (fine), or the config it accepts (an error for an

@@ -1,13 +1,11 @@
 package qwen4
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/reel-runtime/reel/models/modeltest"
-	"github.com/reel-runtime/reel/weights"
 )
 
 // FuzzQwen4Config parses and validates arbitrary config.json bytes: never a
@@ -26,14 +24,5 @@ func FuzzQwen4Config(f *testing.F) {
 	}
 	f.Add([]byte(`{"ngram_size": 4294967297, "heads_per_ngram": 4294967296, "ple_layer_ids": [1], "layer_types": ["linear_attention"]}`))
 	f.Add([]byte(`{"text_config": {"ngram_vocab_size_base": 9223372036854775783, "rms_norm_eps": 1e-300}}`))
-	modeltest.FuzzConfig(f, tinyDir, hostileBudget, func(cfg *weights.Config) (any, error) {
-		c, err := ConfigFromJSON(cfg)
-		if err != nil {
-			return nil, nil // refused
-		}
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("ConfigFromJSON accepted a config that Validate refuses: %w", err)
-		}
-		return c, nil
-	}, loadAndForward)
+	modeltest.FuzzConfig(f, tinyDir, hostileBudget, modeltest.Validated(ConfigFromJSON), loadAndForward)
 }
