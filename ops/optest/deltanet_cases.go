@@ -262,3 +262,12 @@ func (s scanShape) scanCase() Case {
 		Tol: TolF32,
 	}
 }
+
+// GDNScanCase is a gdn_scan case of normalized keys (as gdn_prep makes
+// them) at any shape, for a backend's tests at a model's: nk key heads of
+// dk, nv value heads of dv, rows rows from position pos (the stored state
+// when pos > 0), log-decays −decay·|x|. The float64 reference takes about
+// 4·rows·nv·dk·dv operations.
+func GDNScanCase(nk, nv, dk, dv, rows, pos int, decay float64) Case {
+	return scanShape{nk, nv, dk, dv, rows, pos, 0, true, decay}.scanCase()
+}
