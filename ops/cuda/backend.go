@@ -159,14 +159,18 @@ type Backend struct {
 	// reused): dequantized weights of the prompt products with quantized
 	// weights, 16-bit activations of cuBLAS products, the gate and up
 	// products of matmul_swiglu, rows normalized for norm_matmul, and the
-	// f16 keys and values of the flash kernel.
-	deq, glu, normed, kvHalf reused
-	half                     [2]reused
+	// f16 keys and values of the flash kernel, and gdn_scan's chunk
+	// workspace.
+	deq, glu, normed, kvHalf, gdn reused
+	half                          [2]reused
 	// flashNarrow takes the flash kernels of 4 warps (REEL_FLASH_NARROW=1).
 	flashNarrow bool
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
+	// gdnRowByRow takes gdn_scan's recurrent kernel at any rows (tests and
+	// benchmarks comparing it with the chunked form).
+	gdnRowByRow bool
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
 	// pdl launches kernels with programmatic dependent launch.

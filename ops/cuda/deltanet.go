@@ -11,7 +11,8 @@ import (
 
 // Binders of Gated DeltaNet's ops (ops/deltanet.go), whose kernels are in
 // kernels/deltanet.cu: split, causal_conv, gdn_prep, gdn_gates, gdn_scan and
-// gated_rmsnorm. Each is one launch.
+// gated_rmsnorm. Each is one launch, but gdn_scan of gdnChunkMinRows rows
+// or more: two (its chunked form).
 
 // gdnBinders are the binders of the Gated DeltaNet ops, by op name.
 var gdnBinders = map[string]binder{
@@ -24,7 +25,8 @@ var gdnBinders = map[string]binder{
 }
 
 // gdnKernels are the kernels of kernels/deltanet.cu the binders launch.
-var gdnKernels = []string{"gdn_split", "gdn_causal_conv", "gdn_prep", "gdn_gates", "gdn_scan", "gdn_gated_norm"}
+var gdnKernels = []string{"gdn_split", "gdn_causal_conv", "gdn_prep", "gdn_gates", "gdn_scan", "gdn_chunk_prep", "gdn_chunk_scan",
+	"gdn_gated_norm"}
 
 // gdnKernelErr words the error codes of kernels/deltanet.cu (range 20 to
 // 29). The kernels report none of their own: a bad call record comes as the
@@ -334,19 +336,81 @@ func gdnBindScan(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 			return nil, err
 		}
 	}
+	if nv > 65535 {
+		return nil, fmt.Errorf("gdn_scan: %d value heads: at most 65535", nv)
+	}
+	if rows >= gdnChunkMinRows && dk <= gdnChunkMaxDK && !be.gdnRowByRow {
+		return gdnBindScanChunked(be, in, out, rows, nk, nv, dk, dv)
+	}
 	cw, threads, tc, shared, err := gdnScanShape(nv, dk, dv, be.kernels.sms)
 	if err != nil {
 		return nil, err
 	}
 	tiles := (dv + cw - 1) / cw
-	if nv > 65535 {
-		return nil, fmt.Errorf("gdn_scan: %d value heads: at most 65535", nv)
-	}
 	s := be.newSteps()
 	// Zero rows still launch: a call at position 0 clears S, as on the CPU.
 	s.add("gdn_scan", [3]uint32{uint32(tiles), uint32(nv), 1}, [3]uint32{uint32(threads), 1, 1}, uint32(shared),
 		q.ptr, k.ptr, v.ptr, g.ptr, beta.ptr, st.ptr, call.ptr, be.errRec, o.ptr,
 		int32(rows), int32(nk), int32(nv), int32(dk), int32(dv), int32(cw), int32(tc))
+	return s, nil
+}
+
+// gdn_scan's chunked form (gdn_chunk_prep and gdn_chunk_scan; GDN_CK,
+// GDN_CK_COLS and GDN_CK_RP in deltanet.cu).
+const (
+	// gdnChunkMinRows is the fewest rows gdn_scan takes in chunks: fewer
+	// (decode, speculation windows) step through the rows one at a time.
+	// Both forms meet TolF32 (optest.TestScanChunkedF32).
+	gdnChunkMinRows = 16
+	// gdnChunk is the rows of a chunk.
+	gdnChunk = 64
+	// gdnChunkCols is the state columns of a gdn_chunk_scan block.
+	gdnChunkCols = 32
+	// gdnChunkMaxDK is the largest key dim of the chunked form (8 warps
+	// of 4·GDN_CK_RP state rows); a larger one takes the recurrent kernel.
+	gdnChunkMaxDK = 128
+	// gdnChunkWS is the workspace floats of a (chunk, value head).
+	gdnChunkWS = 2*gdnChunk*gdnChunk + 2*gdnChunk
+	// gdnChunkThreads is the block of both kernels (their launch bound).
+	gdnChunkThreads = 256
+)
+
+// gdnChunkShared is the dynamic shared memory in bytes of gdn_chunk_prep
+// and gdn_chunk_scan for key dim dk (the sums in their comments).
+func gdnChunkShared(dk int) (prep, scan int) {
+	ks, dkp := dk+1, (dk+3)&^3
+	prep = 4 * (3*gdnChunk + gdnChunk*ks + max(gdnChunk*ks, 2*gdnChunk*(gdnChunk+1)))
+	scan = 4 * (dkp*gdnChunkCols + gdnChunk*dkp + max(gdnChunk*dkp, 2*gdnChunk*gdnChunk) + 2*gdnChunk*gdnChunkCols + 3*gdnChunk)
+	return prep, scan
+}
+
+// gdnChunkKernels are the chunked kernels with their most dynamic shared
+// memory (at gdnChunkMaxDK: under 99 KiB, which every card from sm_80 can
+// give a block); loadKernels raises their limit to it.
+func gdnChunkKernels() map[string]int {
+	prep, scan := gdnChunkShared(gdnChunkMaxDK)
+	return map[string]int{"gdn_chunk_prep": prep, "gdn_chunk_scan": scan}
+}
+
+// gdnBindScanChunked binds gdn_scan's chunked form: gdn_chunk_prep, one
+// block per (chunk, value head), writes each chunk's triangular factors
+// and decays into workspace (the backend's gdn scratch, shared by the
+// gdn_scan nodes), then gdn_chunk_scan, one block per (column tile, value
+// head), runs the chunks in order.
+func gdnBindScanChunked(be *Backend, in, out []*Buffer, rows, nk, nv, dk, dv int) (*steps, error) {
+	q, k, v, g, beta, st, call, o := in[0], in[1], in[2], in[3], in[4], in[5], in[6], out[0]
+	chunks := (rows + gdnChunk - 1) / gdnChunk
+	ws, err := be.reuse(&be.gdn, 4*chunks*nv*gdnChunkWS)
+	if err != nil {
+		return nil, fmt.Errorf("gdn_scan: %w", err)
+	}
+	prep, scan := gdnChunkShared(dk)
+	block := [3]uint32{gdnChunkThreads, 1, 1}
+	s := be.newSteps()
+	s.add("gdn_chunk_prep", [3]uint32{uint32(chunks), uint32(nv), 1}, block, uint32(prep),
+		q.ptr, k.ptr, g.ptr, beta.ptr, call.ptr, be.errRec, ws, int32(rows), int32(nk), int32(nv), int32(dk))
+	s.add("gdn_chunk_scan", [3]uint32{uint32((dv + gdnChunkCols - 1) / gdnChunkCols), uint32(nv), 1}, block, uint32(scan),
+		q.ptr, k.ptr, v.ptr, beta.ptr, ws, st.ptr, call.ptr, be.errRec, o.ptr, int32(rows), int32(nk), int32(nv), int32(dk), int32(dv))
 	return s, nil
 }
 

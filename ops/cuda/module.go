@@ -107,6 +107,11 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			}
 		}
 	}
+	for n, b := range gdnChunkKernels() {
+		if err := ks.fn[n].SetMaxDynamicSharedBytes(b); err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+		}
+	}
 	for _, n := range qsaRowsKernels {
 		if err := ks.fn[n].SetMaxDynamicSharedBytes(qsaRowsSharedMax); err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)

@@ -194,30 +194,80 @@ func deltanetCases() []Case {
 			Tol: TolF32,
 		})
 	}
-	type scan struct{ nk, nv, dk, dv, rows, pos, used int }
-	for _, s := range []scan{
-		{1, 1, 4, 3, 1, 0, 0}, {2, 4, 8, 5, 3, 0, 0}, {2, 4, 8, 5, 3, 6, 0}, {1, 3, 16, 16, 5, 2, 3},
-		{1, 2, 8, 8, 1, 9, 0}, {2, 8, 32, 16, 12, 0, 0},
-	} {
-		name := fmt.Sprintf("gdn_scan/k=%dx%d/v=%dx%d/rows=%d/pos=%d/used=%d", s.nk, s.dk, s.nv, s.dv, s.rows, s.pos, s.used)
-		m := newMaker(name)
-		kd := s.nk * s.dk
-		cs = append(cs, Case{
-			Name: name,
-			Inputs: []Tensor{
-				m.in("q", s.rows, kd), m.in("k", s.rows, kd), m.tensor("v", graph.Input, graph.F32, 2, s.rows, s.nv*s.dv),
-				mapLeaf(m.in("g", s.rows, s.nv), func(x float64) float64 { return -1.5 * math.Abs(x) }),
-				mapLeaf(m.in("beta", s.rows, s.nv), func(x float64) float64 { return refSigmoid(3 * x) }),
-				m.tensor("S", graph.State, graph.F32, 0.5, s.nv, s.dk, s.dv), call(s.pos, s.used),
-			},
-			Build: applyAll(ops.OpGDNScan, nil, 1),
-			Ref: func(in [][]float64) [][]float64 {
-				pos, used := callRows(in[6], s.rows)
-				o, st := refScan(in[0], in[1], in[2], in[3], in[4], in[5], s.nk, s.nv, s.dk, s.dv, pos, used)
-				return [][]float64{o, st}
-			},
-			Tol: TolF32,
-		})
+	for _, s := range scanShapes() {
+		cs = append(cs, s.scanCase())
 	}
 	return cs
+}
+
+// scanShape is a gdn_scan case: key heads of dk, value heads of dv, the
+// rows and the call record, and how the data is drawn.
+type scanShape struct {
+	nk, nv, dk, dv, rows, pos, used int
+	// norm l2-normalizes q (then divides it by sqrt(dk)) and k per head, as
+	// gdn_prep does: each row's update is then a contraction of the state,
+	// which stays bounded over many rows (with raw keys of dk ≥ 4 it grows
+	// by about dk/3 a row).
+	norm bool
+	// decay scales the log-decays, g = −decay·|x| (x uniform in [−1, 1)).
+	decay float64
+}
+
+// scanShapes are the gdn_scan cases: a few rows of raw keys (decode and
+// speculation windows), and many rows of normalized keys, past several
+// chunks of a chunked backend (the CUDA kernels take 64 rows a chunk from
+// 16 rows on), with groups of 1 and 3
+// value heads a key head, slow and fast decay, the state from position 0
+// and stored, and rows past the call's.
+func scanShapes() []scanShape {
+	return []scanShape{
+		{1, 1, 4, 3, 1, 0, 0, false, 1.5}, {2, 4, 8, 5, 3, 0, 0, false, 1.5}, {2, 4, 8, 5, 3, 6, 0, false, 1.5},
+		{1, 3, 16, 16, 5, 2, 3, false, 1.5}, {1, 2, 8, 8, 1, 9, 0, false, 1.5}, {2, 8, 32, 16, 12, 0, 0, false, 1.5},
+		{1, 1, 16, 16, 16, 0, 0, true, 0.1}, {2, 2, 32, 32, 70, 0, 0, true, 0.05}, {1, 3, 64, 64, 130, 11, 0, true, 0.1},
+		{2, 6, 32, 64, 200, 0, 0, true, 1.5}, {1, 3, 64, 32, 200, 300, 141, true, 0.02}, {2, 2, 36, 40, 129, 5, 0, true, 0.3},
+	}
+}
+
+// scanInputs draws the case's leaves.
+func (s scanShape) scanInputs(m *maker) []Tensor {
+	kd := s.nk * s.dk
+	q, k := m.in("q", s.rows, kd), m.in("k", s.rows, kd)
+	if s.norm {
+		copy(q.Data, refMap(refL2Norm(q.Data, s.dk, 0), func(x float64) float64 { return round(graph.F32, x/math.Sqrt(float64(s.dk))) }))
+		copy(k.Data, refMap(refL2Norm(k.Data, s.dk, 0), func(x float64) float64 { return round(graph.F32, x) }))
+	}
+	return []Tensor{
+		q, k, m.tensor("v", graph.Input, graph.F32, 2, s.rows, s.nv*s.dv),
+		mapLeaf(m.in("g", s.rows, s.nv), func(x float64) float64 { return -s.decay * math.Abs(x) }),
+		mapLeaf(m.in("beta", s.rows, s.nv), func(x float64) float64 { return refSigmoid(3 * x) }),
+		m.tensor("S", graph.State, graph.F32, 0.5, s.nv, s.dk, s.dv), call(s.pos, s.used),
+	}
+}
+
+// scanCase is the case of the shape, against refScan.
+func (s scanShape) scanCase() Case {
+	name := fmt.Sprintf("gdn_scan/k=%dx%d/v=%dx%d/rows=%d/pos=%d/used=%d", s.nk, s.dk, s.nv, s.dv, s.rows, s.pos, s.used)
+	if s.norm {
+		name += fmt.Sprintf("/norm/decay=%g", s.decay)
+	}
+	return Case{
+		Name:   name,
+		Inputs: s.scanInputs(newMaker(name)),
+		Build:  applyAll(ops.OpGDNScan, nil, 1),
+		Ref: func(in [][]float64) [][]float64 {
+			pos, used := callRows(in[6], s.rows)
+			o, st := refScan(in[0], in[1], in[2], in[3], in[4], in[5], s.nk, s.nv, s.dk, s.dv, pos, used)
+			return [][]float64{o, st}
+		},
+		Tol: TolF32,
+	}
+}
+
+// GDNScanCase is a gdn_scan case of normalized keys (as gdn_prep makes
+// them) at any shape, for a backend's tests at a model's: nk key heads of
+// dk, nv value heads of dv, rows rows from position pos (the stored state
+// when pos > 0), log-decays −decay·|x|. The float64 reference takes about
+// 4·rows·nv·dk·dv operations.
+func GDNScanCase(nk, nv, dk, dv, rows, pos int, decay float64) Case {
+	return scanShape{nk, nv, dk, dv, rows, pos, 0, true, decay}.scanCase()
 }

@@ -125,6 +125,141 @@ func refScan(q, k, v, g, beta, s []float64, nk, nv, dk, dv, pos, used int) (o, s
 	return o, s2
 }
 
+// refScanChunked is refScan in the chunked (WY) form a backend may use for
+// many rows (flash-linear-attention's chunk_gated_delta_rule), in float64:
+// refScan's results up to rounding. Rows are taken c at a time; see
+// scanChunked.
+func refScanChunked(q, k, v, g, beta, s []float64, nk, nv, dk, dv, pos, used, c int) (o, s2 []float64) {
+	return scanChunked[float64](q, k, v, g, beta, s, nk, nv, dk, dv, pos, used, c)
+}
+
+// scanChunked is the gated delta rule over the first used rows in chunks
+// of c rows, its arithmetic in F (the cumulative log-decays in float64), in
+// the order of the CUDA kernels gdn_chunk_prep and gdn_chunk_scan: with
+// F = float32 it shows the rounding error of the chunked form.
+//
+// Within a chunk of L rows entering with state S₀, with γ_t = Σ_{s≤t} g_s
+// (t counted from the chunk's first row) and Γ_ti = exp(γ_t − γ_i), the
+// recurrence gives S_t = e^{γ_t} S₀ + Σ_{i≤t} Γ_ti k_i u_iᵀ, where the
+// written values u_t = β_t (v_t − e^{γ_t} S₀ᵀk_t − Σ_{i<t} Γ_ti (k_t·k_i) u_i)
+// solve the unit lower-triangular system (I + A) U = X with
+// A_ti = β_t (k_t·k_i) Γ_ti (i < t) and X_t = β_t (v_t − e^{γ_t} S₀ᵀk_t):
+// U = T X for T = (I + A)⁻¹ (forward substitution, column by column). Then
+// o_t = e^{γ_t} S₀ᵀq_t + Σ_{i≤t} (q_t·k_i) Γ_ti u_i and the state leaving
+// the chunk is e^{γ_L} S₀ + Σ_i k_i (Γ_Li u_i)ᵀ, all decay factors ≤ 1.
+func scanChunked[F float32 | float64](q, k, v, g, beta, s []float64, nk, nv, dk, dv, pos, used, c int) (o, s2 []float64) {
+	st := make([]F, len(s))
+	if pos != 0 {
+		for i, x := range s {
+			st[i] = F(x)
+		}
+	}
+	o = make([]float64, len(v))
+	kd, vd := nk*dk, nv*dv
+	dot := func(a, b []float64) F {
+		var d F
+		for r := range dk {
+			d += F(a[r]) * F(b[r])
+		}
+		return d
+	}
+	gam := make([]float64, c)
+	eg, ek := make([]F, c), make([]F, c)
+	a, tm, p := make([]F, c*c), make([]F, c*c), make([]F, c*c)
+	y, z, x, u := make([]F, c*dv), make([]F, c*dv), make([]F, c*dv), make([]F, c*dv)
+	for j := range nv {
+		kh := j / (nv / nk)
+		sj := st[j*dk*dv : (j+1)*dk*dv]
+		key := func(t int) []float64 { return k[t*kd+kh*dk : t*kd+(kh+1)*dk] }
+		qry := func(t int) []float64 { return q[t*kd+kh*dk : t*kd+(kh+1)*dk] }
+		for c0 := 0; c0 < used; c0 += c {
+			l := min(c, used-c0)
+			var acc float64
+			for t := range l {
+				acc += g[(c0+t)*nv+j]
+				gam[t] = acc
+			}
+			for t := range l {
+				eg[t], ek[t] = F(math.Exp(gam[t])), F(math.Exp(gam[l-1]-gam[t]))
+			}
+			// A, P and T = (I + A)⁻¹, as gdn_chunk_prep.
+			clear(a)
+			clear(tm)
+			clear(p)
+			for t := range l {
+				bt := F(beta[(c0+t)*nv+j])
+				for i := 0; i <= t; i++ {
+					d := F(math.Exp(gam[t] - gam[i]))
+					if i < t {
+						a[t*c+i] = bt * dot(key(c0+t), key(c0+i)) * d
+					}
+					p[t*c+i] = dot(qry(c0+t), key(c0+i)) * d
+				}
+			}
+			for i := range l {
+				tm[i*c+i] = 1
+				for t := i + 1; t < l; t++ {
+					var sum F
+					for m := i; m < t; m++ {
+						sum += a[t*c+m] * tm[m*c+i]
+					}
+					tm[t*c+i] = -sum
+				}
+			}
+			// The chunk's rows against the entering state, as gdn_chunk_scan.
+			clear(y)
+			clear(z)
+			for t := range l {
+				kt, qt := key(c0+t), qry(c0+t)
+				for r := range dk {
+					row := sj[r*dv : (r+1)*dv]
+					for i := range dv {
+						y[t*dv+i] += F(kt[r]) * row[i]
+						z[t*dv+i] += F(qt[r]) * row[i]
+					}
+				}
+				bt := F(beta[(c0+t)*nv+j])
+				for i := range dv {
+					x[t*dv+i] = bt * (F(v[(c0+t)*vd+j*dv+i]) - eg[t]*y[t*dv+i])
+				}
+			}
+			for t := range l {
+				for i := range dv {
+					var sum F
+					for m := 0; m <= t; m++ {
+						sum += tm[t*c+m] * x[m*dv+i]
+					}
+					u[t*dv+i] = sum
+				}
+			}
+			for t := range l {
+				for i := range dv {
+					sum := eg[t] * z[t*dv+i]
+					for m := 0; m <= t; m++ {
+						sum += p[t*c+m] * u[m*dv+i]
+					}
+					o[(c0+t)*vd+j*dv+i] = float64(sum)
+				}
+			}
+			for r := range dk {
+				row := sj[r*dv : (r+1)*dv]
+				for i := range dv {
+					sum := eg[l-1] * row[i]
+					for t := range l {
+						sum += F(key(c0 + t)[r]) * (u[t*dv+i] * ek[t])
+					}
+					row[i] = sum
+				}
+			}
+		}
+	}
+	s2 = make([]float64, len(s))
+	for i, x := range st {
+		s2[i] = float64(x)
+	}
+	return o, s2
+}
+
 // refAct is an activation by name.
 func refAct(a ops.Activation) func(float64) float64 {
 	switch a {

@@ -259,6 +259,301 @@ extern "C" __global__ void __launch_bounds__(512) gdn_scan(const float* q, const
 	}
 }
 
+// ---- gdn_scan over many rows: the chunked (WY) form ----
+//
+// The gated delta rule in chunks of GDN_CK rows, as flash-linear-attention's
+// chunk_gated_delta_rule, in f32 throughout (the cumulative log-decays in
+// f64); the Go side's optest.scanChunked is the same arithmetic in the same
+// order. Per value head j, a chunk of L rows entering with state S₀, with
+// γ_t = Σ_{s≤t} g_s from the chunk's first row and Γ_ti = exp(γ_t − γ_i):
+//
+//	A_ti = β_t (k̂_t·k̂_i) Γ_ti (i < t), T = (I + A)⁻¹ (unit lower triangular)
+//	P_ti = (q̂_t·k̂_i) Γ_ti (i ≤ t)
+//	X_t  = β_t (v_t − e^{γ_t} S₀ᵀk̂_t), U = T X
+//	o_t  = e^{γ_t} S₀ᵀq̂_t + Σ_{i≤t} P_ti U_i
+//	S    = e^{γ_{L−1}} S₀ + Σ_i k̂_i (Γ_{L−1,i} U_i)ᵀ
+//
+// gdn_chunk_prep makes T, P and the decays of every (chunk, head) at once;
+// gdn_chunk_scan then runs the chunks in order, one block per (column tile
+// of the state, head). Every decay factor is at most 1.
+
+// GDN_CK is the rows of a chunk.
+#define GDN_CK 64
+// GDN_CK_WS is the floats of a (chunk, head)'s workspace: Tt[C][C] (Tt[i][t]
+// = T_ti), Pt[C][C] (Pt[i][t] = P_ti), eg[C] = e^{γ_t}, ek[C] = Γ_{L−1,t};
+// all zero outside the chunk's rows and above the diagonal.
+#define GDN_CK_WS (2 * GDN_CK * GDN_CK + 2 * GDN_CK)
+// GDN_CK_COLS is the state columns of a gdn_chunk_scan block (a warp's lanes).
+#define GDN_CK_COLS 32
+// GDN_CK_RP is the most state rows a gdn_chunk_scan thread updates: 4 at a
+// time, 8 warps, so key dims up to 8·GDN_CK_RP = 128.
+#define GDN_CK_RP 16
+
+// gdn_chunk_prep: grid (chunks of the rows, value heads nv), 256 threads.
+// Block (c, j) with the chunk's first row c0 = c·GDN_CK < used (others
+// return) stages its key head's k̂ and q̂ rows (stride dk + 1), the
+// cumulative log-decays in f64 (summed in row order), then writes P and the
+// decays, builds A where q̂ was, and solves for T column by column: thread
+// i, for t = i+1 .. L−1, T_ti = −Σ_{m=i}^{t−1} A_tm T_mi (no barrier: the
+// columns are independent). The workspace of (c, j) starts at
+// ws + (c·nv + j)·GDN_CK_WS.
+// Shared memory (floats): 2·GDN_CK (the f64 γ) + GDN_CK + GDN_CK·(dk+1) +
+// max(GDN_CK·(dk+1), 2·GDN_CK·(GDN_CK+1)).
+extern "C" __global__ void __launch_bounds__(256) gdn_chunk_prep(const float* q, const float* k, const float* g, const float* beta,
+                                                                 const int* call, int* err, float* ws, int rows, int nk, int nv, int dk) {
+	pdl_entry();
+	extern __shared__ float gdn_smem[];
+	int pos, used;
+	if (!read_call(call, rows, err, &pos, &used)) return;
+	int c0 = blockIdx.x * GDN_CK, j = blockIdx.y;
+	if (c0 >= used) return;
+	int L = min(GDN_CK, used - c0);
+	int kh = j / (nv / nk), ks = dk + 1, as = GDN_CK + 1;
+	long long kd = (long long)nk * dk;
+	double* sg = (double*)gdn_smem;
+	float* sb = gdn_smem + 2 * GDN_CK;
+	float* sk = sb + GDN_CK;
+	float* sq = sk + GDN_CK * ks;  // q̂, then A [C][C+1] and T [C][C+1]
+	float* sa = sq;
+	float* st = sq + GDN_CK * as;
+	float* out = ws + ((long long)blockIdx.x * nv + j) * GDN_CK_WS;
+	for (int i = threadIdx.x; i < L * dk; i += blockDim.x) {
+		int t = i / dk, r = i - t * dk;
+		long long src = (c0 + t) * kd + (long long)kh * dk + r;
+		sk[t * ks + r] = k[src];
+		sq[t * ks + r] = q[src];
+	}
+	if (threadIdx.x == 0) {
+		double acc = 0;
+		for (int t = 0; t < L; t++) {
+			acc += (double)g[(long long)(c0 + t) * nv + j];
+			sg[t] = acc;
+		}
+	}
+	if ((int)threadIdx.x < L) sb[threadIdx.x] = beta[(long long)(c0 + threadIdx.x) * nv + j];
+	__syncthreads();
+	if ((int)threadIdx.x < GDN_CK) {
+		int t = threadIdx.x;
+		out[2 * GDN_CK * GDN_CK + t] = t < L ? (float)exp(sg[t]) : 0.f;
+		out[2 * GDN_CK * GDN_CK + GDN_CK + t] = t < L ? (float)exp(sg[L - 1] - sg[t]) : 0.f;
+	}
+	// Pt[i][t]: lanes take consecutive t (q̂ rows an odd stride apart).
+	for (int e = threadIdx.x; e < GDN_CK * GDN_CK; e += blockDim.x) {
+		int i = e / GDN_CK, t = e - i * GDN_CK;
+		float p = 0.f;
+		if (i <= t && t < L) {
+			const float* qt = sq + t * ks;
+			const float* ki = sk + i * ks;
+			float d = 0.f;
+			for (int r = 0; r < dk; r++) d += qt[r] * ki[r];
+			p = d * (float)exp(sg[t] - sg[i]);
+		}
+		out[GDN_CK * GDN_CK + e] = p;
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < GDN_CK * GDN_CK; e += blockDim.x) {
+		int t = e / GDN_CK, i = e - t * GDN_CK;
+		float a = 0.f;
+		if (i < t && t < L) {
+			const float* kt = sk + t * ks;
+			const float* ki = sk + i * ks;
+			float d = 0.f;
+			for (int r = 0; r < dk; r++) d += kt[r] * ki[r];
+			a = sb[t] * d * (float)exp(sg[t] - sg[i]);
+		}
+		sa[t * as + i] = a;
+	}
+	__syncthreads();
+	if ((int)threadIdx.x < L) {
+		int i = threadIdx.x;
+		st[i * as + i] = 1.f;
+		for (int t = i + 1; t < L; t++) {
+			float sum = 0.f;
+			for (int m = i; m < t; m++) sum += sa[t * as + m] * st[m * as + i];
+			st[t * as + i] = -sum;
+		}
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < GDN_CK * GDN_CK; e += blockDim.x) {
+		int i = e / GDN_CK, t = e - i * GDN_CK;
+		out[e] = i <= t && t < L ? st[t * as + i] : 0.f;
+	}
+}
+
+// gdn_chunk_scan: grid (column tiles of GDN_CK_COLS, value heads nv), 256
+// threads: lane c owns column tile·GDN_CK_COLS + c, warp w the chunk's rows
+// 8w .. 8w+7. The tile of S (dk rows padded to dkp, a multiple of 4, with
+// zeros) stays in shared memory from the first chunk to the last (zero when
+// the position is 0). Per chunk (the workspace of gdn_chunk_prep):
+//  1. stage k̂ and q̂ [C][dkp] (zero rows past the chunk); Y = K S₀ and
+//     Z = Q S₀ in registers (the k̂, q̂ rows read as float4 broadcasts);
+//  2. Tt and Pt [C][C] replace q̂; X = β (v − e^γ Y) to shared; U = T X;
+//  3. o = e^γ Z + P U, written;
+//  4. S = e^{γ_{L−1}} S + Kᵀ (Γ_{L−1,·} U), each thread 4 rows at a time of
+//     its column, rows 4(w + 8u) .. +3.
+// Rows t ≥ used of o are 0. Shared memory (floats): dkp·GDN_CK_COLS +
+// GDN_CK·dkp + max(GDN_CK·dkp, 2·GDN_CK²) + 2·GDN_CK·GDN_CK_COLS + 3·GDN_CK.
+extern "C" __global__ void __launch_bounds__(256) gdn_chunk_scan(const float* q, const float* k, const float* v, const float* beta,
+                                                                 const float* ws, float* S, const int* call, int* err, float* o,
+                                                                 int rows, int nk, int nv, int dk, int dv) {
+	pdl_entry();
+	extern __shared__ float gdn_smem[];
+	int pos, used;
+	if (!read_call(call, rows, err, &pos, &used)) return;
+	int dkp = (dk + 3) & ~3;
+	int w = threadIdx.x >> 5, c = threadIdx.x & 31, t0 = 8 * w;
+	int j = blockIdx.y, col0 = blockIdx.x * GDN_CK_COLS, col = col0 + c;
+	bool active = col < dv;
+	int kh = j / (nv / nk);
+	long long kd = (long long)nk * dk, vd = (long long)nv * dv;
+	float* sh = S + (long long)j * dk * dv;
+	float* ss = gdn_smem;                   // S [dkp][COLS]
+	float* sk = ss + dkp * GDN_CK_COLS;     // k̂ [C][dkp]
+	float* sr = sk + GDN_CK * dkp;          // q̂ [C][dkp], then Tt, Pt [C][C]
+	float* sx = sr + max(GDN_CK * dkp, 2 * GDN_CK * GDN_CK);  // X [C][COLS]
+	float* su = sx + GDN_CK * GDN_CK_COLS;  // U [C][COLS]
+	float* sb = su + GDN_CK * GDN_CK_COLS;  // β, e^γ, Γ_{L−1,·} [C]
+	float* seg = sb + GDN_CK;
+	float* sek = seg + GDN_CK;
+	for (int i = threadIdx.x; i < dkp * GDN_CK_COLS; i += blockDim.x) {
+		int r = i / GDN_CK_COLS, cl = col0 + i % GDN_CK_COLS;
+		ss[i] = pos != 0 && r < dk && cl < dv ? sh[(long long)r * dv + cl] : 0.f;
+	}
+	for (int c0 = 0; c0 < used; c0 += GDN_CK) {
+		int L = min(GDN_CK, used - c0);
+		const float* wsc = ws + ((long long)(c0 / GDN_CK) * nv + j) * GDN_CK_WS;
+		for (int i = threadIdx.x; i < GDN_CK * dkp; i += blockDim.x) {
+			int t = i / dkp, r = i - t * dkp;
+			bool in = t < L && r < dk;
+			long long src = (c0 + t) * kd + (long long)kh * dk + r;
+			sk[i] = in ? k[src] : 0.f;
+			sr[i] = in ? q[src] : 0.f;
+		}
+		if ((int)threadIdx.x < GDN_CK) {
+			int t = threadIdx.x;
+			sb[t] = t < L ? beta[(long long)(c0 + t) * nv + j] : 0.f;
+			seg[t] = wsc[2 * GDN_CK * GDN_CK + t];
+			sek[t] = wsc[2 * GDN_CK * GDN_CK + GDN_CK + t];
+		}
+		__syncthreads();
+		// 1. Y = K S₀, Z = Q S₀ for rows t0 .. t0+7.
+		float y[8], z[8];
+#pragma unroll
+		for (int a = 0; a < 8; a++) y[a] = z[a] = 0.f;
+		for (int r = 0; r < dkp; r += 4) {
+			float s0 = ss[r * GDN_CK_COLS + c], s1 = ss[(r + 1) * GDN_CK_COLS + c];
+			float s2 = ss[(r + 2) * GDN_CK_COLS + c], s3 = ss[(r + 3) * GDN_CK_COLS + c];
+#pragma unroll
+			for (int a = 0; a < 8; a++) {
+				float4 kv = *(const float4*)(sk + (t0 + a) * dkp + r);
+				float4 qv = *(const float4*)(sr + (t0 + a) * dkp + r);
+				y[a] += kv.x * s0;
+				y[a] += kv.y * s1;
+				y[a] += kv.z * s2;
+				y[a] += kv.w * s3;
+				z[a] += qv.x * s0;
+				z[a] += qv.y * s1;
+				z[a] += qv.z * s2;
+				z[a] += qv.w * s3;
+			}
+		}
+		__syncthreads();
+		// 2. T and P over q̂; X, then U = T X (T is zero above the diagonal).
+		for (int i = threadIdx.x; i < 2 * GDN_CK * GDN_CK / 4; i += blockDim.x)
+			((float4*)sr)[i] = ((const float4*)wsc)[i];
+#pragma unroll
+		for (int a = 0; a < 8; a++) {
+			int t = t0 + a;
+			float x = 0.f;
+			if (t < L && active) x = sb[t] * (v[(long long)(c0 + t) * vd + (long long)j * dv + col] - seg[t] * y[a]);
+			sx[t * GDN_CK_COLS + c] = x;
+		}
+		__syncthreads();
+		int iend = min(L, t0 + 8);
+		float u[8];
+#pragma unroll
+		for (int a = 0; a < 8; a++) u[a] = 0.f;
+		for (int i = 0; i < iend; i++) {
+			float xv = sx[i * GDN_CK_COLS + c];
+			float4 ta = *(const float4*)(sr + i * GDN_CK + t0), tb = *(const float4*)(sr + i * GDN_CK + t0 + 4);
+			u[0] += ta.x * xv;
+			u[1] += ta.y * xv;
+			u[2] += ta.z * xv;
+			u[3] += ta.w * xv;
+			u[4] += tb.x * xv;
+			u[5] += tb.y * xv;
+			u[6] += tb.z * xv;
+			u[7] += tb.w * xv;
+		}
+#pragma unroll
+		for (int a = 0; a < 8; a++) su[(t0 + a) * GDN_CK_COLS + c] = u[a];
+		__syncthreads();
+		// 3. o = e^γ Z + P U.
+		const float* sp = sr + GDN_CK * GDN_CK;
+#pragma unroll
+		for (int a = 0; a < 8; a++) z[a] *= seg[t0 + a];
+		for (int i = 0; i < iend; i++) {
+			float uv = su[i * GDN_CK_COLS + c];
+			float4 pa = *(const float4*)(sp + i * GDN_CK + t0), pb = *(const float4*)(sp + i * GDN_CK + t0 + 4);
+			z[0] += pa.x * uv;
+			z[1] += pa.y * uv;
+			z[2] += pa.z * uv;
+			z[3] += pa.w * uv;
+			z[4] += pb.x * uv;
+			z[5] += pb.y * uv;
+			z[6] += pb.z * uv;
+			z[7] += pb.w * uv;
+		}
+		if (active) {
+#pragma unroll
+			for (int a = 0; a < 8; a++)
+				if (t0 + a < L) o[(long long)(c0 + t0 + a) * vd + (long long)j * dv + col] = z[a];
+		}
+		// 4. S = e^{γ_{L−1}} S + Kᵀ (Γ_{L−1,·} U); only this thread touches
+		// its rows of its column until the next chunk's first step.
+		float eL = seg[L - 1];
+		float acc[GDN_CK_RP];
+#pragma unroll
+		for (int b = 0; b < GDN_CK_RP / 4; b++) {
+			int r = 4 * (w + 8 * b);
+#pragma unroll
+			for (int e = 0; e < 4; e++) acc[4 * b + e] = r < dkp ? eL * ss[(r + e) * GDN_CK_COLS + c] : 0.f;
+		}
+		for (int t = 0; t < L; t++) {
+			float ue = su[t * GDN_CK_COLS + c] * sek[t];
+#pragma unroll
+			for (int b = 0; b < GDN_CK_RP / 4; b++) {
+				int r = 4 * (w + 8 * b);
+				if (r < dkp) {
+					float4 kv = *(const float4*)(sk + t * dkp + r);
+					acc[4 * b] += kv.x * ue;
+					acc[4 * b + 1] += kv.y * ue;
+					acc[4 * b + 2] += kv.z * ue;
+					acc[4 * b + 3] += kv.w * ue;
+				}
+			}
+		}
+#pragma unroll
+		for (int b = 0; b < GDN_CK_RP / 4; b++) {
+			int r = 4 * (w + 8 * b);
+			if (r < dkp) {
+#pragma unroll
+				for (int e = 0; e < 4; e++) ss[(r + e) * GDN_CK_COLS + c] = acc[4 * b + e];
+			}
+		}
+		__syncthreads();
+	}
+	for (int i = threadIdx.x; i < dkp * GDN_CK_COLS; i += blockDim.x) {
+		int r = i / GDN_CK_COLS, cl = col0 + i % GDN_CK_COLS;
+		if (r < dk && cl < dv) sh[(long long)r * dv + cl] = ss[i];
+	}
+	for (long long i = threadIdx.x; i < (long long)(rows - used) * GDN_CK_COLS; i += blockDim.x) {
+		long long t = used + i / GDN_CK_COLS;
+		int cl = col0 + (int)(i % GDN_CK_COLS);
+		if (cl < dv) o[t * vd + (long long)j * dv + cl] = 0.f;
+	}
+}
+
 // gdn_gated_norm: gated_rmsnorm, y = w ⊙ o / sqrt(mean o² + eps) ⊙ act(z)
 // over runs of g elements (w of g, type wt), in f64 as the CPU. One block
 // per run (a multiple of 32 threads); y may be o's buffer (each thread
