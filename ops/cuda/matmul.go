@@ -38,7 +38,15 @@ type mvTuning struct {
 	loads int // MV_LOADS the kernels were compiled with (0: mvLoads)
 	warps int // warps a block, a power of two up to mvMaxWarps (0: mvWarps)
 	split int // warps splitting one unit's K, a power of two up to warps (0: mvPlan's)
-	feats int // features a unit (1 or 2) for plain products (0: mvFeats)
+	feats int // features a unit (1 or 2; 4 too for quant_matmul) for plain products (0: mvFeats, qmvFeats)
+	// quant_matmul's matvec (qmvPlan): quantOld takes the qmv_* kernels (a
+	// warp a feature) wherever it could take the qmvs_* ones; quantGrid,
+	// when positive, caps the grid at that many blocks an SM, each looping
+	// over blocks of units; quantNoStage reads x through L1 rather than
+	// staging it in shared memory.
+	quantOld     bool
+	quantGrid    int
+	quantNoStage bool
 }
 
 // mvShape is a matvec launch: units of feats features, split warps each,

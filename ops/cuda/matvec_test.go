@@ -174,32 +174,39 @@ func TestMatVecSplitK(t *testing.T) {
 func TestMatVecDeterministic(t *testing.T) {
 	be := newTestBackend(t, Options{})
 	for _, c := range []optest.Case{productCase(1, 2560, []int{300, 64, 64, 300}, graph.BF16, false), productCase(2, 7168, []int{200}, graph.BF16, true)} {
-		b := bindCase(t, be, c)
-		b.reset(t, be, 0)
-		st := b.steps(t, be)
-		run := func() [][]float64 {
-			for _, s := range st {
-				if err := s.Run(); err != nil {
-					t.Fatal(err)
-				}
+		checkDeterministic(t, be, c)
+	}
+}
+
+// checkDeterministic runs case c eagerly twice and recorded once: the
+// results must agree bit for bit.
+func checkDeterministic(t *testing.T, be *Backend, c optest.Case) {
+	t.Helper()
+	b := bindCase(t, be, c)
+	b.reset(t, be, 0)
+	st := b.steps(t, be)
+	run := func() [][]float64 {
+		for _, s := range st {
+			if err := s.Run(); err != nil {
+				t.Fatal(err)
 			}
-			return b.results(t, be)
 		}
-		first, second := run(), run()
-		rec, err := be.Record(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Replay(); err != nil {
-			t.Fatal(err)
-		}
-		replayed := b.results(t, be)
-		rec.Close()
-		for i := range first {
-			for j := range first[i] {
-				if math.Float64bits(first[i][j]) != math.Float64bits(second[i][j]) || math.Float64bits(first[i][j]) != math.Float64bits(replayed[i][j]) {
-					t.Fatalf("%s: output %d[%d]: %v, %v, replayed %v", c.Name, i, j, first[i][j], second[i][j], replayed[i][j])
-				}
+		return b.results(t, be)
+	}
+	first, second := run(), run()
+	rec, err := be.Record(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Replay(); err != nil {
+		t.Fatal(err)
+	}
+	replayed := b.results(t, be)
+	rec.Close()
+	for i := range first {
+		for j := range first[i] {
+			if math.Float64bits(first[i][j]) != math.Float64bits(second[i][j]) || math.Float64bits(first[i][j]) != math.Float64bits(replayed[i][j]) {
+				t.Fatalf("%s: output %d[%d]: %v, %v, replayed %v", c.Name, i, j, first[i][j], second[i][j], replayed[i][j])
 			}
 		}
 	}

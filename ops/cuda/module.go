@@ -112,6 +112,13 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 		}
 	}
+	if qmvSharedMax > 48<<10 {
+		for _, n := range qmvsKernelNames() {
+			if err := ks.fn[n].SetMaxDynamicSharedBytes(qmvSharedMax); err != nil {
+				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+			}
+		}
+	}
 	for _, n := range qsaRowsKernels {
 		if err := ks.fn[n].SetMaxDynamicSharedBytes(qsaRowsSharedMax); err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)

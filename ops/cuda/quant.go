@@ -9,8 +9,11 @@ import (
 )
 
 // Products with quantized weights (quant_matmul): up to matvecMaxRows rows
-// a bandwidth-bound matvec that dequantizes as it streams the codes (qmv_*,
-// kernels/quant.cu); more rows dequantize the weight to bf16 into scratch
+// a bandwidth-bound matvec that dequantizes as it streams the codes: built
+// as the bf16 matvec (split-K over the warps of a block, units of features
+// sharing x, the launch shape by mvPlan; qmvs_*, kernels/quant.cu) when
+// the codes can be read as 16-byte vectors, else a warp a feature reading
+// them element by element (qmv_*, also the tuning's quantOld); more rows dequantize the weight to bf16 into scratch
 // the backend shares between all such products (one runs at a time on the
 // stream) and multiply through matmul's GEMM path (cuBLAS). The quantized
 // experts of quant_expert_matmul take expert_matmul's two forms (moe.go):
@@ -22,11 +25,95 @@ import (
 var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_expert_matmul": bindQuantExpertMatMul}
 
 // quantKernels are their kernels.
-var quantKernels = []string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
-	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}
+var quantKernels = append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
+	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...)
 
 // qmvWarps is the warps (features) of a qmv block.
 const qmvWarps = 8
+
+// The split-K quantized matvec (qmvs_*, kernels/quant.cu): qmvLoads 16-byte
+// code loads per lane per iteration (QMV_LOADS), at most qmvSharedMax bytes
+// of x staged in shared memory (larger x is read through L1), and the
+// features of a unit by format when the tuning names none: the unit's
+// features share every x value a lane reads, and a 16-byte vector of 4-bit
+// codes multiplies 32 of them, so q4 takes the most.
+const (
+	qmvLoads     = 4
+	qmvSharedMax = 96 << 10
+)
+
+// qmvFeats are the default features of a qmvs unit, by the kernels' name of
+// the format.
+var qmvFeats = map[string]int{"f8": 2, "i8": 2, "u4": 4}
+
+// qmvsKernelNames are the qmvs kernels' names (quant.cu's instances).
+func qmvsKernelNames() []string {
+	var out []string
+	for _, q := range []string{"f8", "i8", "u4"} {
+		for _, rb := range []int{1, matvecMaxRows} {
+			for _, f := range []int{1, 2, 4} {
+				out = append(out, fmt.Sprintf("qmvs_%s_r%d_f%d", q, rb, f))
+			}
+		}
+	}
+	return out
+}
+
+// qmvIn is what decides a quantized matvec's launch.
+type qmvIn struct {
+	name                  string // the format's kernel name (quantCode)
+	perVec                int    // codes in a 16-byte vector
+	rows, k, nOut, stride int
+	blockCols             int
+	aligned               bool // codes and x 16-byte aligned
+}
+
+// qmvLaunch is a quantized matvec's launch: the old qmv_* kernel (old, a
+// warp a feature), or a qmvs_* kernel over units of shape.feats features in
+// nb blocks of units on a grid of grid blocks, x staged in shared bytes of
+// shared memory when shared is not 0.
+type qmvLaunch struct {
+	old    bool
+	vec    bool // old: 16-byte code vectors
+	name   string
+	shape  mvShape
+	nb     int
+	grid   int
+	shared int
+}
+
+// qmvPlan chooses the launch of quant_matmul's product for 1..matvecMaxRows
+// rows: the qmvs kernels when the rows, the blocks and the pointers allow
+// 16-byte code vectors and the tuning does not ask for the old ones, the
+// launch shape by mvPlan as the bf16 matvec's.
+func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
+	rb := 1
+	if in.rows > 1 {
+		rb = matvecMaxRows
+	}
+	vec := in.k%in.perVec == 0 && in.blockCols%in.perVec == 0 && in.stride%16 == 0 && in.aligned
+	if !vec || t.quantOld {
+		return qmvLaunch{old: true, vec: vec, name: fmt.Sprintf("qmv_%s_r%d", in.name, rb),
+			shape: mvShape{feats: 1, split: 1, warps: qmvWarps, blocks: (in.nOut + qmvWarps - 1) / qmvWarps}}
+	}
+	feats := qmvFeats[in.name]
+	if t.feats == 1 || t.feats == 2 || t.feats == 4 {
+		feats = t.feats
+	}
+	sh := mvPlan(t, (in.nOut+feats-1)/feats, feats, in.k, in.perVec, maxChunk, sms)
+	l := qmvLaunch{name: fmt.Sprintf("qmvs_%s_r%d_f%d", in.name, rb, feats), shape: sh, nb: sh.blocks, grid: sh.blocks}
+	if t.quantGrid > 0 {
+		// At most quantGrid blocks an SM, each looping over as even a
+		// share of the blocks of units as the grid allows.
+		per := (sh.blocks + t.quantGrid*sms - 1) / (t.quantGrid * sms)
+		l.grid = (sh.blocks + per - 1) / per
+	}
+	chunks := (in.k/in.perVec + 31) / 32
+	if b := 4 * in.rows * chunks * 32 * in.perVec; b <= qmvSharedMax && !t.quantNoStage {
+		l.shared = b
+	}
+	return l
+}
 
 // quantCode is the kernels' code (QT_*) and name of a quantized dtype, and
 // the codes in a 16-byte vector.
@@ -80,17 +167,24 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 	}
 	scols, br, bc := int32(sv.Shape[1]), int32(a.BlockRows), int32(a.BlockCols)
 	if rows <= matvecMaxRows {
-		vec := int32(0)
-		if k%perVec == 0 && a.BlockCols%perVec == 0 && stride%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
-			vec = 1
+		l := qmvPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,
+			blockCols: a.BlockCols, aligned: w.ptr%16 == 0 && x.ptr%16 == 0}, be.opts.MatvecMaxChunk, be.kernels.sms)
+		if l.old {
+			vec := int32(0)
+			if l.vec {
+				vec = 1
+			}
+			s.add(l.name, [3]uint32{uint32(l.shape.blocks), 1, 1}, [3]uint32{32 * qmvWarps, 1, 1}, 0,
+				x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
+			return s, nil
 		}
-		rb := 1
-		if rows > 1 {
-			rb = matvecMaxRows
+		xsm := int32(0)
+		if l.shared > 0 {
+			xsm = 1
 		}
-		s.add(fmt.Sprintf("qmv_%s_r%d", name, rb), [3]uint32{uint32((nOut + qmvWarps - 1) / qmvWarps), 1, 1},
-			[3]uint32{32 * qmvWarps, 1, 1}, 0,
-			x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
+		s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared),
+			x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut),
+			int32(l.shape.split), int32(l.nb), xsm)
 		return s, nil
 	}
 	deq, err := be.reuse(&be.deq, 4*nOut*k)

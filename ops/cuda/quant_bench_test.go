@@ -1,6 +1,9 @@
 package cuda
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/reel-runtime/reel/graph"
@@ -8,11 +11,14 @@ import (
 )
 
 // BenchmarkQuantGEMV measures quant_matmul at Dory-4B's decode shapes
-// (one row) in FP8 (128 x 128 blocks, f32 scales), q8 and q4 (groups of 32,
-// f16 scales): GB/s of codes, scales and activations moved, and the share
-// of the copy bound, as BenchmarkGEMV reports the bf16 products; and the
-// gate/up shape at 64 rows (the prompt path: dequantize, then the GEMM),
-// e.g. ops_cuda.test -test.run '^$' -test.bench QuantGEMV.
+// (one row; the gate/up shape also with 4 and 8) in FP8 (128 x 128 blocks,
+// f32 scales), q8 and q4 (groups of 32, f16 scales), each with the old
+// kernels (qmv_*, a warp a feature: <format>_old_<shape>) and the split-K
+// ones (qmvs_*, the default: <format>_new_<shape>): GB/s of codes, scales
+// and activations moved, and the share of the copy bound, as BenchmarkGEMV
+// reports the bf16 products; and the gate/up shape at 64 rows (the prompt
+// path: dequantize, then the GEMM), e.g. ops_cuda.test -test.run '^$'
+// -test.bench QuantGEMV.
 func BenchmarkQuantGEMV(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
@@ -32,11 +38,18 @@ func BenchmarkQuantGEMV(b *testing.B) {
 			if s.form != "matmul" || s.ws[0][0] > 65536 {
 				continue
 			}
-			b.Run(f+"_"+s.name, func(b *testing.B) {
-				gb := newQuantBench(b, be, s, formats[f].dt, formats[f].sdt, formats[f].blocks)
-				defer gb.free()
-				gb.report(b, be, gb.steps(b, be, false), f)
-			})
+			for _, k := range []struct {
+				name string
+				tune mvTuning
+			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{}}} {
+				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {
+					be.mv = k.tune
+					defer func() { be.mv = mvTuning{} }()
+					gb := newQuantBench(b, be, s, formats[f].dt, formats[f].sdt, formats[f].blocks)
+					defer gb.free()
+					gb.report(b, be, gb.steps(b, be, false), f+" "+k.name)
+				})
+			}
 		}
 		s := gemvShape{"gate_up_7168x2560_rows64", "matmul", [][2]int{{7168, 2560}}, 64}
 		b.Run(f+"_"+s.name, func(b *testing.B) {
@@ -82,4 +95,58 @@ func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType,
 		b.inst = append(b.inst, bufs)
 	}
 	return b
+}
+
+// TestQuantMatVecSweep times the qmvs kernels over launch shapes (features
+// a unit, warps, split, a capped grid, x staged or through L1) at
+// BenchmarkQuantGEMV's decode shapes, for tuning qmvFeats and qmvPlan: set
+// REEL_QMV_SWEEP (the formats: "q4 q8 fp8") to run it; compile other
+// QMV_LOADS with Options.Defines as TestMatVecSweep does MV_LOADS.
+func TestQuantMatVecSweep(t *testing.T) {
+	env := os.Getenv("REEL_QMV_SWEEP")
+	if env == "" {
+		t.Skip("REEL_QMV_SWEEP is not set")
+	}
+	be := newTestBackend(t, Options{})
+	formats := map[string][2]graph.DType{"fp8": {graph.F8E4M3, graph.F32}, "q8": {graph.I8, graph.F16}, "q4": {graph.U8, graph.F16}}
+	for _, f := range strings.Fields(env) {
+		dts, ok := formats[f]
+		if !ok {
+			t.Fatalf("REEL_QMV_SWEEP: format %q: want fp8, q8 or q4", f)
+		}
+		a := ops.QuantAttrs{BlockRows: 1, BlockCols: 32}
+		if f == "fp8" {
+			a = ops.QuantAttrs{BlockRows: 128, BlockCols: 128}
+		}
+		for _, s := range gemvShapes {
+			if s.form != "matmul" || s.ws[0][0] > 65536 {
+				continue
+			}
+			gb := newQuantBench(t, be, s, dts[0], dts[1], a)
+			tunes := []mvTuning{{quantOld: true}}
+			for _, feats := range []int{1, 2, 4} {
+				for _, warps := range []int{4, 8} {
+					for _, split := range []int{0, 1, 2, 4} {
+						for _, grid := range []int{0, 2, 4} {
+							for _, noStage := range []bool{false, true} {
+								tunes = append(tunes, mvTuning{feats: feats, warps: warps, split: split, quantGrid: grid, quantNoStage: noStage})
+							}
+						}
+					}
+				}
+			}
+			best, bestT := 0.0, mvTuning{}
+			for _, tune := range tunes {
+				be.mv = tune
+				per, gbps := gb.time(t, be, gb.steps(t, be, false), 20)
+				fmt.Printf("sweep %-4s %-24s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", f, s.name, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
+				if gbps > best {
+					best, bestT = gbps, tune
+				}
+			}
+			fmt.Printf("best  %-4s %-24s %+v: %.0f GB/s %.1f%%\n", f, s.name, bestT, best, 100*best*1e9/copyBound)
+			be.mv = mvTuning{}
+			gb.free()
+		}
+	}
 }

@@ -40,6 +40,22 @@ func quantCases() []Case {
 		}
 		qs = append(qs, qcase{dt, graph.F32, 2, 96, 17, 1, 32})
 	}
+	// The decode kernels of 16-byte code vectors (CUDA's qmvs_*): 1, 3 and
+	// 8 rows; K of one vector's worth to Dory-4B's 2560 and 7168 (x staged
+	// in shared memory or too large for it); outputs not a multiple of a
+	// unit of 1, 2 or 4 features; groups of 64; and the shapes that fall
+	// back to element loads: K not a multiple of a vector (48 4-bit codes
+	// make rows of 24 bytes), groups smaller than a vector.
+	for _, dt := range []graph.DType{graph.F8E4M3, graph.I8, graph.U8} {
+		sdt, br, bc := graph.F16, 1, 32
+		if dt == graph.F8E4M3 {
+			sdt, br, bc = graph.F32, 128, 128
+		}
+		for _, s := range [][3]int{{1, 64, 33}, {3, 2560, 70}, {8, 7168, 13}, {1, 7168, 9}, {8, 64, 5}, {1, 2560, 131}, {3, 4096, 6}} {
+			qs = append(qs, qcase{dt, sdt, s[0], s[1], s[2], br, bc})
+		}
+		qs = append(qs, qcase{dt, graph.BF16, 2, 256, 11, 3, 64}, qcase{dt, sdt, 3, 48, 7, br, 16})
+	}
 	var cs []Case
 	for _, q := range qs {
 		name := fmt.Sprintf("quant_matmul/%s/%s/%dx%dx%d/blocks=%dx%d", q.dt, q.sdt, q.rows, q.k, q.n, q.br, q.bc)

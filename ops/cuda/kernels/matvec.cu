@@ -74,6 +74,44 @@ __device__ __forceinline__ float mv_fma(uint4 q, const float* xv, float acc) {
 	return acc;
 }
 
+// mv_prefetch asks, before pdl_entry, for the L2 lines of the first B
+// batches of weight vectors that a lane of warp p of its unit's S will read
+// (vector ((p + S·u)·32 + lane) of each row wr[i] that is ok, of V): every
+// eighth lane, since eight 16-byte vectors make a line.
+template <int MF, int B>
+__device__ __forceinline__ void mv_prefetch(const char* const* wr, const bool* ok, int V, int p, int S) {
+	int lane = threadIdx.x & 31;
+	if (lane & 7) return;
+#pragma unroll
+	for (int u = 0; u < B; u++) {
+		int v = ((p + S * u) << 5) + lane;
+#pragma unroll
+		for (int i = 0; i < MF; i++)
+			if (ok[i] && v < V) prefetch_l2((const uint4*)wr[i] + v);
+	}
+}
+
+// mv_warp_sums sums each of a lane's MF·RB partial sums acc (feature i, row
+// r at i·RB + r) over the warp and stores them in red[(warp·MF + i)·RB + r]
+// (0 for rows from R on), for mv_group_sum after a __syncthreads.
+template <int MF, int RB>
+__device__ __forceinline__ void mv_warp_sums(const float* acc, int R, float* red) {
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+	for (int t = 0; t < MF * RB; t++) {
+		float v = t % RB < R ? warp_sum(acc[t]) : 0.f;
+		if (lane == 0) red[warp * MF * RB + t] = v;
+	}
+}
+
+// mv_group_sum is the sum of feature i, row r of group g: its S warps'
+// sums (mv_warp_sums) added in warp order, so the same bits on every run.
+__device__ __forceinline__ float mv_group_sum(const float* red, int g, int S, int MF, int RB, int i, int r) {
+	float a = 0.f;
+	for (int q = 0; q < S; q++) a += red[((g * S + q) * MF + i) * RB + r];
+	return a;
+}
+
 // The kernels' parameters: x [R, K]; NF virtual features (mv) or gate/up
 // rows (mvsw); S warps per unit; vec: 16-byte loads allowed; the segments'
 // weights w0..w3, outputs y0..y3 and ends e0..e2 (the last ends at NF;
@@ -115,18 +153,8 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 		wr[i] = (const char*)w + (long long)(ok[i] ? row : 0) * K * ES;
 	}
 	// The lines of this lane's first two batches of weight vectors, asked
-	// for before waiting on the previous kernel (every eighth lane: eight
-	// 16-byte vectors make a line).
-	if (vec && (lane & 7) == 0) {
-		int V = K / E;
-#pragma unroll
-		for (int u = 0; u < 2 * U; u++) {
-			int v = ((p + S * u) << 5) + lane;
-#pragma unroll
-			for (int i = 0; i < MF; i++)
-				if (ok[i] && v < V) prefetch_l2((const uint4*)wr[i] + v);
-		}
-	}
+	// for before waiting on the previous kernel.
+	if (vec) mv_prefetch<MF, 2 * U>(wr, ok, K / E, p, S);
 	pdl_entry();
 	float acc[MF][RB];
 	float ss[RB]; // NRM: Σx² of the x this lane read
@@ -182,19 +210,8 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 		}
 	}
 	// Per warp, then the group's S warps in order.
-#pragma unroll
-	for (int i = 0; i < MF; i++)
-#pragma unroll
-		for (int r = 0; r < RB; r++) {
-			float t = r < R ? warp_sum(acc[i][r]) : 0.f;
-			if (lane == 0) red[(warp * MF + i) * RB + r] = t;
-		}
-	if (NRM)
-#pragma unroll
-		for (int r = 0; r < RB; r++) {
-			float t = r < R ? warp_sum(ss[r]) : 0.f;
-			if (lane == 0) nred[warp * RB + r] = t;
-		}
+	mv_warp_sums<MF, RB>(&acc[0][0], R, red);
+	if (NRM) mv_warp_sums<1, RB>(ss, R, nred);
 	__syncthreads();
 	int outs = G * (SW ? 1 : MF) * RB;
 	for (int t = threadIdx.x; t < outs; t += blockDim.x) {
@@ -203,21 +220,15 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 		if (SW) {
 			int j = blockIdx.x * G + gi;
 			if (j >= NF) continue;
-			float a = 0.f, b = 0.f;
-			for (int q = 0; q < S; q++) {
-				a += red[((gi * S + q) * MF) * RB + r];
-				b += red[((gi * S + q) * MF + MF - 1) * RB + r];
-			}
+			float a = mv_group_sum(red, gi, S, MF, RB, 0, r), b = mv_group_sum(red, gi, S, MF, RB, MF - 1, r);
 			y0[(long long)r * NF + j] = (float)silu_d((double)(a * sg[j])) * (b * su[j]);
 		} else {
 			int i = gi % MF, gg = gi / MF;
 			int f = (blockIdx.x * G + gg) * MF + i;
 			if (f >= NF) continue;
-			float a = 0.f;
-			for (int q = 0; q < S; q++) a += red[((gg * S + q) * MF + i) * RB + r];
+			float a = mv_group_sum(red, gg, S, MF, RB, i, r);
 			if (NRM) {
-				float n2 = 0.f;
-				for (int q = 0; q < S; q++) n2 += nred[(gg * S + q) * RB + r];
+				float n2 = mv_group_sum(nred, gg, S, 1, RB, 0, r);
 				a = (float)((double)a / sqrt((double)n2 + (double)eps));
 			}
 			int s = (f >= e0) + (f >= e1) + (f >= e2);
