@@ -3,6 +3,8 @@ package graph
 import (
 	"fmt"
 	"strings"
+
+	"github.com/reel-runtime/reel/half"
 )
 
 // DType is the element type of a value.
@@ -54,6 +56,23 @@ func (d DType) Size() int {
 		return 1
 	}
 	return 0
+}
+
+// DecodeFloats converts src, little-endian elements of the floating-point
+// type d (F32, F16 or BF16; see IsFloat), to dst, which holds as many
+// elements. It reports false, converting nothing, for any other type.
+func (d DType) DecodeFloats(dst []float32, src []byte) bool {
+	switch d {
+	case F32:
+		half.DecodeF32(dst, src)
+	case F16:
+		half.DecodeF16(dst, src)
+	case BF16:
+		half.DecodeBF16(dst, src)
+	default:
+		return false
+	}
+	return true
 }
 
 // BlockLen is the number of elements stored in Size bytes: 1 for plain types.

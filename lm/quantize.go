@@ -54,7 +54,7 @@ func (q Quant) Quantize(t Tensor) (codes, scales Tensor, err error) {
 				m, b := band/sr, band%sr
 				r0, r1 := m*out+b*q.BlockRows, m*out+min((b+1)*q.BlockRows, out)
 				x := rows[:(r1-r0)*in]
-				decodeFloat(t.DType, x, t.Data[r0*in*t.DType.Size():r1*in*t.DType.Size()])
+				t.DType.DecodeFloats(x, t.Data[r0*in*t.DType.Size():r1*in*t.DType.Size()])
 				if err := ops.QuantBandScales(cdt, q.Attrs(), sdt, x, r1-r0, in, scs); err != nil {
 					errs[w] = fmt.Errorf("quantize %srows %d..%d: %w", whichMatrix(lead, m), r0-m*out, r1-m*out-1, err)
 					return
@@ -91,18 +91,6 @@ func whichMatrix(lead []int, m int) string {
 	return fmt.Sprintf("matrix %d: ", m)
 }
 
-// decodeFloat converts little-endian elements of dt to f32.
-func decodeFloat(dt graph.DType, dst []float32, src []byte) {
-	switch dt {
-	case graph.F32:
-		half.DecodeF32(dst, src)
-	case graph.BF16:
-		half.DecodeBF16(dst, src)
-	default:
-		half.DecodeF16(dst, src)
-	}
-}
-
 // Dequantize is the float32 matrix [out, in] of codes and scales in q's
 // format (Quantize's inverse, up to the rounding of the codes); codes and
 // scales of a stack of matrices [E, out, in] give the E matrices one after
@@ -118,7 +106,7 @@ func (q Quant) Dequantize(codes, scales Tensor, out, in int) ([]float32, error) 
 		return nil, fmt.Errorf("dequantize %s%v with scales %s%v as %s [%d %d]", codes.DType, codes.Shape, scales.DType, scales.Shape, q, out, in)
 	}
 	sc := make([]float32, mats*ss[0]*ss[1])
-	decodeFloat(scales.DType, sc, scales.Data)
+	scales.DType.DecodeFloats(sc, scales.Data)
 	w := make([]float32, mats*out*in)
 	for r := range mats * out {
 		row := codes.Data[r*stride : (r+1)*stride]

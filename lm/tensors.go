@@ -55,7 +55,7 @@ func (t Tensor) Float32() ([]float32, error) {
 		return nil, fmt.Errorf("%s%v with %d bytes: not a float tensor with its data", t.DType, t.Shape, len(t.Data))
 	}
 	v := make([]float32, t.Len())
-	decodeFloat(t.DType, v, t.Data)
+	t.DType.DecodeFloats(v, t.Data)
 	return v, nil
 }
 

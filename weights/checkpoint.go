@@ -15,7 +15,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 )
 
 // File names of a Hugging Face checkpoint folder.
@@ -239,14 +238,7 @@ func (c *Checkpoint) Float32(name string) ([]float32, error) {
 		return nil, err
 	}
 	out := make([]float32, info.Len())
-	switch info.DType {
-	case graph.F32:
-		half.DecodeF32(out, b)
-	case graph.F16:
-		half.DecodeF16(out, b)
-	case graph.BF16:
-		half.DecodeBF16(out, b)
-	default:
+	if !info.DType.DecodeFloats(out, b) {
 		return nil, fmt.Errorf("checkpoint %s: tensor %q is %s, not a floating-point type", c.dir, name, info.DType)
 	}
 	return out, nil

@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 	"github.com/reel-runtime/reel/ops"
 )
 
@@ -249,11 +248,7 @@ func (be *Backend) Load(dt graph.DType, n int, data []byte) (ops.Buffer, error) 
 	b.readOnly = true
 	if !be.halfWeights && (dt == graph.BF16 || dt == graph.F16) {
 		b.decoded = make([]float32, n)
-		if dt == graph.BF16 {
-			half.DecodeBF16(b.decoded, data)
-		} else {
-			half.DecodeF16(b.decoded, data)
-		}
+		dt.DecodeFloats(b.decoded, data)
 	}
 	return b, nil
 }

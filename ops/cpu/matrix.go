@@ -6,7 +6,6 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/reel-runtime/reel/graph"
-	"github.com/reel-runtime/reel/half"
 )
 
 // matrix reads the rows of a 2-D weight or table stored as f32, bf16 or f16,
@@ -58,10 +57,8 @@ func (m *matrix) block(lo, hi int, scratch []float32) []float32 {
 		m.q.rows(lo, hi, m.cols, scratch[:b-a])
 	case m.dt == graph.F32:
 		return m.f32[a:b:b]
-	case m.dt == graph.BF16:
-		half.DecodeBF16(scratch[:b-a], m.raw[2*a:2*b])
 	default:
-		half.DecodeF16(scratch[:b-a], m.raw[2*a:2*b])
+		m.dt.DecodeFloats(scratch[:b-a], m.raw[2*a:2*b])
 	}
 	return scratch[: b-a : b-a]
 }
