@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +29,10 @@ replays) and, on CUDA, the card's copy bandwidth measured in the same run
 and the decode speed as a share of the bound it sets. For the prompt it prints
 tokens/s, the time to the first token, the products' work (TFLOP/s) and, on
 CUDA, that as a share of the card's bf16 matrix rate measured in the same run
-(a large cuBLAS product of random matrices).`, stderr)
+(a large cuBLAS product of random matrices). --windows times forwards of
+a few rows at once after the decode (a speculation window's verification,
+or a batch of sequences' decode rows), each against a one-row forward
+timed the same way.`, stderr)
 	mf.register(fs, true)
 	synthetic := fs.String("synthetic", "", "random-weight model of a known shape: "+strings.Join(models.SyntheticNames(), ", "))
 	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
@@ -36,6 +40,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	tokens := fs.Int("tokens", 64, "decode tokens")
 	context := fs.Int("context", 32768, "the positions the states (KV caches) are sized for in the report's context line")
 	profile := fs.Bool("profile", false, "also time the last prompt chunk's and the decode plan's launches op by op (each followed by a sync)")
+	windows := fs.String("windows", "", "also time forwards of these row counts after the decode (comma-separated, 1 to 8: e.g. 2,5,8), each against one row")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the decode loop to this file (for go tool pprof)")
 	if err := parseFlags(ctx, fs, args); err != nil {
 		return err
@@ -46,11 +51,14 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	if *context < 1 {
 		return usagef("--context %d: want at least one position", *context)
 	}
+	windowRows, err := parseWindows(*windows)
+	if err != nil {
+		return err
+	}
 	if err := mf.check(); err != nil {
 		return err
 	}
 	var l *loaded
-	var err error
 	if *synthetic != "" {
 		if mf.dir != "" {
 			return usagef("give --model or --synthetic, not both")
@@ -135,6 +143,12 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var windowCost strings.Builder
+	if len(windowRows) > 0 {
+		if err := writeWindows(&windowCost, s, windowRows, vocab); err != nil {
+			return err
+		}
+	}
 	tps := float64(*tokens) / decode.Seconds()
 	var b strings.Builder
 	quant := ""
@@ -175,6 +189,7 @@ CUDA, that as a share of the card's bf16 matrix rate measured in the same run
 			}
 		}
 	}
+	b.WriteString(windowCost.String())
 	fmt.Fprintf(&b, "plan cache   %s\n", s.Stats())
 	b.WriteString(promptProfile.String())
 	if *profile && pl != nil {
@@ -345,4 +360,72 @@ func weightBytesRead(p *planner.Planned) int {
 		}
 	}
 	return total
+}
+
+// parseWindows reads --windows: row counts from 1 to 8, comma-separated.
+func parseWindows(list string) ([]int, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var rows []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 8 {
+			return nil, usagef("--windows %q: %q is not a row count from 1 to 8", list, f)
+		}
+		rows = append(rows, n)
+	}
+	return rows, nil
+}
+
+// windowReps is how many times writeWindows runs each window.
+const windowReps = 32
+
+// writeWindows times forwards of each row count in rows at the session's
+// position, every row's logits wanted (a speculation window's
+// verification), each taken back after it, against a one-row forward timed
+// the same way, and writes the line of the report. A session with recurrent
+// states goes back through a snapshot taken first.
+func writeWindows(b *strings.Builder, s models.Session, rows []int, vocab int) error {
+	p := s.Pos()
+	if sn, ok := s.(interface{ Snapshot() error }); ok {
+		if err := sn.Snapshot(); err != nil {
+			return err
+		}
+	}
+	time1 := func(n int) (time.Duration, error) {
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = (p + 17*i) % vocab
+		}
+		var best time.Duration
+		for r := range windowReps + 1 {
+			t0 := time.Now()
+			if _, err := s.Forward(ids, p, lm.WantAll); err != nil {
+				return 0, fmt.Errorf("window of %d rows: %w", n, err)
+			}
+			d := time.Since(t0)
+			if err := s.Rollback(p); err != nil {
+				return 0, fmt.Errorf("window of %d rows: %w", n, err)
+			}
+			if r > 0 && (best == 0 || d < best) { // the first run builds the plan
+				best = d
+			}
+		}
+		return best, nil
+	}
+	one, err := time1(1)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "windows      best of %d, logits of every row read: 1 row %.3f ms", windowReps, one.Seconds()*1e3)
+	for _, n := range rows {
+		d, err := time1(n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "; %d rows %.3f ms (%.2fx)", n, d.Seconds()*1e3, d.Seconds()/one.Seconds())
+	}
+	b.WriteString("\n")
+	return nil
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/models/qwen4"
+	"github.com/reel-runtime/reel/ops/cpu"
 )
 
 // TestBenchContext: bench sizes the session's states for --context
@@ -41,4 +44,37 @@ func TestBenchReleasedOnCPU(t *testing.T) {
 	code, _, errOut := reel("bench", "--synthetic", "qwen4-released", "--quant", "q4", "--device", "cpu")
 	require.Equal(t, exitError, code)
 	require.Contains(t, errOut, "synthetic qwen4-released needs about")
+}
+
+// TestBenchWindows: --windows times each window and takes it back: the
+// session (recurrent states included) stands where it stood, so the next
+// token's logits are those of a session that ran no window.
+func TestBenchWindows(t *testing.T) {
+	m, err := qwen4.Load("../../testdata/qwen4/qwen4-tiny-small-11")
+	require.NoError(t, err)
+	defer m.Close()
+	prompt := []int{3, 1, 4, 1, 5, 9, 2, 6}
+	next := func(windows []int) []float32 {
+		s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(2)}}})
+		require.NoError(t, err)
+		defer s.Close()
+		_, err = s.Forward(prompt, 0, lm.WantNone)
+		require.NoError(t, err)
+		if windows != nil {
+			var b strings.Builder
+			require.NoError(t, writeWindows(&b, s, windows, m.Vocab()))
+			require.Regexp(t, `^windows      best of \d+, logits of every row read: 1 row [0-9.]+ ms; 2 rows [0-9.]+ ms \([0-9.]+x\); 5 rows [0-9.]+ ms \([0-9.]+x\)\n$`, b.String())
+			require.Equal(t, len(prompt), s.Pos())
+		}
+		out, err := s.Forward([]int{7}, len(prompt), lm.WantLast)
+		require.NoError(t, err)
+		return out.Data().([]float32)
+	}
+	require.Equal(t, next(nil), next([]int{2, 5}))
+
+	for _, bad := range []string{"0", "9", "2,x", "2,,3"} {
+		code, _, errOut := reel("bench", "--windows", bad)
+		require.Equal(t, exitUsage, code, bad)
+		require.Contains(t, errOut, "--windows", bad)
+	}
 }
