@@ -159,22 +159,19 @@ func propertyClass(name string) (*class, error) {
 		cls.addTable(unicode.Ll)
 		cls.addTable(unicode.Lt)
 		return cls, nil
-	case "alpha", "alphabetic":
+	case "alpha", "alphabetic", "alnum":
 		cls.addTable(unicode.L)
 		cls.addTable(unicode.Nl)
 		cls.addTable(unicode.Other_Alphabetic)
+		if loose == "alnum" {
+			cls.addTable(unicode.Nd)
+		}
 		return cls, nil
 	case "space", "whitespace":
 		cls.addPred(isSpace)
 		return cls, nil
 	case "word":
 		cls.addPred(IsWord)
-		return cls, nil
-	case "alnum":
-		cls.addTable(unicode.L)
-		cls.addTable(unicode.Nl)
-		cls.addTable(unicode.Other_Alphabetic)
-		cls.addTable(unicode.Nd)
 		return cls, nil
 	case "upper", "uppercase":
 		cls.addTable(unicode.Upper)

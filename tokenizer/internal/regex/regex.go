@@ -3,6 +3,7 @@ package regex
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -58,6 +59,18 @@ type inst struct {
 	neg    bool
 	width  int // lookbehind: its width in runes
 	assert assertKind
+}
+
+// takes reports whether r is a rune the one-rune instruction in (opRune,
+// opRunes or opClass) matches.
+func (in *inst) takes(r rune) bool {
+	switch in.op {
+	case opRune:
+		return r == in.r
+	case opRunes:
+		return slices.Contains(in.runes, r)
+	}
+	return in.cls.has(r)
 }
 
 // Compile parses an Oniguruma pattern.
@@ -379,39 +392,12 @@ func (m *machine) exec(pc *inst, i int) bool {
 			}
 			m.subEnd = i
 			return true
-		case opRune:
+		case opRune, opRunes, opClass:
 			if i >= len(s) {
 				return false
 			}
 			r, w := runeAt(s, i)
-			if r != pc.r {
-				return false
-			}
-			i += w
-			pc = pc.next
-		case opRunes:
-			if i >= len(s) {
-				return false
-			}
-			r, w := runeAt(s, i)
-			found := false
-			for _, x := range pc.runes {
-				if x == r {
-					found = true
-					break
-				}
-			}
-			if !found {
-				return false
-			}
-			i += w
-			pc = pc.next
-		case opClass:
-			if i >= len(s) {
-				return false
-			}
-			r, w := runeAt(s, i)
-			if !pc.cls.has(r) {
+			if !pc.takes(r) {
 				return false
 			}
 			i += w
