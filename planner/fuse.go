@@ -34,6 +34,9 @@ type Replacement struct {
 	Outputs []*graph.Value
 	// At is the member at whose place in build order the fused node goes.
 	At *graph.Node
+	// Scope, when not empty, is the fused node's scope; else the longest
+	// scope its members share.
+	Scope string
 }
 
 // Fuse runs the fusion rules in order, each over the graph the previous one
@@ -274,7 +277,11 @@ func rewrite(p *Planned, rule string, reps []Replacement) error {
 		if n != r.At {
 			continue
 		}
-		if err := emit(r.Op, r.Attrs, commonScope(r.Members), r.Inputs, r.Outputs); err != nil {
+		scope := r.Scope
+		if scope == "" {
+			scope = commonScope(r.Members)
+		}
+		if err := emit(r.Op, r.Attrs, scope, r.Inputs, r.Outputs); err != nil {
 			return fmt.Errorf("fusing %d nodes at %s into %s: %w", len(r.Members), n, r.Op.Op, err)
 		}
 		var origin []*graph.Node

@@ -101,6 +101,7 @@ func Rules(skip []string) []Rule {
 			}},
 		SiblingRule{},
 		ChainRule{},
+		SlerpProductRule{},
 	}
 	off := map[string]bool{}
 	for _, s := range skip {

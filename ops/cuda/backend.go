@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -127,6 +128,18 @@ type Buffer struct {
 	// weight marks a buffer from Load, which Write must not change.
 	weight bool
 	be     *Backend
+	// half, on the view of an f32 buffer that a fused binder passes to a
+	// product's binder, is a 16-bit copy of its contents that the binder
+	// made already (toHalf's layout), which products reads instead of
+	// converting x again.
+	half *halfCopy
+}
+
+// halfCopy is f32 activations rounded to 16 bits of weight type wt: hi and,
+// with PrecisionExact, lo (toHalf).
+type halfCopy struct {
+	wt int32
+	h  [2]cu.DevicePtr
 }
 
 // DType is the value's element type.
@@ -165,6 +178,9 @@ type Backend struct {
 	half                          [2]reused
 	// flashNarrow takes the flash kernels of 4 warps (REEL_FLASH_NARROW=1).
 	flashNarrow bool
+	// slerpRows is the most rows a slerp_matmul's slerp is computed inside
+	// its matvec (slerpMatvecRows; REEL_SLERP_MV_ROWS, 0 for never).
+	slerpRows int
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
@@ -205,6 +221,14 @@ func New(opts Options) (*Backend, error) {
 		}
 		opts.Precision = p
 	}
+	slerpRows := slerpMatvecRows
+	if v := os.Getenv("REEL_SLERP_MV_ROWS"); v != "" {
+		r, err := strconv.Atoi(v)
+		if err != nil || r < 0 {
+			return nil, fmt.Errorf("REEL_SLERP_MV_ROWS=%q: want a number of rows, 0 or more", v)
+		}
+		slerpRows = r
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -216,6 +240,7 @@ func New(opts Options) (*Backend, error) {
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
 	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
+	be.slerpRows = slerpRows
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

@@ -22,7 +22,7 @@ var kernelNames = append([]string{
 	"norm_rows", "norm_rows_wide", "norm_rows_long", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
-	"matmul_tiled", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
+	"matmul_tiled", "slerp_rows", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
 }, append(append(mvKernelNames(), familyKernelNames()...), flashKernelNames()...)...)
 
 // flashKernelNames are the flash kernels' names.
@@ -110,6 +110,13 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 	for n, b := range gdnChunkKernels() {
 		if err := ks.fn[n].SetMaxDynamicSharedBytes(b); err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+		}
+	}
+	if mvsSharedMax > 48<<10 {
+		for _, n := range mvsKernelNames() {
+			if err := ks.fn[n].SetMaxDynamicSharedBytes(mvsSharedMax); err != nil {
+				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+			}
 		}
 	}
 	if qmvSharedMax > 48<<10 {

@@ -18,7 +18,7 @@ func Cases() []Case {
 		embedCases, matmulCases, groupedCases,
 		binaryCases, unaryCases, normCases,
 		ropeCases, kvWriteCases, attentionCases,
-		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases,
+		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases, slerpCases,
 		familyCases, quantCases,
 	} {
 		cs = append(cs, gen()...)

@@ -1,0 +1,98 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+)
+
+// Fused ops of an nGPT residual and the product after it, which only the
+// planner makes (its rule slerp_matmul). The slerp's output h is both the
+// next sub-layer's input and the next slerp's x, so the fused op gives h as
+// well as the products: a decode kernel computes the slerp of its rows in
+// every block, writes its share of h and multiplies from the h it holds,
+// which saves the slerp's own launch; a prompt chunk's slerp also writes
+// the 16-bit copy of h its products read. Each keeps a Decompose into the
+// slerp and the product it replaces.
+
+// slerpDefs are the fused slerp ops; they are registered beside the others.
+var slerpDefs = []*Def{OpSlerpMatMul, OpSlerpMatMulSwiGLU}
+
+// slerpRule checks the slerp part (x, y, alpha) of a fused slerp op and
+// gives h's spec.
+func slerpRule(op string, a any, in []*graph.Value) (graph.Spec, error) {
+	if _, err := attrsAs[EpsAttrs](op, a); err != nil {
+		return graph.Spec{}, err
+	}
+	sig, err := OpSlerp.Rule(EpsAttrs{}, in[:3])
+	if err != nil {
+		return graph.Spec{}, fmt.Errorf("slerp: %w", err)
+	}
+	return sig.Outputs[0], nil
+}
+
+// OpSlerpMatMul is the nGPT residual followed by the products of its
+// result.
+var OpSlerpMatMul = &Def{
+	Op: "slerp_matmul",
+	Doc: "slerp_matmul(x[T,K], y[T,K], α[K], w1[N1,K], ..., wn[Nn,K]) = (h, h·w1ᵀ, ..., h·wnᵀ) with h = slerp(x, y, α) (Eps): " +
+		"a residual update and the grouped projections of its result (Dory's q/k/v/g) in one step; h is also an output, the next residual's x.",
+	Arity: -1,
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		if len(in) < 4 {
+			return graph.Signature{}, fmt.Errorf("slerp_matmul takes x, y, alpha and at least one weight, got %d inputs", len(in))
+		}
+		h, err := slerpRule("slerp_matmul", a, in)
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig, err := OpGroupedMatMul.Rule(nil, append([]*graph.Value{specValue(h)}, in[3:]...))
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig.Outputs = append([]graph.Spec{h}, sig.Outputs...)
+		return sig, nil
+	},
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		h := apply1(b, OpSlerp, a, in[:3]...)
+		return append([]*graph.Value{h}, GroupedMatMul(b, h, in[3:]...)...)
+	},
+}
+
+// OpSlerpMatMulSwiGLU is the nGPT residual followed by a SwiGLU MLP's gate
+// and up projections of its result.
+var OpSlerpMatMulSwiGLU = &Def{
+	Op: "slerp_matmul_swiglu",
+	Doc: "slerp_matmul_swiglu(x[T,K], y[T,K], α[K], wg[F,K], wu[F,K], sg[F], su[F]) = (h, matmul_swiglu(h, wg, wu, sg, su)) with h = slerp(x, y, α) (Eps): " +
+		"a residual update and the gated gate/up projections of its result in one step; h is also an output, the next residual's x.",
+	Arity: 7,
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		h, err := slerpRule("slerp_matmul_swiglu", a, in)
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig, err := OpMatMulSwiGLU.Rule(nil, append([]*graph.Value{specValue(h)}, in[3:]...))
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig.Outputs = append([]graph.Spec{h}, sig.Outputs...)
+		return sig, nil
+	},
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		h := apply1(b, OpSlerp, a, in[:3]...)
+		return []*graph.Value{h, apply1(b, OpMatMulSwiGLU, nil, append([]*graph.Value{h}, in[3:]...)...)}
+	},
+}
+
+// SlerpMatMul is slerp_matmul as one node: h and h·wᵢᵀ for each weight.
+// Model code builds the slerp and the products instead and lets the planner
+// fuse them; this constructor is for tests.
+func SlerpMatMul(b *graph.Builder, x, y, alpha *graph.Value, eps float32, ws ...*graph.Value) []*graph.Value {
+	return b.Apply(OpSlerpMatMul, EpsAttrs{Eps: eps}, 1+len(ws), append([]*graph.Value{x, y, alpha}, ws...)...)
+}
+
+// SlerpMatMulSwiGLU is slerp_matmul_swiglu as one node: h and the gated
+// activation. Like SlerpMatMul, for tests.
+func SlerpMatMulSwiGLU(b *graph.Builder, x, y, alpha *graph.Value, eps float32, wg, wu, sg, su *graph.Value) []*graph.Value {
+	return b.Apply(OpSlerpMatMulSwiGLU, EpsAttrs{Eps: eps}, 2, x, y, alpha, wg, wu, sg, su)
+}

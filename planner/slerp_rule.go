@@ -1,0 +1,94 @@
+package planner
+
+import (
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// RuleSlerpMatMul is the rule that folds an nGPT residual into the product
+// after it (ops/fused_slerp.go).
+const RuleSlerpMatMul = "slerp_matmul"
+
+// SlerpProductRule folds a slerp (the fused node of the slerp rule) into
+// the product that reads its result next: a grouped_matmul (Dory's q/k/v/g)
+// becomes slerp_matmul, a matmul_swiglu slerp_matmul_swiglu. The fused node
+// gives the slerp's result h too, for its other readers (the next
+// residual), which must all come after the product; it takes the product's
+// scope (the next sub-layer's), where its launch runs. A plain matmul is left
+// alone: the one after Dory's last residual is the head, whose thousands of
+// blocks would each redo the slerp. It runs after the rules that make its
+// parts (slerp, grouped_matmul, matmul_swiglu).
+type SlerpProductRule struct{}
+
+// Name is "slerp_matmul".
+func (SlerpProductRule) Name() string { return RuleSlerpMatMul }
+
+// Match pairs each slerp with the first product that reads its result as
+// its input.
+func (SlerpProductRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	var reps []Replacement
+	for _, s := range g.Nodes {
+		if s.Op != ops.OpSlerp.Op || len(s.Outputs) != 1 || u.output[s.Outputs[0].ID] {
+			continue
+		}
+		h := s.Outputs[0]
+		var p *graph.Node
+		for _, r := range u.readers[h.ID] {
+			if (r.Op == ops.OpGroupedMatMul.Op || r.Op == ops.OpMatMulSwiGLU.Op) && (p == nil || r.ID < p.ID) {
+				p = r
+			}
+		}
+		if p == nil || !slerpFoldable(g, u, s, p) {
+			continue
+		}
+		rep := Replacement{Members: []*graph.Node{s, p}, Attrs: s.Attrs, At: p, Scope: p.Scope,
+			Inputs:  append(append([]*graph.Value(nil), s.Inputs...), p.Inputs[1:]...),
+			Outputs: append([]*graph.Value{h}, p.Outputs...)}
+		rep.Op = ops.OpSlerpMatMul
+		if p.Op == ops.OpMatMulSwiGLU.Op {
+			rep.Op = ops.OpSlerpMatMulSwiGLU
+		}
+		if _, err := rep.Op.Infer(rep.Attrs, rep.Inputs); err != nil {
+			continue
+		}
+		reps = append(reps, rep)
+	}
+	return reps
+}
+
+// slerpFoldable says whether slerp s can move to product p's place: p
+// reads h as its input only; every other reader of h comes after p; the product's outputs are not read
+// before p (as ever); and no node between them writes what s reads.
+func slerpFoldable(g *graph.Graph, u *Uses, s, p *graph.Node) bool {
+	h := s.Outputs[0]
+	if p.ID <= s.ID || p.Inputs[0] != h {
+		return false
+	}
+	for _, w := range p.Inputs[1:] {
+		if w == h {
+			return false
+		}
+	}
+	for _, r := range u.readers[h.ID] {
+		if r != p && r.ID <= p.ID {
+			return false
+		}
+	}
+	for _, v := range p.Outputs {
+		for _, r := range u.readers[v.ID] {
+			if r.ID <= p.ID {
+				return false
+			}
+		}
+	}
+	for _, n := range g.Nodes[s.ID+1 : p.ID] {
+		for _, w := range n.Writes {
+			for _, x := range s.Inputs {
+				if w == x {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
