@@ -13,7 +13,7 @@ import (
 
 // allRules are the rule names in run order.
 var allRules = []string{
-	planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
+	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
 	planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix, planner.RuleNormMatMul,
 	planner.RuleGroupMatMul, planner.RuleChain,
 }
@@ -33,18 +33,18 @@ func TestRulesOnTiny(t *testing.T) {
 	p, rep, err := planner.Plan(g, fused)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{
-		planner.RuleGroupMatMul:   1, // q, k, v, g
-		planner.RuleQKVPrep:       1, // q with its scale, k and its slot write, v's slot write
-		planner.RuleAttentionGate: 1, // attention and the output gate
-		planner.RuleNormMatMul:    2, // the gate's norm and wo, the SwiGLU's norm and wdown
-		planner.RuleSlerp:         2,
-		planner.RuleMatMulSwiGLU:  1,
-		planner.RuleMix:           1,
-		planner.RuleChain:         1, // logits ⊙ scale + bias, ×2
+		planner.RuleGroupMatMul:      1, // q, k, v, g
+		planner.RuleQKVPrep:          1, // q with its scale, k and its slot write, v's slot write
+		planner.RuleAttentionGate:    1, // attention and the output gate
+		planner.RuleNormMatMul:       1, // the gate's norm and wo
+		planner.RuleSlerp:            2,
+		planner.RuleSwiGLUNormMatMul: 1, // gate, up, the SwiGLU, its norm and wdown
+		planner.RuleMix:              1,
+		planner.RuleChain:            1, // logits ⊙ scale + bias, ×2
 	}, rep.Fusions)
 	require.Equal(t, map[string]int{
-		planner.RuleGroupMatMul: 4, planner.RuleQKVPrep: 7, planner.RuleAttentionGate: 4, planner.RuleNormMatMul: 4,
-		planner.RuleSlerp: 12, planner.RuleMatMulSwiGLU: 6, planner.RuleMix: 2, planner.RuleChain: 3,
+		planner.RuleGroupMatMul: 4, planner.RuleQKVPrep: 7, planner.RuleAttentionGate: 4, planner.RuleNormMatMul: 2,
+		planner.RuleSlerp: 12, planner.RuleSwiGLUNormMatMul: 8, planner.RuleMix: 2, planner.RuleChain: 3,
 	}, rep.Absorbed)
 	require.Equal(t, len(g.Nodes), rep.Nodes)
 	require.Equal(t, len(p.Graph.Nodes), rep.Launches)

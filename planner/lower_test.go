@@ -99,7 +99,7 @@ func TestDumps(t *testing.T) {
 	var dot bytes.Buffer
 	require.NoError(t, planner.WriteDOT(&dot, p))
 	require.True(t, strings.HasPrefix(dot.String(), "digraph"))
-	require.Contains(t, dot.String(), "matmul_swiglu: matmul matmul mul silu mul mul")
+	require.Contains(t, dot.String(), "swiglu_norm_matmul: matmul matmul mul silu mul mul l2norm matmul")
 
 	var js bytes.Buffer
 	require.NoError(t, planner.WriteJSON(&js, p))
