@@ -35,7 +35,11 @@ const (
 //   - mlp_fused_halfglu: the same with Options.HalfGLU (gate and up written
 //     in bf16);
 //   - qkvg and qkvg_unbatched: grouped_matmul of q/k/v/g, with q and g, k
-//     and v batched where their addresses allow, and without.
+//     and v batched where their addresses allow, and without;
+//   - gemm_gate_up_f32, gemm_gate_up_bf16 and gemm_down_f32: cuBLAS alone,
+//     one bf16 GEMM of the gate and up weights as one [14336, 2560] matrix
+//     (f32 or bf16 out) and the down GEMM: what the products cost without
+//     any of our passes.
 //
 // e.g. ops_cuda.test -test.run '^$' -test.bench PromptMLP.
 func BenchmarkPromptMLP(b *testing.B) {
@@ -68,6 +72,41 @@ func BenchmarkPromptMLP(b *testing.B) {
 			b.ReportMetric(flops/per.Seconds()/1e12, "TFLOP/s")
 			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 			b.Logf("%s: %.1f TFLOP/s, %v a chunk", v.name, flops/per.Seconds()/1e12, per)
+		})
+	}
+	for _, g := range []struct {
+		name string
+		n, k int
+		yt   cu.DataType
+	}{{"gemm_gate_up_f32", 2 * promptFFN, promptHidden, cu.F32}, {"gemm_gate_up_bf16", 2 * promptFFN, promptHidden, cu.BF16},
+		{"gemm_down_f32", promptHidden, promptFFN, cu.F32}} {
+		b.Run(g.name, func(b *testing.B) {
+			ptrs := make([]cu.DevicePtr, 3)
+			for i, bytes := range []int{2 * promptRows * g.k, 2 * g.n * g.k, g.yt.Size() * promptRows * g.n} {
+				p, err := be.ctx.Alloc(uint64(bytes))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer be.ctx.Free(p)
+				if err := be.ctx.Memset(p, 0, uint64(bytes)); err != nil {
+					b.Fatal(err)
+				}
+				ptrs[i] = p
+			}
+			st := make([]ops.Step, 8)
+			for i := range st {
+				st[i] = ops.StepFunc(func() error {
+					return be.blas.MatMulRowMajor(promptRows, g.n, g.k, ptrs[0], g.k, cu.BF16, ptrs[1], g.k, cu.BF16, ptrs[2], g.n, g.yt)
+				})
+			}
+			pb := &gemvBench{copies: 1}
+			b.ResetTimer()
+			per, _ := pb.time(b, be, st, b.N)
+			b.StopTimer()
+			flops := 2 * promptRows * float64(g.n*g.k)
+			b.ReportMetric(flops/per.Seconds()/1e12, "TFLOP/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			b.Logf("%s: %.1f TFLOP/s, %v a product", g.name, flops/per.Seconds()/1e12, per)
 		})
 	}
 }
