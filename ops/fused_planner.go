@@ -15,7 +15,7 @@ import (
 
 // plannerDefs are the fused ops of the planner's rules; they are registered
 // beside the others.
-var plannerDefs = []*Def{OpMatMulSwiGLU, OpNormRopeKV, OpElementwiseChain}
+var plannerDefs = []*Def{OpMatMulSwiGLU, OpSwiGLUNormMatMul, OpNormRopeKV, OpElementwiseChain}
 
 // OpMatMulSwiGLU is a SwiGLU MLP's gate and up projections with the gated
 // activation in their epilogue.
@@ -40,6 +40,41 @@ var OpMatMulSwiGLU = &Def{
 		g := MatMul(b, in[0], in[1])
 		u := MatMul(b, in[0], in[2])
 		return []*graph.Value{SwiGLU(b, g, u, in[3], in[4])}
+	},
+}
+
+// OpSwiGLUNormMatMul is a whole SwiGLU MLP whose gated activation is
+// l2-normalized before the down projection (Dory's): matmul_swiglu, then
+// norm_matmul of its output. As one node a backend never writes the gated
+// activation in f32: on the CUDA backend a prompt chunk's activation goes
+// straight from the gate and up products to the down product's 16-bit input.
+var OpSwiGLUNormMatMul = &Def{
+	Op: "swiglu_norm_matmul",
+	Doc: "swiglu_norm_matmul(x[T,K], wg[F,K], wu[F,K], sg[F], su[F], wd[N,F]) = norm_matmul(matmul_swiglu(x, wg, wu, sg, su), wd): " +
+		"a SwiGLU MLP with the gated activation's rows l2-normalized (Eps) before the down projection, the activation never stored.",
+	Arity: 6,
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		at, err := attrsAs[EpsAttrs]("swiglu_norm_matmul", a)
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig, err := OpMatMulSwiGLU.Rule(nil, in[:5])
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig, err = OpNormMatMul.Rule(at, []*graph.Value{specValue(sig.Outputs[0]), in[5]})
+		if err != nil {
+			return graph.Signature{}, fmt.Errorf("down: %w", err)
+		}
+		return sig, nil
+	},
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		at, ok := attrsIn[EpsAttrs](b, "swiglu_norm_matmul", a)
+		if !ok {
+			return failed(1)
+		}
+		y := OpMatMulSwiGLU.Decompose(b, nil, in[:5])[0]
+		return []*graph.Value{MatMul(b, L2Norm(b, y, 0, at.Eps), in[5])}
 	},
 }
 

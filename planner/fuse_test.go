@@ -14,7 +14,7 @@ import (
 
 // allRules are the rule names in run order.
 var allRules = []string{
-	planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
+	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
 	planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix, planner.RuleNormMatMul,
 	planner.RuleGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
 }
@@ -115,6 +115,14 @@ func TestEachRule(t *testing.T) {
 				if r != rule && !slices.Contains(needs[rule], r) {
 					skip = append(skip, r)
 				}
+			}
+			g, e, ref := g, e, ref
+			if rule == planner.RuleSwiGLUNormMatMul { // a rule for prompt rows
+				c := tinyShape
+				c.rows = ops.AttentionChunkRows
+				g = buildTiny(t, c)
+				e = newEnv(g, 2, 5, 32)
+				ref = runReference(t, g, e)
 			}
 			got, rep := runPlanned(t, g, planner.Options{Fuse: true, Skip: skip}, e)
 			if len(needs[rule]) == 0 {

@@ -8,14 +8,17 @@ import (
 // Rule names, as reports print them and Options.Skip takes them.
 const (
 	RuleMatMulSwiGLU = "matmul_swiglu"
-	RuleNormRopeKV   = "norm_rope_kv"
-	RuleSlerp        = "slerp"
-	RuleGatedNorm    = "gated_norm"
-	RuleNormRope     = "norm_rope"
-	RuleSwiGLU       = "swiglu"
-	RuleMix          = "mix"
-	RuleGroupMatMul  = "grouped_matmul"
-	RuleChain        = "elementwise_chain"
+	// RuleSwiGLUNormMatMul fuses a SwiGLU MLP whose activation is
+	// l2-normalized before the down projection (Dory's) into one node.
+	RuleSwiGLUNormMatMul = "swiglu_norm_matmul"
+	RuleNormRopeKV       = "norm_rope_kv"
+	RuleSlerp            = "slerp"
+	RuleGatedNorm        = "gated_norm"
+	RuleNormRope         = "norm_rope"
+	RuleSwiGLU           = "swiglu"
+	RuleMix              = "mix"
+	RuleGroupMatMul      = "grouped_matmul"
+	RuleChain            = "elementwise_chain"
 	// The fused decode ops' rules (ops/fused_decode.go).
 	RuleQKVPrep       = "qkv_prep"
 	RuleAttentionGate = "attention_gate"
@@ -45,6 +48,13 @@ func Rules(skip []string) []Rule {
 		}
 		return nil, false
 	}
+	// normEps reads the epsilon of a match's first l2norm, over whole rows.
+	normEps := func(m *Match) (any, bool) {
+		if a, ok := attrsOf[ops.NormAttrs](firstTemplate(m, ops.OpL2Norm.Op), m); ok && a.Group == 0 {
+			return ops.EpsAttrs{Eps: a.Eps}, true
+		}
+		return nil, false
+	}
 	normRope := func(m *Match) (ops.NormRopeAttrs, bool) {
 		r, ok1 := attrsOf[ops.RopeAttrs](firstTemplate(m, ops.OpRope.Op), m)
 		n, ok2 := attrsOf[ops.NormAttrs](firstTemplate(m, ops.OpL2Norm.Op), m)
@@ -68,6 +78,18 @@ func Rules(skip []string) []Rule {
 		Attrs: func(m *Match) (any, bool) { return normRope(m) }}
 	attn := ops.AttentionAttrs{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5}
 	all := []Rule{
+		&TemplateRule{Op: ops.OpSwiGLUNormMatMul,
+			Variants: []Example{{Inputs: []ExampleInput{f32(ops.AttentionChunkRows, 4), w(6, 4), w(6, 4), f32(6), f32(6), w(5, 6)}, Attrs: eps}},
+			Attrs: func(m *Match) (any, bool) {
+				// Prompt rows only: it saves a pass over the SwiGLU's output
+				// there, while decode rows run it as two matvecs anyway and
+				// gain more from the slerp folded into the gate/up product
+				// (SlerpProductRule).
+				if x := m.bind[0]; len(x.Shape) == 0 || x.Shape[0] < ops.AttentionChunkRows {
+					return nil, false
+				}
+				return normEps(m)
+			}},
 		&TemplateRule{Op: ops.OpMatMulSwiGLU,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 4), w(6, 4), w(6, 4), f32(6), f32(6)}}},
 			Attrs:    func(*Match) (any, bool) { return nil, true }},
@@ -93,12 +115,7 @@ func Rules(skip []string) []Rule {
 			Attrs:    lastEps},
 		&TemplateRule{Op: ops.OpNormMatMul,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), w(6, 8)}, Attrs: eps}},
-			Attrs: func(m *Match) (any, bool) {
-				if a, ok := attrsOf[ops.NormAttrs](firstTemplate(m, ops.OpL2Norm.Op), m); ok && a.Group == 0 {
-					return ops.EpsAttrs{Eps: a.Eps}, true
-				}
-				return nil, false
-			}},
+			Attrs:    normEps},
 		SiblingRule{},
 		ChainRule{},
 		SlerpProductRule{},

@@ -17,9 +17,10 @@ import (
 
 // plannerKernels are the kernels of the planner's fused ops.
 var plannerKernels = map[string]kernelFunc{
-	"matmul_swiglu":     matmulSwiGLUKernel,
-	"norm_rope_kv":      normRopeKVKernel,
-	"elementwise_chain": chainKernel,
+	"matmul_swiglu":      matmulSwiGLUKernel,
+	"swiglu_norm_matmul": swigluNormMatMulKernel,
+	"norm_rope_kv":       normRopeKVKernel,
+	"elementwise_chain":  chainKernel,
 }
 
 // part is a node standing for one part of a fused node, for binding that
@@ -67,6 +68,29 @@ func matmulSwiGLUKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step
 		return nil, err
 	}
 	return steps{mm, sw}, nil
+}
+
+// swigluNormMatMulKernel is matmul_swiglu into scratch, then norm_matmul
+// of it.
+func swigluNormMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	if len(in) != 6 || len(out) != 1 {
+		return nil, fmt.Errorf("swiglu_norm_matmul: %d inputs and %d outputs", len(in), len(out))
+	}
+	at, err := ops.NodeAttrs[ops.EpsAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	spec := graph.Spec{DType: graph.F32, Shape: graph.Shape{n.Inputs[0].Shape.Rows(), n.Inputs[1].Shape[0]}}
+	av, a := be.scratchOf("activation", spec)
+	sw, err := matmulSwiGLUKernel(be, part(n, "matmul_swiglu", nil, n.Inputs[:5], []*graph.Value{av}), in[:5], []*Buffer{a})
+	if err != nil {
+		return nil, err
+	}
+	down, err := normMatMulKernel(be, part(n, "norm_matmul", at, []*graph.Value{av, n.Inputs[5]}, n.Outputs), []*Buffer{a, in[5]}, out)
+	if err != nil {
+		return nil, err
+	}
+	return steps{sw, down}, nil
 }
 
 // normRopeKVKernel is norm_rope into scratch, then kv_write of its rows.

@@ -59,6 +59,19 @@ type Options struct {
 	// Precision is how prompt chunks use the tensor cores (see Precision);
 	// the environment variable REEL_PRECISION (auto, exact or half) sets it.
 	Precision Precision
+	// NoBatchedGemm makes every cuBLAS product of a prompt chunk its own
+	// call. Without it, products of one input by weights of one shape (the
+	// gate and up products, q and g, k and v) are one strided batched call
+	// where their addresses allow: fewer, fuller waves of the SMs. The
+	// environment variable REEL_GEMM_BATCH=0 sets it.
+	NoBatchedGemm bool
+	// HalfGLU has cuBLAS write the gate and up products of a prompt chunk's
+	// SwiGLU MLP (swiglu_norm_matmul) in the weights' 16-bit type rather
+	// than f32, as PyTorch's bf16 MLP does: half the bytes written and read
+	// between the products, one more rounding of each product (2⁻⁹ relative
+	// in bf16) before SwiGLU. It applies in PrecisionAuto and PrecisionHalf
+	// only. The environment variable REEL_GLU_HALF=1 sets it.
+	HalfGLU bool
 	// Eager makes Record keep the steps and run them one by one instead of
 	// recording a CUDA graph. The environment variable REEL_GRAPHS=0 sets it.
 	Eager bool
@@ -175,7 +188,10 @@ type Backend struct {
 	// f16 keys and values of the flash kernel, and gdn_scan's chunk
 	// workspace.
 	deq, glu, normed, kvHalf, gdn reused
-	half                          [2]reused
+	// act is the gated activation of swiglu_norm_matmul where it is
+	// computed in f32 (decode rows, f32 weights).
+	act  reused
+	half [2]reused
 	// flashNarrow takes the flash kernels of 4 warps (REEL_FLASH_NARROW=1).
 	flashNarrow bool
 	// slerpRows is the most rows a slerp_matmul's slerp is computed inside
@@ -213,6 +229,12 @@ func New(opts Options) (*Backend, error) {
 	}
 	if os.Getenv("REEL_PDL") == "0" {
 		opts.NoPDL = true
+	}
+	if os.Getenv("REEL_GEMM_BATCH") == "0" {
+		opts.NoBatchedGemm = true
+	}
+	if os.Getenv("REEL_GLU_HALF") == "1" {
+		opts.HalfGLU = true
 	}
 	if v := os.Getenv("REEL_PRECISION"); v != "" {
 		p, err := ParsePrecision(v)

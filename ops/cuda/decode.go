@@ -106,23 +106,26 @@ func bindNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, erro
 	if len(wv.Shape) != 2 || wv.Shape[1] != xv.Shape.Last() {
 		return nil, fmt.Errorf("weight %s does not take %d features", wv, xv.Shape.Last())
 	}
-	k, rows, nOut := xv.Shape.Last(), xv.Shape.Rows(), wv.Shape[0]
-	x, w, y := in[0], in[1], out[0]
-	if err := checkProduct(x, w, y, rows, k, nOut); err != nil {
-		return nil, err
-	}
 	s := be.newSteps()
-	if rows == 0 || nOut == 0 {
-		return s, nil
-	}
-	eps, segs := at.Eps, []mvSeg{{w: w, y: y, n: nOut}}
-	if k > 0 && rows <= matvecMaxRows {
-		err = be.matvec(s, x, segs, rows, k, nil, &eps)
-	} else {
-		err = be.products(s, x, segs, rows, k, &eps)
-	}
-	if err != nil {
+	if err := be.normMatMul(s, in[0], in[1], out[0], xv.Shape.Rows(), xv.Shape.Last(), wv.Shape[0], at.Eps); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// normMatMul appends y[rows, nOut] = l2norm(x)[rows, k] · wᵀ: one
+// normalizing matvec up to matvecMaxRows rows, else the products with the
+// norm fused into the conversion of x.
+func (be *Backend) normMatMul(s *steps, x, w, y *Buffer, rows, k, nOut int, eps float32) error {
+	if err := checkProduct(x, w, y, rows, k, nOut); err != nil {
+		return err
+	}
+	if rows == 0 || nOut == 0 {
+		return nil
+	}
+	segs := []mvSeg{{w: w, y: y, n: nOut}}
+	if k > 0 && rows <= matvecMaxRows {
+		return be.matvec(s, x, segs, rows, k, nil, &eps)
+	}
+	return be.products(s, x, segs, rows, k, &eps)
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
@@ -299,6 +300,12 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 	if x.half != nil && eps == nil {
 		halves[x.half.wt] = x.half.h
 	}
+	type shape struct {
+		wt   int32
+		nOut int
+	}
+	var order []shape
+	batches := map[shape][]mvSeg{} // 16-bit products by type and shape, in order
 	for _, sg := range segs {
 		w, y, nOut := sg.w, sg.y, sg.n
 		if nOut == 0 {
@@ -324,14 +331,26 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 				xs.ptr, w.ptr, wt, y.ptr, int32(rows), int32(nOut), int32(k))
 			continue
 		}
-		h, ok := halves[wt]
-		if !ok {
-			if h, err = be.toHalf(s, x, rows, k, wt, eps, len(halves)); err != nil {
+		if _, ok := halves[wt]; !ok {
+			h, err := be.toHalf(s, x, rows, k, wt, eps, len(halves))
+			if err != nil {
 				return err
 			}
 			halves[wt] = h
 		}
-		be.gemm16(s, h, w, y, rows, k, nOut, wt)
+		sh := shape{wt, nOut}
+		if batches[sh] == nil {
+			order = append(order, sh)
+		}
+		batches[sh] = append(batches[sh], sg)
+	}
+	for _, sh := range order {
+		var ws []*Buffer
+		var ys []cu.DevicePtr
+		for _, sg := range batches[sh] {
+			ws, ys = append(ws, sg.w), append(ys, sg.y.ptr)
+		}
+		be.gemm16(s, halves[sh.wt], ws, ys, cu.F32, rows, k, sh.nOut, sh.wt)
 	}
 	return nil
 }
@@ -343,18 +362,10 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 // rounding, as PyTorch, vLLM and llama.cpp multiply. slot picks one of two
 // scratch areas (a product of two weight types keeps both).
 func (be *Backend) toHalf(s *steps, x *Buffer, rows, k int, wt int32, eps *float32, slot int) ([2]cu.DevicePtr, error) {
-	parts := 1
-	if be.opts.Precision == PrecisionExact {
-		parts = 2
-	}
 	n := rows * k
-	p, err := be.reuse(&be.half[slot], 2*parts*n)
+	h, err := be.halfBuf(slot, n)
 	if err != nil {
-		return [2]cu.DevicePtr{}, err
-	}
-	h := [2]cu.DevicePtr{p, 0}
-	if parts == 2 {
-		h[1] = p.Offset(uint64(2 * n))
+		return h, err
 	}
 	if eps != nil {
 		s.add("to_half_norm", [3]uint32{uint32(rows), 1, 1}, [3]uint32{256, 1, 1}, 0, x.ptr, h[0], h[1], int32(k), wt, *eps)
@@ -365,34 +376,106 @@ func (be *Backend) toHalf(s *steps, x *Buffer, rows, k int, wt int32, eps *float
 	return h, nil
 }
 
-// gemm16 appends y[rows, nOut] = (hi + lo)[rows, k] · w[nOut, k]ᵀ with
-// cuBLAS (lo 0: hi alone), accumulating in f32.
-func (be *Backend) gemm16(s *steps, h [2]cu.DevicePtr, w, y *Buffer, rows, k, nOut int, wt int32) {
+// halfBuf gives scratch slot's room for n activations in 16 bits: hi, and
+// lo with PrecisionExact (else 0).
+func (be *Backend) halfBuf(slot, n int) ([2]cu.DevicePtr, error) {
+	parts := 1
+	if be.opts.Precision == PrecisionExact {
+		parts = 2
+	}
+	p, err := be.reuse(&be.half[slot], 2*parts*n)
+	if err != nil {
+		return [2]cu.DevicePtr{}, err
+	}
+	h := [2]cu.DevicePtr{p, 0}
+	if parts == 2 {
+		h[1] = p.Offset(uint64(2 * n))
+	}
+	return h, nil
+}
+
+// gemm16 appends y_i[rows, nOut] = (hi + lo)[rows, k] · w_iᵀ for weights
+// ws of one 16-bit type and shape [nOut, k] into ys (of type yt: f32, or
+// the weights' type when lo is 0) with cuBLAS (lo 0: hi alone),
+// accumulating in f32. Weights whose addresses and outputs' addresses step
+// evenly (in address order; any two do) are one strided batched call
+// (cublasGemmStridedBatchedEx), unless Options.NoBatchedGemm: the gate and
+// up products, q and g, k and v.
+func (be *Backend) gemm16(s *steps, h [2]cu.DevicePtr, ws []*Buffer, ys []cu.DevicePtr, yt cu.DataType, rows, k, nOut int, wt int32) {
 	dt := cu.BF16
 	if wt == 2 {
 		dt = cu.F16
 	}
 	blas := be.blas
-	s.work = append(s.work, func() error {
-		for p, in := range h {
-			if in == 0 {
-				continue
+	for _, r := range gemmRuns(ws, ys, dt.Size(), yt.Size(), !be.opts.NoBatchedGemm && blas.CanBatch()) {
+		s.work = append(s.work, func() error {
+			for p, in := range h {
+				if in == 0 {
+					continue
+				}
+				err := blas.GemmEx(cu.Gemm{
+					TransA: cu.Trans, TransB: cu.NoTrans,
+					M: nOut, N: rows, K: k,
+					Alpha: 1, Beta: float32(p),
+					A: r.w, AType: dt, LDA: k,
+					B: in, BType: dt, LDB: k,
+					C: r.y, CType: yt, LDC: nOut,
+					Compute: cu.Compute32F,
+					Batch:   r.n, StrideA: r.strideW, StrideC: r.strideY,
+				})
+				if err != nil {
+					return err
+				}
 			}
-			err := blas.GemmEx(cu.Gemm{
-				TransA: cu.Trans, TransB: cu.NoTrans,
-				M: nOut, N: rows, K: k,
-				Alpha: 1, Beta: float32(p),
-				A: w.ptr, AType: dt, LDA: k,
-				B: in, BType: dt, LDB: k,
-				C: y.ptr, CType: cu.F32, LDC: nOut,
-				Compute: cu.Compute32F,
-			})
-			if err != nil {
-				return err
+			return nil
+		})
+	}
+}
+
+// gemmRun is one cuBLAS call of gemm16: n products, the first weight at w
+// and output at y, each next one strideW and strideY elements on.
+type gemmRun struct {
+	w, y             cu.DevicePtr
+	n                int
+	strideW, strideY int64
+}
+
+// gemmRuns splits products of weights ws into outputs ys (elements of wsz
+// and ysz bytes) into calls: with batch, runs of weights in address order
+// whose weights and outputs both step by one positive stride each; else one
+// call a product.
+func gemmRuns(ws []*Buffer, ys []cu.DevicePtr, wsz, ysz int, batch bool) []gemmRun {
+	idx := make([]int, len(ws))
+	for i := range idx {
+		idx[i] = i
+	}
+	if !batch {
+		out := make([]gemmRun, len(ws))
+		for i, w := range ws {
+			out[i] = gemmRun{w: w.ptr, y: ys[i], n: 1}
+		}
+		return out
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return ws[idx[a]].ptr < ws[idx[b]].ptr })
+	var out []gemmRun
+	for _, i := range idx {
+		w, y := ws[i].ptr, ys[i]
+		if len(out) > 0 {
+			r := &out[len(out)-1]
+			last := r.n - 1
+			lw := r.w + cu.DevicePtr(int64(last)*r.strideW*int64(wsz))
+			ly := r.y + cu.DevicePtr(int64(last)*r.strideY*int64(ysz))
+			if w > lw && y > ly && uint64(w-lw)%uint64(wsz) == 0 && uint64(y-ly)%uint64(ysz) == 0 {
+				dw, dy := int64(w-lw)/int64(wsz), int64(y-ly)/int64(ysz)
+				if r.n == 1 || dw == r.strideW && dy == r.strideY {
+					r.n, r.strideW, r.strideY = r.n+1, dw, dy
+					continue
+				}
 			}
 		}
-		return nil
-	})
+		out = append(out, gemmRun{w: w, y: y, n: 1})
+	}
+	return out
 }
 
 // bindMatMul binds matmul and grouped_matmul. Up to matvecMaxRows rows,
@@ -443,53 +526,90 @@ func bindMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	return s, nil
 }
 
-// bindMatMulSwiGLU binds matmul_swiglu: up to matvecMaxRows rows (gate and
-// up stored alike) one launch that writes the gated activation directly;
-// more rows the gate and up products into scratch, then swiglu.
+// bindMatMulSwiGLU binds matmul_swiglu (matmulSwiGLU).
 func bindMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	if len(in) != 5 || len(out) != 1 {
 		return nil, fmt.Errorf("matmul_swiglu: %d inputs and %d outputs", len(in), len(out))
 	}
 	xv, wg := n.Inputs[0], n.Inputs[1]
-	k, rows, f := xv.Shape.Last(), xv.Shape.Rows(), wg.Shape[0]
-	if err := f32All([]string{"sg", "su"}, in[3:5]); err != nil {
+	s := be.newSteps()
+	if err := be.matmulSwiGLU(s, in, out[0], xv.Shape.Rows(), xv.Shape.Last(), wg.Shape[0]); err != nil {
 		return nil, err
 	}
-	s := be.newSteps()
+	return s, nil
+}
+
+// matmulSwiGLU appends y[rows, f] = swiglu(x·wgᵀ, x·wuᵀ, sg, su) for in =
+// x, wg, wu, sg, su: up to matvecMaxRows rows (gate and up stored alike)
+// one launch that writes the gated activation directly; more rows the gate
+// and up products into scratch, then swiglu.
+func (be *Backend) matmulSwiGLU(s *steps, in []*Buffer, y *Buffer, rows, k, f int) error {
+	if err := f32All([]string{"sg", "su"}, in[3:5]); err != nil {
+		return err
+	}
 	if rows > 0 && rows <= matvecMaxRows && k > 0 && f > 0 && in[1].store == in[2].store {
 		for i := range 2 {
-			if err := checkProduct(in[0], in[1+i], out[0], rows, k, f); err != nil {
-				return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+			if err := checkProduct(in[0], in[1+i], y, rows, k, f); err != nil {
+				return fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
 			}
 		}
 		if in[3].n != f || in[4].n != f {
-			return nil, fmt.Errorf("scales of %d and %d elements for %d features", in[3].n, in[4].n, f)
+			return fmt.Errorf("scales of %d and %d elements for %d features", in[3].n, in[4].n, f)
 		}
 		segs := []mvSeg{{w: in[1], n: f}, {w: in[2], n: f}}
-		if err := be.matvec(s, in[0], segs, rows, k, &[3]*Buffer{out[0], in[3], in[4]}, nil); err != nil {
-			return nil, err
-		}
-		return s, nil
+		return be.matvec(s, in[0], segs, rows, k, &[3]*Buffer{y, in[3], in[4]}, nil)
 	}
-	p, err := be.reuse(&be.glu, 8*rows*f)
+	tmp, err := be.gluScratch(rows, f, graph.F32)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	tmp := make([]*Buffer, 2)
 	for i := range tmp {
-		tmp[i] = &Buffer{ptr: p.Offset(uint64(4 * i * rows * f)), dt: graph.F32, store: graph.F32, n: rows * f, bytes: 4 * rows * f, be: be}
 		if err := checkProduct(in[0], in[1+i], tmp[i], rows, k, f); err != nil {
-			return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+			return fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
 		}
 	}
 	if rows <= matvecMaxRows {
 		for i := range tmp {
 			if err := be.matmul(s, in[0], in[1+i], tmp[i], rows, k, f); err != nil {
-				return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+				return fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
 			}
 		}
-	} else if err := be.products(s, in[0], []mvSeg{{w: in[1], y: tmp[0], n: f}, {w: in[2], y: tmp[1], n: f}}, rows, k, nil); err != nil {
-		return nil, err
+		_, err = be.swiglu(tmp[0], tmp[1], in[3], in[4], y, s)
+		return err
 	}
-	return be.swiglu(tmp[0], tmp[1], in[3], in[4], out[0], s)
+	g, u := gluOrder(in[1], in[2], tmp)
+	if err := be.products(s, in[0], []mvSeg{{w: in[1], y: g, n: f}, {w: in[2], y: u, n: f}}, rows, k, nil); err != nil {
+		return err
+	}
+	_, err = be.swiglu(g, u, in[3], in[4], y, s)
+	return err
+}
+
+// gluOrder gives the gate's and the up product's scratch of glu (first and
+// second, or second and first) in the order of their weights' addresses,
+// so that the two products can be one batched call (gemmRuns).
+func gluOrder(wg, wu *Buffer, glu [2]*Buffer) (g, u *Buffer) {
+	if wu.ptr < wg.ptr {
+		return glu[1], glu[0]
+	}
+	return glu[0], glu[1]
+}
+
+// gluScratch gives the gate and up products' scratch: two [rows, f]
+// buffers of dt (f32, or a 16-bit type: the elements stored so), one after
+// the other.
+func (be *Backend) gluScratch(rows, f int, dt graph.DType) ([2]*Buffer, error) {
+	size := 4
+	if dt != graph.F32 {
+		size = 2
+	}
+	p, err := be.reuse(&be.glu, 2*size*rows*f)
+	if err != nil {
+		return [2]*Buffer{}, err
+	}
+	var tmp [2]*Buffer
+	for i := range tmp {
+		tmp[i] = &Buffer{ptr: p.Offset(uint64(size * i * rows * f)), dt: graph.F32, store: dt, n: rows * f, bytes: size * rows * f, be: be}
+	}
+	return tmp, nil
 }

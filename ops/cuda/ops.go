@@ -42,6 +42,7 @@ var binders = map[string]binder{
 	"gated_norm":          bindRowFuse(2),
 	"swiglu":              bindSwiGLU,
 	"matmul_swiglu":       bindMatMulSwiGLU,
+	"swiglu_norm_matmul":  bindSwiGLUNormMatMul,
 	"elementwise_chain":   bindChain,
 	"slerp_matmul":        bindSlerpMatMul,
 	"slerp_matmul_swiglu": bindSlerpMatMulSwiGLU,

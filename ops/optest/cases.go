@@ -128,6 +128,31 @@ func groupedCases() []Case {
 			Tol: TolBF16,
 		})
 	}
+	// q/k/v/g as Dory groups them: two pairs of one shape, which a backend
+	// may multiply as batches (rows past the matvecs).
+	for _, s := range []struct {
+		rows int
+		dt   graph.DType
+	}{{16, graph.BF16}, {33, graph.BF16}, {20, graph.F16}} {
+		name := fmt.Sprintf("grouped_matmul/qkvg/%s/rows=%d", s.dt, s.rows)
+		m := newMaker(name)
+		cs = append(cs, Case{
+			Name: name,
+			Inputs: []Tensor{m.in("x", s.rows, 65), m.weight("wq", s.dt, 40, 65), m.weight("wk", s.dt, 9, 65),
+				m.weight("wv", s.dt, 9, 65), m.weight("wg", s.dt, 40, 65)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return ops.GroupedMatMul(b, in[0], in[1:]...)
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				out := make([][]float64, 4)
+				for i := range out {
+					out[i] = RefMatMul(in[0], 65, in[1+i])
+				}
+				return out
+			},
+			Tol: tolFor(s.dt),
+		})
+	}
 	return cs
 }
 
@@ -752,6 +777,7 @@ func plannerCases() []Case {
 			})
 		}
 	}
+	cs = append(cs, swigluNormMatMulCases()...)
 	for i, s := range []struct {
 		rows, heads, hd, rot, pos, capacity int
 		ring                                bool
@@ -814,6 +840,46 @@ func plannerCases() []Case {
 				return [][]float64{refBinary("sub", u, refMap(in[2], refSigmoid))}
 			},
 			Tol: TolF32,
+		})
+	}
+	return cs
+}
+
+// swigluNormMatMulCases are a SwiGLU MLP with its activation's norm in the
+// down projection: decode rows (matvecs), prompt rows (the 16-bit row
+// kernel between the products on the card), odd sizes, a row too long for
+// the kernel's registers (f > 8192), mixed weight types and a zero row.
+func swigluNormMatMulCases() []Case {
+	var cs []Case
+	for _, s := range []struct {
+		rows, k, f, n int
+		gate, down    graph.DType
+	}{
+		{1, 65, 33, 17, graph.BF16, graph.BF16}, {3, 32, 70, 9, graph.F16, graph.F16}, {8, 40, 64, 24, graph.BF16, graph.BF16},
+		{9, 33, 70, 40, graph.F32, graph.F32}, {9, 33, 70, 40, graph.BF16, graph.BF16}, {16, 64, 96, 48, graph.BF16, graph.BF16},
+		{16, 64, 96, 48, graph.F16, graph.F16}, {33, 65, 130, 31, graph.BF16, graph.BF16}, {33, 65, 130, 31, graph.BF16, graph.F16},
+		{17, 40, 8200, 24, graph.BF16, graph.BF16}, {40, 48, 7, 5, graph.F32, graph.BF16},
+	} {
+		const eps = 1e-6
+		rows, k, f, n := s.rows, s.k, s.f, s.n
+		name := fmt.Sprintf("swiglu_norm_matmul/%s-%s/%dx%dx%dx%d", s.gate, s.down, rows, k, f, n)
+		m := newMaker(name)
+		x := m.in("x", rows, k)
+		if rows >= 16 {
+			clear(x.Data[k : 2*k]) // a zero row stays zero
+		}
+		cs = append(cs, Case{
+			Name: name,
+			Inputs: []Tensor{x, m.weight("wg", s.gate, f, k), m.weight("wu", s.gate, f, k),
+				m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f), m.weight("wd", s.down, n, f)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return b.Apply(ops.OpSwiGLUNormMatMul, ops.EpsAttrs{Eps: eps}, 1, in...)
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				a := refSwiGLU(RefMatMul(in[0], k, in[1]), RefMatMul(in[0], k, in[2]), in[3], in[4])
+				return [][]float64{RefMatMul(refL2Norm(a, f, float64(float32(eps))), f, in[5])}
+			},
+			Tol: max(tolFor(s.gate), tolFor(s.down)),
 		})
 	}
 	return cs

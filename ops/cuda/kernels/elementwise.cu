@@ -179,3 +179,56 @@ extern "C" __global__ void to_half_norm(const float* x, u16* hi, u16* lo, int k,
 	}
 	for (int i = threadIdx.x; i < k; i += blockDim.x) half_split((float)((double)x[o + i] * inv), hi + o + i, lo ? lo + o + i : 0, wt);
 }
+
+// SNH_PER is the activations a thread of swiglu_norm_half keeps in
+// registers between its two passes.
+#define SNH_PER 8
+
+// swiglu_at is element i of a SwiGLU row at offset o: silu(g·sg)·(u·su),
+// the products g and u of type gt (f32, bf16 or f16), silu in f32 as
+// swiglu computes it.
+__device__ __forceinline__ float swiglu_at(const void* g, const void* u, int gt, const float* sg, const float* su, long long o, int i) {
+	float x = load_w(g, gt, o + i) * sg[i];
+	return x / (1.f + expf(-x)) * (load_w(u, gt, o + i) * su[i]);
+}
+
+// swiglu_norm_half is one row of a SwiGLU MLP between its gate/up and down
+// products (swiglu_norm_matmul): a = silu(g·sg)·(u·su) over the row's f
+// products, divided by sqrt(Σa² + eps) (the sum in f64, as to_half_norm),
+// rounded to 16 bits of type wt into hi (and the rest into lo, when not
+// null) for the down product. One block a row; each thread keeps its
+// SNH_PER activations in registers when the row fits the block, else
+// computes them again for the second pass.
+extern "C" __global__ void __launch_bounds__(1024) swiglu_norm_half(const void* g, const void* u, int gt, const float* sg,
+                                                                    const float* su, u16* hi, u16* lo, int f, int wt, float eps) {
+	pdl_entry();
+	__shared__ double scratch[32];
+	long long o = (long long)blockIdx.x * f;
+	bool kept = f <= SNH_PER * (int)blockDim.x;
+	float a[SNH_PER];
+	double s = 0;
+	if (kept) {
+#pragma unroll
+		for (int j = 0; j < SNH_PER; j++) {
+			int i = threadIdx.x + j * blockDim.x;
+			a[j] = i < f ? swiglu_at(g, u, gt, sg, su, o, i) : 0.f;
+			s += (double)a[j] * a[j];
+		}
+	} else {
+		for (int i = threadIdx.x; i < f; i += blockDim.x) {
+			double v = swiglu_at(g, u, gt, sg, su, o, i);
+			s += v * v;
+		}
+	}
+	double inv = 1.0 / sqrt(block_sum_d(s, scratch) + (double)eps);
+	if (kept) {
+#pragma unroll
+		for (int j = 0; j < SNH_PER; j++) {
+			int i = threadIdx.x + j * blockDim.x;
+			if (i < f) half_split((float)((double)a[j] * inv), hi + o + i, lo ? lo + o + i : 0, wt);
+		}
+		return;
+	}
+	for (int i = threadIdx.x; i < f; i += blockDim.x)
+		half_split((float)((double)swiglu_at(g, u, gt, sg, su, o, i) * inv), hi + o + i, lo ? lo + o + i : 0, wt);
+}

@@ -3,6 +3,7 @@ package cu
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -467,6 +468,44 @@ func TestGemm(t *testing.T) {
 			got[i] = bf16ToF32(h)
 		}
 		compare(t, "bf16->bf16", got, refB, magB, 1.0/128)
+	})
+
+	// batched: two weights in separate allocations (the second the first
+	// negated) times one x, the stride of A spanning the allocations, both
+	// products into one buffer, as the gate and up products are made.
+	t.Run("batched", func(t *testing.T) {
+		if !blas.CanBatch() {
+			t.Skip("no cublasGemmStridedBatchedEx")
+		}
+		neg := make([]uint16, len(wb))
+		for i, h := range wb {
+			neg[i] = h ^ 0x8000
+		}
+		w0, w1 := dwb, upload(t, c, neg)
+		first, second := 1.0, -1.0
+		if w1 < w0 {
+			w0, w1, first, second = w1, w0, -1, 1
+		}
+		dy2, err := c.Alloc(2 * m * n * 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = blas.GemmEx(Gemm{
+			TransA: Trans, TransB: NoTrans, M: n, N: m, K: k, Alpha: 1,
+			A: w0, AType: BF16, LDA: ldw, B: dxb, BType: BF16, LDB: ldx, C: dy2, CType: F32, LDC: n,
+			Batch: 2, StrideA: int64(w1-w0) / 2, StrideB: 0, StrideC: int64(m * n),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := download[float32](t, c, dy2, 2*m*n)
+		for b, sign := range []float64{first, second} {
+			ref := make([]float64, len(refB))
+			for i, v := range refB {
+				ref[i] = sign * v
+			}
+			compare(t, fmt.Sprintf("batched %d", b), got[b*m*n:(b+1)*m*n], ref, magB, 1e-5)
+		}
 	})
 
 	t.Run("captured", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package cu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -17,7 +18,7 @@ type CUBLAS struct {
 
 type blasSyms struct {
 	create, destroy, setStream, setWorkspace, setMathMode, getProperty, gemmEx,
-	statusName, statusString uintptr
+	gemmBatched, statusName, statusString uintptr
 }
 
 func (s *blasSyms) specs() []symSpec {
@@ -29,6 +30,7 @@ func (s *blasSyms) specs() []symSpec {
 		sym(&s.setMathMode, "cublasSetMathMode"),
 		sym(&s.getProperty, "cublasGetProperty"),
 		sym(&s.gemmEx, "cublasGemmEx"),
+		optSym(&s.gemmBatched, "cublasGemmStridedBatchedEx"),
 		optSym(&s.statusName, "cublasGetStatusName"),
 		optSym(&s.statusString, "cublasGetStatusString"),
 	}
@@ -283,6 +285,13 @@ type Gemm struct {
 	CType          DataType
 	LDC            int
 	Compute        ComputeType // 0 means Compute32F
+	// Batch, when above 1, makes the call cublasGemmStridedBatchedEx: Batch
+	// products, product i reading A + i·StrideA, B + i·StrideB and writing
+	// C + i·StrideC (strides in elements, never negative; a stride of 0
+	// shares one matrix among the products, and a stride may span separate
+	// allocations, as the gate and up weights of one MLP).
+	Batch                     int
+	StrideA, StrideB, StrideC int64
 }
 
 // gemmCall is a Gemm in the integer types passed to C.
@@ -293,6 +302,9 @@ type gemmCall struct {
 	aType, bType, cType     int32
 	lda, ldb, ldc           int32
 	compute, algo           int32
+	batch                   int32
+	strideA, strideB        int64
+	strideC                 int64
 }
 
 const gemmAlgoDefault = -1 // CUBLAS_GEMM_DEFAULT
@@ -320,8 +332,12 @@ func (b *BLAS) GemmEx(g Gemm) error {
 			op, g.LDA, g.LDB, g.LDC, rowsA, rowsB, g.M)
 	case g.AType != g.BType:
 		return fmt.Errorf("%s: A and B must have the same type", op)
+	case g.Batch > 1 && (g.StrideA < 0 || g.StrideB < 0 || g.StrideC < 0):
+		return fmt.Errorf("%s: negative batch strides %d, %d, %d", op, g.StrideA, g.StrideB, g.StrideC)
+	case g.Batch > 1 && b.lib != nil && b.lib.s.gemmBatched == 0:
+		return fmt.Errorf("%s: %w", op, ErrNoBatchedGemm)
 	}
-	for _, v := range []int{g.M, g.N, g.K, g.LDA, g.LDB, g.LDC} {
+	for _, v := range []int{g.M, g.N, g.K, g.LDA, g.LDB, g.LDC, g.Batch} {
 		if v > math.MaxInt32 {
 			return fmt.Errorf("%s: size %d does not fit in int32", op, v)
 		}
@@ -334,16 +350,30 @@ func (b *BLAS) GemmEx(g Gemm) error {
 		b: uint64(g.B), bType: int32(g.BType), ldb: int32(g.LDB),
 		c: uint64(g.C), cType: int32(g.CType), ldc: int32(g.LDC),
 		compute: int32(g.Compute), algo: gemmAlgoDefault,
+		batch: int32(g.Batch), strideA: g.StrideA, strideB: g.StrideB, strideC: g.StrideC,
 	}
 	if err := b.c.bind(); err != nil {
 		return err
 	}
 	defer runtime.UnlockOSThread()
+	if g.Batch > 1 {
+		if st := cublasGemmStridedBatchedEx(b.lib.s.gemmBatched, b.h, &call); st != 0 {
+			return b.lib.err(st, fmt.Sprintf("cublasGemmStridedBatchedEx(%d of %s)", g.Batch, op))
+		}
+		return nil
+	}
 	if st := cublasGemmEx(b.lib.s.gemmEx, b.h, &call); st != 0 {
 		return b.lib.err(st, op)
 	}
 	return nil
 }
+
+// ErrNoBatchedGemm is returned by GemmEx for a batch when the loaded cuBLAS
+// has no cublasGemmStridedBatchedEx (see BLAS.CanBatch).
+var ErrNoBatchedGemm = errors.New("cuBLAS has no cublasGemmStridedBatchedEx")
+
+// CanBatch reports whether GemmEx takes batches (Gemm.Batch above 1).
+func (b *BLAS) CanBatch() bool { return b.lib.s.gemmBatched != 0 }
 
 // MatMulRowMajor computes the linear layer product, all matrices row-major:
 //

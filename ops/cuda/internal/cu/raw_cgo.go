@@ -342,6 +342,16 @@ static cublasStatus_t t_cublasGemmEx(uintptr_t fn, uintptr_t h, int ta, int tb, 
 		(const void *)(uintptr_t)A, at, lda, (const void *)(uintptr_t)B, bt, ldb,
 		&beta, (void *)(uintptr_t)C, ct, ldc, compute, algo);
 }
+static cublasStatus_t t_cublasGemmStridedBatchedEx(uintptr_t fn, uintptr_t h, int ta, int tb, int m, int n, int k,
+		float alpha, CUdeviceptr A, int at, int lda, long long sa, CUdeviceptr B, int bt, int ldb, long long sb,
+		float beta, CUdeviceptr C, int ct, int ldc, long long sc, int batch, int compute, int algo) {
+	return ((cublasStatus_t(*)(cublasHandle_t, int, int, int, int, int, const void *,
+			const void *, int, int, long long, const void *, int, int, long long, const void *,
+			void *, int, int, long long, int, int, int))fn)(
+		(cublasHandle_t)h, ta, tb, m, n, k, &alpha,
+		(const void *)(uintptr_t)A, at, lda, sa, (const void *)(uintptr_t)B, bt, ldb, sb,
+		&beta, (void *)(uintptr_t)C, ct, ldc, sc, batch, compute, algo);
+}
 // cublasGetStatusName / cublasGetStatusString.
 static const char *t_cublasStatusText(uintptr_t fn, cublasStatus_t st) {
 	return ((const char *(*)(cublasStatus_t))fn)(st);
@@ -739,6 +749,15 @@ func cublasGemmEx(fn, h uintptr, g *gemmCall) int32 {
 		C.CUdeviceptr(g.b), C.int(g.bType), C.int(g.ldb),
 		C.float(g.beta), C.CUdeviceptr(g.c), C.int(g.cType), C.int(g.ldc),
 		C.int(g.compute), C.int(g.algo)))
+}
+
+func cublasGemmStridedBatchedEx(fn, h uintptr, g *gemmCall) int32 {
+	return int32(C.t_cublasGemmStridedBatchedEx(C.uintptr_t(fn), C.uintptr_t(h),
+		C.int(g.transA), C.int(g.transB), C.int(g.m), C.int(g.n), C.int(g.k),
+		C.float(g.alpha), C.CUdeviceptr(g.a), C.int(g.aType), C.int(g.lda), C.longlong(g.strideA),
+		C.CUdeviceptr(g.b), C.int(g.bType), C.int(g.ldb), C.longlong(g.strideB),
+		C.float(g.beta), C.CUdeviceptr(g.c), C.int(g.cType), C.int(g.ldc), C.longlong(g.strideC),
+		C.int(g.batch), C.int(g.compute), C.int(g.algo)))
 }
 
 func cublasStatusText(fn uintptr, st int32) string {

@@ -69,11 +69,12 @@ func nvrtcCompile(*nvrtcSyms, string, string, []string, bool) ([]byte, string, s
 }
 func nvrtcErrorString(uintptr, int32) string { return "" }
 
-func cublasCreate(uintptr) (uintptr, int32)                     { return 0, errNoCgo }
-func cublasCall1(uintptr, uintptr) int32                        { return errNoCgo }
-func cublasCall2(uintptr, uintptr, uintptr) int32               { return errNoCgo }
-func cublasSetWorkspace(uintptr, uintptr, uint64, uint64) int32 { return errNoCgo }
-func cublasSetMathMode(uintptr, uintptr, int) int32             { return errNoCgo }
-func cublasGetProperty(uintptr, int) (int, int32)               { return 0, errNoCgo }
-func cublasGemmEx(uintptr, uintptr, *gemmCall) int32            { return errNoCgo }
-func cublasStatusText(uintptr, int32) string                    { return "" }
+func cublasCreate(uintptr) (uintptr, int32)                        { return 0, errNoCgo }
+func cublasCall1(uintptr, uintptr) int32                           { return errNoCgo }
+func cublasCall2(uintptr, uintptr, uintptr) int32                  { return errNoCgo }
+func cublasSetWorkspace(uintptr, uintptr, uint64, uint64) int32    { return errNoCgo }
+func cublasSetMathMode(uintptr, uintptr, int) int32                { return errNoCgo }
+func cublasGetProperty(uintptr, int) (int, int32)                  { return 0, errNoCgo }
+func cublasGemmEx(uintptr, uintptr, *gemmCall) int32               { return errNoCgo }
+func cublasGemmStridedBatchedEx(uintptr, uintptr, *gemmCall) int32 { return errNoCgo }
+func cublasStatusText(uintptr, int32) string                       { return "" }
