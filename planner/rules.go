@@ -99,6 +99,7 @@ func Rules(skip []string) []Rule {
 				}
 				return nil, false
 			}},
+		GDNPrepRule{},
 		SiblingRule{},
 		ChainRule{},
 	}
