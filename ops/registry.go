@@ -29,6 +29,9 @@ var defs = func() map[string]*Def {
 	for _, d := range decodeDefs {
 		m[d.Op] = d
 	}
+	for _, d := range fusedMoEDefs {
+		m[d.Op] = d
+	}
 	for _, d := range quantDefs {
 		m[d.Op] = d
 	}

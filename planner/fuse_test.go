@@ -16,7 +16,7 @@ import (
 var allRules = []string{
 	planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
 	planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix, planner.RuleNormMatMul,
-	planner.RuleGDNPrep, planner.RuleGroupMatMul, planner.RuleChain,
+	planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleGroupMatMul, planner.RuleChain,
 }
 
 func TestRuleNames(t *testing.T) {

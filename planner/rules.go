@@ -100,6 +100,7 @@ func Rules(skip []string) []Rule {
 				return nil, false
 			}},
 		GDNPrepRule{},
+		ExpertGLURule(),
 		SiblingRule{},
 		ChainRule{},
 	}

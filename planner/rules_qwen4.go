@@ -10,8 +10,25 @@ import (
 // Rules for Qwen4-Exp's decode step (each self-contained: a rule type and
 // its name, listed in Rules).
 
-// RuleGDNPrep is the name of GDNPrepRule.
-const RuleGDNPrep = "gdn_prep"
+// Rule names of Qwen4-Exp's decode step.
+const (
+	// RuleGDNPrep is the name of GDNPrepRule.
+	RuleGDNPrep = "gdn_prep"
+	// RuleExpertGLU is the name of ExpertGLURule's template rule.
+	RuleExpertGLU = "expert_matmul_glu"
+)
+
+// ExpertGLURule fuses a routed expert block's gate_up product with its
+// activation (expert_matmul then silu_glu) into expert_matmul_glu.
+func ExpertGLURule() Rule {
+	return &TemplateRule{Op: ops.OpExpertMatMulGLU,
+		Variants: []Example{{Inputs: []ExampleInput{
+			{Kind: graph.Input, DType: graph.F32, Shape: graph.Shape{2, 4}},
+			{Kind: graph.Weight, DType: graph.F32, Shape: graph.Shape{3, 6, 4}},
+			{Kind: graph.Input, DType: graph.I32, Shape: graph.Shape{2, 2}},
+		}}},
+		Attrs: func(*Match) (any, bool) { return nil, true }}
+}
 
 // GDNPrepRule fuses Gated DeltaNet's query and key preparation, the chain
 // ops.GDNPrep builds (split of the convolved projection into q, k and v,

@@ -12,7 +12,7 @@ import (
 
 // qwen4Rules are the rules of Qwen4-Exp's decode step: they do not fire on
 // the tiny Dory block, so TestEachRule leaves them to the tests here.
-var qwen4Rules = []string{planner.RuleGDNPrep}
+var qwen4Rules = []string{planner.RuleGDNPrep, planner.RuleExpertGLU}
 
 // gdnBlock builds a Gated DeltaNet step as models/qwen4 does: gdn_prep's
 // chain over a convolved projection of rows rows (2 key heads of 4, 4
@@ -92,4 +92,36 @@ func TestGDNPrepRuleDeclines(t *testing.T) {
 	_, rep, err := planner.Plan(g, planner.Options{Fuse: true})
 	require.NoError(t, err)
 	require.Zero(t, rep.Fusions[planner.RuleGDNPrep])
+}
+
+// TestExpertGLURule: a routed expert block's gate_up product and its
+// activation become one expert_matmul_glu, its results the unfused ones bit
+// for bit on the CPU (the fused kernel runs the parts' kernels), at one
+// and three rows; an activation whose products are read elsewhere too
+// stays as it is.
+func TestExpertGLURule(t *testing.T) {
+	block := func(rows int, leak bool) *graph.Graph {
+		return small(t, func(b *graph.Builder) {
+			x := b.Input("x", graph.F32, rows, 8)
+			ids, w := ops.MoERoute(b, ops.MatMul(b, x, b.Weight("router", graph.F32, 4, 8)), 2, true)
+			gu := ops.ExpertMatMul(b, x, b.Weight("gate_up", graph.F32, 4, 12, 8), ids)
+			y := ops.ExpertMatMul(b, ops.SiLUGLU(b, gu), b.Weight("down", graph.F32, 4, 8, 6), ids)
+			b.Output(ops.MoECombine(b, y, w, nil, nil))
+			if leak {
+				b.Output(gu)
+			}
+		})
+	}
+	for _, rows := range []int{1, 3} {
+		g := block(rows, false)
+		e := newEnv(g, 4, 0, 8)
+		ref := runReference(t, g, e)
+		got, rep := runPlanned(t, g, planner.Options{Fuse: true}, e)
+		require.Equal(t, 1, rep.Fusions[planner.RuleExpertGLU])
+		require.Equal(t, 2, rep.Absorbed[planner.RuleExpertGLU])
+		requireSame(t, got, ref, "expert_matmul_glu vs the unfused ops")
+	}
+	_, rep, err := planner.Plan(block(2, true), planner.Options{Fuse: true})
+	require.NoError(t, err)
+	require.Zero(t, rep.Fusions[planner.RuleExpertGLU])
 }
