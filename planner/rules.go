@@ -116,6 +116,8 @@ func Rules(skip []string) []Rule {
 		&TemplateRule{Op: ops.OpNormMatMul,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), w(6, 8)}, Attrs: eps}},
 			Attrs:    normEps},
+		GDNPrepRule{},
+		ExpertGLURule(),
 		SiblingRule{},
 		ChainRule{},
 		SlerpProductRule{},

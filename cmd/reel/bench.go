@@ -279,6 +279,12 @@ func writePromptWork(b *strings.Builder, pl models.Planner, n, chunk int, be any
 	return nil
 }
 
+// expertProduct says whether op multiplies rows by their routed experts
+// (w [E, out, in], ids last).
+func expertProduct(op string) bool {
+	return op == "expert_matmul" || op == "quant_expert_matmul" || op == "expert_matmul_glu"
+}
+
 // productFLOPs is the floating-point work of a plan's products: 2 per
 // weight element per row it multiplies (an expert product: per (row, pick)
 // unit), counting a product inside a loop each time it runs.
@@ -290,7 +296,7 @@ func productFLOPs(p *planner.Planned) float64 {
 		}
 		rows := n.Inputs[0].Shape.Rows()
 		k := n.Inputs[0].Shape.Last()
-		if (n.Op == "expert_matmul" || n.Op == "quant_expert_matmul") && len(n.Inputs) >= 3 {
+		if expertProduct(n.Op) && len(n.Inputs) >= 3 {
 			units := n.Inputs[len(n.Inputs)-1].Shape.Elems()
 			if w := n.Inputs[1].Shape; len(w) == 3 {
 				total += 2 * float64(units) * float64(w[1]) * float64(k)
@@ -349,7 +355,7 @@ func weightBytesRead(p *planner.Planned) int {
 			case n.Op == "ngram_embed" && len(n.Outputs) == 1:
 				// one table row per output row and head, whichever shard
 				total += n.Outputs[0].Shape.Elems() * v.DType.Size() / max(1, len(n.Inputs)-1)
-			case (n.Op == "expert_matmul" || n.Op == "quant_expert_matmul") && len(v.Shape) == 3 && v.Shape[0] > 0:
+			case expertProduct(n.Op) && len(v.Shape) == 3 && v.Shape[0] > 0:
 				// at most one expert per (row, pick) unit: its weights (or
 				// codes and scales)
 				units := n.Inputs[len(n.Inputs)-1].Shape.Elems()

@@ -24,8 +24,9 @@ var familyKernels = map[string]kernelFunc{
 	"ngram_embed": ngramEmbedKernel,
 	"ple_gate":    pleGateKernel,
 
-	"moe_route":     moeRouteKernel,
-	"expert_matmul": expertMatMulKernel,
-	"silu_glu":      siluGLUKernel,
-	"moe_combine":   moeCombineKernel,
+	"moe_route":         moeRouteKernel,
+	"expert_matmul":     expertMatMulKernel,
+	"silu_glu":          siluGLUKernel,
+	"moe_combine":       moeCombineKernel,
+	"expert_matmul_glu": expertMatMulGLUKernel,
 }

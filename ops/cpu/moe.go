@@ -195,6 +195,26 @@ func siluGLUKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, err
 	}), nil
 }
 
+// expertMatMulGLUKernel is expert_matmul_glu (ops/fused_moe.go): the
+// expert product into scratch, then silu_glu, the unfused arithmetic bit
+// for bit.
+func expertMatMulGLUKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	ws, is := n.Inputs[1].Shape, n.Inputs[2].Shape
+	if len(in) != 3 || len(ws) != 3 || len(is) != 2 {
+		return nil, fmt.Errorf("expert_matmul_glu: w %v must be [experts, out, in] and ids %v [rows, k]", ws, is)
+	}
+	yv, yb := be.scratchOf("gate_up", graph.Spec{DType: graph.F32, Shape: graph.Shape{is[0], is[1], ws[1]}})
+	mm, err := expertMatMulKernel(be, part(n, "expert_matmul", nil, n.Inputs, []*graph.Value{yv}), in, []*Buffer{yb})
+	if err != nil {
+		return nil, err
+	}
+	glu, err := siluGLUKernel(be, part(n, "silu_glu", nil, []*graph.Value{yv}, n.Outputs), []*Buffer{yb}, out)
+	if err != nil {
+		return nil, err
+	}
+	return steps{mm, glu}, nil
+}
+
 // moeCombineKernel is Σ_j w_j y_j (+ sigmoid(sg)·s).
 func moeCombineKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
 	ys := n.Inputs[0].Shape

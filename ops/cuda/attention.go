@@ -157,8 +157,16 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared,
 		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
-	// The finish splits each head's dimensions over blocks of 64 when
-	// they divide evenly, so that many blocks share the partials' reads.
+	addAttnFinish(s, pm, pl, pacc, y, call, rows, at.Heads, d, splits, gp, sp, vec)
+	return s, nil
+}
+
+// addAttnFinish adds attn_finish, merging the splits partials (pm, pl,
+// pacc) of each of rows rows' heads query heads of d into y, gated by g
+// and its scale sg when they are not 0; vec says d is a multiple of 4 and
+// pacc 16-byte aligned. The finish splits each head's dimensions over blocks of 64
+// when they divide evenly, so that many blocks share the partials' reads.
+func addAttnFinish(s *steps, pm, pl, pacc cu.DevicePtr, y, call *Buffer, rows, heads, d, splits int, g, sg cu.DevicePtr, vec bool) {
 	dsplit := 1
 	if d%attnFinishDims == 0 {
 		dsplit = d / attnFinishDims
@@ -167,9 +175,8 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if vec && (d/dsplit)%4 == 0 {
 		fvec = 1
 	}
-	s.add("attn_finish", [3]uint32{uint32(rows), uint32(at.Heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(2*splits+d/dsplit)),
-		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(at.Heads), int32(d), int32(splits), gp, sp, fvec)
-	return s, nil
+	s.add("attn_finish", [3]uint32{uint32(rows), uint32(heads), uint32(dsplit)}, [3]uint32{attnThreads, 1, 1}, uint32(4*(2*splits+d/dsplit)),
+		pm, pl, pacc, y.ptr, call.ptr, int32(rows), int32(heads), int32(d), int32(splits), g, sg, fvec)
 }
 
 // halfAttention says whether attention of prompt chunks takes the flash

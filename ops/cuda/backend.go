@@ -205,6 +205,10 @@ type Backend struct {
 	gdnRowByRow bool
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
+	// qsaSplit is the key chunks of decode rows' qsa_attention: 0 chooses
+	// (qsaSplits), a positive number forces them, −1 takes the unsplit
+	// kernel (REEL_QSA_SPLIT: a number or off).
+	qsaSplit int
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
 	closed bool
@@ -263,6 +267,10 @@ func New(opts Options) (*Backend, error) {
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
 	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
 	be.slerpRows = slerpRows
+	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
+		ctx.Close()
+		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)
+	}
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

@@ -23,12 +23,14 @@ var moeBinders = map[string]binder{
 	"moe_route":     bindMoERoute,
 	"expert_matmul": bindExpertMatMul,
 	"silu_glu":      bindSiLUGLU,
-	"moe_combine":   bindMoECombine,
+	// the fused gate_up product and activation (ops/fused_moe.go)
+	"expert_matmul_glu": bindExpertMatMulGLU,
+	"moe_combine":       bindMoECombine,
 }
 
 // moeKernels are the kernels of kernels/moe.cu that the binders launch.
 var moeKernels = []string{"moe_route", "moe_expert_warp", "moe_expert_group", "moe_expert_tile", "moe_expert_rank",
-	"moe_expert_mma_bf16", "moe_expert_mma_f16", "moe_silu_glu", "moe_combine"}
+	"moe_expert_mma_bf16", "moe_expert_mma_f16", "moe_silu_glu", "moe_combine", "moe_expert_warp_glu"}
 
 // The error codes of kernels/moe.cu (ERR_MOE_*).
 const (
@@ -152,6 +154,66 @@ func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	}
 	s.add("moe_expert_warp", grid, [3]uint32{32 * moeWarps, 1, 1}, 0,
 		x.ptr, w.ptr, wt, ids.ptr, y.ptr, int32(d.units), int32(d.k), int32(d.e), int32(d.nOut), int32(d.nIn), d.perUnit, vec, be.errRec)
+	return s, nil
+}
+
+// bindExpertMatMulGLU binds expert_matmul_glu. Where expert_matmul would
+// take its warp form (decode), moe_expert_warp_glu computes each unit's
+// gate and up rows and the activation in one launch; otherwise
+// expert_matmul's form writes the products into scratch shared with
+// matmul_swiglu's (be.glu) and moe_silu_glu follows.
+func bindExpertMatMulGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	if len(in) != 3 || len(out) != 1 {
+		return nil, fmt.Errorf("expert_matmul_glu: %d inputs and %d outputs", len(in), len(out))
+	}
+	x, w, ids, y := in[0], in[1], in[2], out[0]
+	wt, err := wtype(w)
+	if err != nil {
+		return nil, fmt.Errorf("expert_matmul_glu: w: %w", err)
+	}
+	ws := n.Inputs[1].Shape
+	if len(ws) != 3 || ws[1]%2 != 0 {
+		return nil, fmt.Errorf("expert_matmul_glu: w %v must be [experts, 2F, in]", ws)
+	}
+	// the products, as expert_matmul's output (in scratch where they are kept)
+	gu := &Buffer{dt: graph.F32, store: graph.F32, n: ids.n * ws[1], bytes: 4 * ids.n * ws[1], be: be}
+	d, err := expertDims("expert_matmul_glu", n, x, w, ids, gu, ws[2])
+	if err != nil {
+		return nil, err
+	}
+	f := d.nOut / 2
+	if y.dt != graph.F32 || y.n != d.units*f {
+		return nil, fmt.Errorf("expert_matmul_glu: output of %d %s elements, want %d f32", y.n, y.dt, d.units*f)
+	}
+	s := be.newSteps()
+	if d.units == 0 {
+		return s, nil
+	}
+	if !d.mma(wt) && !d.grouped() {
+		dg := d
+		dg.nOut = f
+		grid, err := dg.warpGrid()
+		if err != nil {
+			return nil, err
+		}
+		vec := int32(0)
+		if (d.nIn*w.store.Size())%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
+			vec = 1
+		}
+		s.add("moe_expert_warp_glu", grid, [3]uint32{32 * moeWarps, 1, 1}, 0,
+			x.ptr, w.ptr, wt, ids.ptr, y.ptr, int32(d.units), int32(d.k), int32(d.e), int32(f), int32(d.nIn), d.perUnit, vec, be.errRec)
+		return s, nil
+	}
+	if gu.ptr, err = be.reuse(&be.glu, gu.bytes); err != nil {
+		return nil, err
+	}
+	mm, err := bindExpertMatMul(be, n, in, []*Buffer{gu})
+	if err != nil {
+		return nil, err
+	}
+	s.work = append(s.work, mm.work...)
+	g, b := grid1(int64(y.n))
+	s.add("moe_silu_glu", g, b, 0, gu.ptr, y.ptr, int64(y.n), int32(f))
 	return s, nil
 }
 

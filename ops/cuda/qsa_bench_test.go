@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 
@@ -23,31 +24,54 @@ type qsaShape struct {
 var qsaShapes = []qsaShape{
 	{"qwen4_512rows_pos1536", 512, 1536, 24, 2, 256, 4, 512},
 	{"qwen4_1row_pos2047", 1, 2047, 24, 2, 256, 4, 512},
+	{"qwen4_1row_pos8191", 1, 8191, 24, 2, 256, 4, 512},
 }
 
+// qsaSplitSweep are the key chunks BenchmarkQSAAttention tries for decode
+// rows (be.qsaSplit: 0 chosen, −1 the unsplit kernel).
+var qsaSplitSweep = []int{0, -1, 16, 33, 66, 132, 264}
+
 // BenchmarkQSAAttention measures qsa_attention at qwen4-12l's shapes: the
-// time of one launch, replayed in a CUDA graph, and TFLOP/s of its
-// products (4·heads·d a key read), e.g.
+// time of one launch (for decode rows, the split kernel and its finish at
+// each of qsaSplitSweep's chunks), replayed in a CUDA graph, and TFLOP/s
+// of its products (4·heads·d a key read), e.g.
 // ops_cuda.test -test.run '^$' -test.bench QSAAttention.
 func BenchmarkQSAAttention(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	for _, s := range qsaShapes {
-		b.Run(s.name, func(b *testing.B) {
-			qb, keys := newQSABench(b, be, s)
-			defer qb.free()
-			st := qb.steps(b, be, false)
-			b.ResetTimer()
-			per, _ := qb.time(b, be, st, b.N)
-			b.StopTimer()
-			if err := be.Sync(); err != nil {
-				b.Fatal(err)
+		splits := []int{0}
+		if s.rows <= qsaFewRows {
+			splits = qsaSplitSweep
+		}
+		for _, split := range splits {
+			name := s.name
+			if s.rows <= qsaFewRows {
+				name += fmt.Sprintf("/split=%d", split)
 			}
-			tflops := 4 * float64(s.heads*s.d) * float64(keys) / per.Seconds() / 1e12
-			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-			b.ReportMetric(tflops, "TFLOP/s")
-			b.Logf("%s on %s: %v a launch, %.1f TFLOP/s", s.name, be.Device(), per, tflops)
-		})
+			b.Run(name, func(b *testing.B) {
+				be.qsaSplit = split
+				defer func() { be.qsaSplit = 0 }()
+				benchQSA(b, be, s)
+			})
+		}
 	}
+}
+
+// benchQSA times one qsa_attention of shape s.
+func benchQSA(b *testing.B, be *Backend, s qsaShape) {
+	qb, keys := newQSABench(b, be, s)
+	defer qb.free()
+	st := qb.steps(b, be, false)
+	b.ResetTimer()
+	per, _ := qb.time(b, be, st, b.N)
+	b.StopTimer()
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	tflops := 4 * float64(s.heads*s.d) * float64(keys) / per.Seconds() / 1e12
+	b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+	b.ReportMetric(tflops, "TFLOP/s")
+	b.Logf("%s on %s: %v a launch, %.1f TFLOP/s", b.Name(), be.Device(), per, tflops)
 }
 
 // newQSABench binds qsa_attention of shape s over slots of pos + rows keys

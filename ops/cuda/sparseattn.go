@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -26,7 +28,7 @@ var qsaBinders = map[string]binder{
 // qsaKernels are the kernels of kernels/sparseattn.cu the binders launch.
 var qsaKernels = []string{
 	"qsa_block_keys", "qsa_block_keys_slot", "qsa_scores", "qsa_topk", "qsa_attention", "qsa_attention_rows_v4",
-	"qsa_attention_rows_v1", "qsa_gate_merge",
+	"qsa_attention_rows_v1", "qsa_attention_split_v4", "qsa_attention_split_v1", "qsa_gate_merge",
 }
 
 // qsaKernelErr words the error codes of kernels/sparseattn.cu (60..69); nil
@@ -87,9 +89,36 @@ const (
 // it.
 const qsaRowsSharedMax = 96 * 1024
 
-// qsaRowsKernels are the qsa_attention_rows kernels: K and V a float4 at a
-// time, and a float at a time.
-var qsaRowsKernels = []string{"qsa_attention_rows_v4", "qsa_attention_rows_v1"}
+// qsaRowsKernels are the qsa_attention_rows kernels and their split forms
+// (qsa_attention_split): K and V a float4 at a time, and a float at a time.
+var qsaRowsKernels = []string{"qsa_attention_rows_v4", "qsa_attention_rows_v1", "qsa_attention_split_v4", "qsa_attention_split_v1"}
+
+// qsaSplitMinKeys is the fewest keys a chunk of qsa_attention_split aims
+// at (two tiles, so that a block's next tile loads while it computes one);
+// a row of fewer keys leaves the last chunks empty.
+const qsaSplitMinKeys = 2 * qsaRowsTile
+
+// qsaSplitMax is the most chunks qsa_attention_split takes (attn_finish
+// holds two floats a chunk in shared memory).
+const qsaSplitMax = 1024
+
+// qsaSplits is the key chunks qsa_attention_split takes for rows rows of
+// kvh KV heads reading at most maxKeys keys on a card of sms
+// multiprocessors: enough blocks for one per multiprocessor (attnBlocksPerSM
+// where chunks stay at least qsaSplitMinKeys), forced (n > 0) or turned
+// off (n < 0: 0 chunks, the unsplit kernels) by force (be.qsaSplit,
+// REEL_QSA_SPLIT).
+func qsaSplits(rows, kvh, maxKeys, sms, force int) int {
+	switch {
+	case force < 0:
+		return 0
+	case force > 0:
+		return min(force, qsaSplitMax)
+	}
+	blocks := rows * kvh
+	want := max(1, (attnBlocksPerSM*sms+blocks-1)/blocks)
+	return max(1, min(want, (maxKeys+qsaSplitMinKeys-1)/qsaSplitMinKeys, qsaSplitMax))
+}
 
 // qsaRowsShared is qsa_attention_rows' dynamic shared memory (bytes) for
 // groups of g query heads of d and selections of keep blocks, laid out as
@@ -122,6 +151,22 @@ func qsaRowsKernel(g, d, keep int, vec bool) (name string, shared int) {
 		return "", 0
 	}
 	return name, shared
+}
+
+// parseQSASplit reads REEL_QSA_SPLIT: "" (0: chosen by the shape), off
+// (−1) or a positive number of chunks.
+func parseQSASplit(v string) (int, error) {
+	switch v {
+	case "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not off or a positive number of chunks", v)
+	}
+	return n, nil
 }
 
 // qsaFitsI32 checks that counts the kernels take as int fit in one.
@@ -260,11 +305,14 @@ func bindQSASelect(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	return s, nil
 }
 
-// bindQSAAttention binds qsa_attention(q, k, v, sel, call): for more than
-// qsaFewRows rows, where the shape fits, qsa_attention_rows (one block per
+// bindQSAAttention binds qsa_attention(q, k, v, sel, call): where the shape
+// fits, for more than qsaFewRows rows qsa_attention_rows (one block per
 // row and KV head, streaming the keys through shared memory for the group's
-// query heads at once); else qsa_attention, one block per (row, query head),
-// its selection, query head and scores in shared memory (the scores in
+// query heads at once), and for fewer (decode) qsa_attention_split, the
+// same over (row, KV head, key chunk) blocks, whose partials attn_finish
+// merges (REEL_QSA_SPLIT=off takes qsa_attention instead, a number forces
+// the chunks); else qsa_attention, one block per (row, query head), its
+// selection, query head and scores in shared memory (the scores in
 // scratch when the most keys a row reads do not fit).
 func bindQSAAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	at, err := ops.NodeAttrs[ops.SparseAttentionAttrs](n)
@@ -304,12 +352,26 @@ func bindQSAAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 	if rows == 0 {
 		return s, nil
 	}
-	if rows > qsaFewRows {
-		vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, y.ptr)
-		if name, shared := qsaRowsKernel(at.Heads/at.KVHeads, d, keep, vec); name != "" {
-			s.add(name, [3]uint32{uint32(rows), uint32(at.KVHeads), 1}, [3]uint32{qsaRowsThreads, 1, 1}, uint32(shared),
-				q.ptr, k.ptr, v.ptr, sel.ptr, call.ptr, be.errRec, y.ptr, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
-				int32(cr), int32(keep), int32(capacity), at.Scale)
+	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, y.ptr)
+	if name, shared := qsaRowsKernel(at.Heads/at.KVHeads, d, keep, vec); name != "" {
+		args := []any{q.ptr, k.ptr, v.ptr, sel.ptr, call.ptr, be.errRec, y.ptr, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
+			int32(cr), int32(keep), int32(capacity), at.Scale}
+		if rows > qsaFewRows {
+			s.add(name, [3]uint32{uint32(rows), uint32(at.KVHeads), 1}, [3]uint32{qsaRowsThreads, 1, 1}, uint32(shared), args...)
+			return s, nil
+		}
+		if splits := qsaSplits(rows, at.KVHeads, maxKeys, be.kernels.sms, be.qsaSplit); splits > 0 {
+			// m and l, then the sums 16-byte aligned for the float4 stores
+			parts := rows * at.Heads * splits
+			mlBytes := (8*parts + 15) &^ 15
+			pm, err := be.scratchAlloc(mlBytes + 4*parts*d)
+			if err != nil {
+				return nil, err
+			}
+			pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
+			s.add(strings.Replace(name, "_rows_", "_split_", 1), [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)},
+				[3]uint32{qsaRowsThreads, 1, 1}, uint32(shared), append(args, pm, pl, pacc)...)
+			addAttnFinish(s, pm, pl, pacc, y, call, rows, at.Heads, d, splits, 0, 0, vec)
 			return s, nil
 		}
 	}

@@ -52,6 +52,36 @@ func moeCases() []Case {
 		perUnit             bool
 		bad                 int // != 0: an id of e + bad − 1 (bad > 0) or −1
 	}
+	// expertCase is an expert product of shape s: expert_matmul, or with glu
+	// expert_matmul_glu (the out rows of an expert its gate and up halves).
+	expertCase := func(s expert, glu bool) Case {
+		op, d := "expert_matmul", ops.OpExpertMatMul
+		if glu {
+			op, d = "expert_matmul_glu", ops.OpExpertMatMulGLU
+		}
+		name := fmt.Sprintf("%s/%s/rows=%d/k=%d/e=%d/%dx%d/per_unit=%v", op, s.dt, s.rows, s.k, s.e, s.out, s.in, s.perUnit)
+		if s.bad != 0 {
+			name = op + "/error/" + name[len(op)+1:]
+		}
+		m := newMaker(name)
+		x := m.expertRows(s.rows, s.k, s.in, s.perUnit)
+		w := m.weight("w", s.dt, s.e, s.out, s.in)
+		ids, want := m.expertIDs(s.rows, s.k, s.e, s.bad)
+		return Case{
+			Name:   name,
+			Inputs: []Tensor{x, w, ids},
+			Build:  applyAll(d, nil, 1),
+			Ref: func(in [][]float64) [][]float64 {
+				y := refExpert(in[0], in[1], in[2], s.out, s.in, s.perUnit)
+				if glu {
+					y = refSiLUGLU(y, s.out/2)
+				}
+				return [][]float64{y}
+			},
+			Tol:     expertTol(s.rows, s.dt),
+			WantErr: want,
+		}
+	}
 	for _, s := range []expert{
 		{1, 2, 8, 16, 32, graph.F32, false, 0}, {3, 2, 4, 7, 33, graph.BF16, false, 0},
 		{2, 3, 5, 9, 17, graph.F16, true, 0}, {5, 10, 16, 65, 40, graph.BF16, false, 0},
@@ -72,24 +102,20 @@ func moeCases() []Case {
 		{40, 3, 6, 140, 96, graph.BF16, true, 0}, {9, 2, 8, 20, 16, graph.BF16, false, 0},
 		{40, 2, 5, 24, 40, graph.F32, true, 0}, {40, 2, 5, 16, 24, graph.BF16, false, 1},
 	} {
-		name := fmt.Sprintf("expert_matmul/%s/rows=%d/k=%d/e=%d/%dx%d/per_unit=%v", s.dt, s.rows, s.k, s.e, s.out, s.in, s.perUnit)
-		if s.bad != 0 {
-			name = "expert_matmul/error/" + name[len("expert_matmul/"):]
-		}
-		m := newMaker(name)
-		x := m.expertRows(s.rows, s.k, s.in, s.perUnit)
-		w := m.weight("w", s.dt, s.e, s.out, s.in)
-		ids, want := m.expertIDs(s.rows, s.k, s.e, s.bad)
-		cs = append(cs, Case{
-			Name:   name,
-			Inputs: []Tensor{x, w, ids},
-			Build:  applyAll(ops.OpExpertMatMul, nil, 1),
-			Ref: func(in [][]float64) [][]float64 {
-				return [][]float64{refExpert(in[0], in[1], in[2], s.out, s.in, s.perUnit)}
-			},
-			Tol:     expertTol(s.rows, s.dt),
-			WantErr: want,
-		})
+		cs = append(cs, expertCase(s, false))
+	}
+	// expert_matmul_glu: decode shapes (CUDA's fused warp form) with bf16,
+	// f16 and f32 weights, qwen4-12l's 10 of 64 experts, inputs of odd
+	// length, a bad id; more units than experts, and more than 8 rows (the
+	// products into scratch, then silu_glu), a bad id there
+	for _, s := range []expert{
+		{1, 10, 64, 128, 256, graph.BF16, false, 0}, {1, 3, 8, 24, 33, graph.F16, false, 0},
+		{2, 2, 8, 16, 32, graph.F32, false, 0}, {1, 2, 8, 16, 64, graph.BF16, false, 1},
+		{4, 3, 4, 16, 16, graph.BF16, false, 0}, {3, 2, 4, 8, 8, graph.F32, true, 0},
+		{40, 3, 7, 50, 72, graph.BF16, false, 0}, {40, 2, 5, 24, 40, graph.F32, true, 0},
+		{40, 2, 5, 16, 24, graph.BF16, false, 1},
+	} {
+		cs = append(cs, expertCase(s, true))
 	}
 	for _, s := range []struct {
 		rows, k, h int

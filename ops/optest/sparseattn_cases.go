@@ -166,6 +166,16 @@ func sparseAttentionCases() []Case {
 		{16, 4, 64, 2, 40, 40, 0, 0, 40, nil, 7, 0, ""}, // dense from the start: rows of 1 .. 40 keys, some of none
 		{24, 2, 256, 4, 32, 24, 200, 0, 224, nil, 0, 18, "not ascending"},
 		{12, 1, 36, 3, 16, 40, 100, 0, 139, nil, 0, 0, "capacity"},
+		// Decode rows over long contexts, split over key chunks on CUDA:
+		// qwen4-12l's shape at 2048 positions with every block kept and
+		// with a quarter of them, a speculation window of 5 rows (one of
+		// no blocks), d % 4 ≠ 0, and errors.
+		{24, 2, 256, 4, 512, 1, 2047, 0, 2048, nil, 0, 0, ""},
+		{24, 2, 256, 4, 128, 1, 2046, 0, 2048, nil, 0, 0, ""},
+		{12, 1, 64, 4, 96, 5, 1500, 4, 1505, nil, 3, 0, ""},
+		{8, 2, 30, 3, 64, 3, 700, 0, 703, nil, 0, 0, ""},
+		{24, 2, 256, 4, 64, 2, 1000, 0, 1002, nil, 0, 2, "not ascending"},
+		{12, 1, 64, 4, 96, 5, 1500, 0, 1504, nil, 0, 0, "capacity"},
 	} {
 		name := fmt.Sprintf("qsa_attention/q%d-kv%d-d%d/block=%d/keep=%d/rows=%d/pos=%d/used=%d/cap=%d", s.heads, s.kv, s.d, s.cr, s.keep, s.rows, s.pos, s.used, s.capacity)
 		if s.sel == nil {

@@ -188,6 +188,34 @@ extern "C" __global__ void moe_expert_warp(const float* x, const void* w, int wt
 	if (lane == 0) *yo = acc;
 }
 
+// moe_expert_warp_glu: expert_matmul_glu's warp form (moe_expert_warp's
+// layout, the experts' rows 2F each): warp g computes, for u = g / F and
+// f = g mod F, the gate a = w[id, f] · x_u and the up b = w[id, F + f] · x_u
+// as moe_expert_warp computes each (f32), then y[u, f] = f32(silu(a) · b)
+// in f64 as moe_silu_glu does; a bad id is reported and its outputs are
+// zero, as silu_glu makes of zero products.
+extern "C" __global__ void moe_expert_warp_glu(const float* x, const void* w, int wt, const int* ids, float* y, int units, int K, int E,
+                                               int F, int nIn, int perUnit, int vec, int* err) {
+	pdl_entry();
+	int lane = threadIdx.x & 31, u, f, id;
+	float* yo;
+	const float* xu;
+	if (!moe_warp_unit(x, ids, y, units, K, E, F, nIn, perUnit, err, &u, &f, &id, &yo, &xu)) return;
+	long long ga = ((long long)id * 2 * F + f) * nIn, gb = ga + (long long)F * nIn; // the gate's and up's first elements
+	float a, b;
+	if (wt == WT_BF16) {
+		a = moe_row_dot<WT_BF16>((const u16*)w + ga, xu, nIn, vec, lane);
+		b = moe_row_dot<WT_BF16>((const u16*)w + gb, xu, nIn, vec, lane);
+	} else if (wt == WT_F16) {
+		a = moe_row_dot<WT_F16>((const u16*)w + ga, xu, nIn, vec, lane);
+		b = moe_row_dot<WT_F16>((const u16*)w + gb, xu, nIn, vec, lane);
+	} else {
+		a = moe_row_dot<WT_F32>((const float*)w + ga, xu, nIn, vec, lane);
+		b = moe_row_dot<WT_F32>((const float*)w + gb, xu, nIn, vec, lane);
+	}
+	if (lane == 0) *yo = (float)(silu_d((double)a) * (double)b);
+}
+
 // moe_expert_group: one block (blockDim.x a multiple of 32), dynamic shared
 // memory of E ints. It groups the units by expert: offs[e] .. offs[e+1]
 // index list, which holds the units of expert e, in unit order when rank

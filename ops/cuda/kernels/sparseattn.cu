@@ -506,22 +506,35 @@ __device__ __forceinline__ void qsa_rows_tile(float* ks, float* vs, const float*
 // k, v and y 16-byte aligned; V = 1 takes any d. The binder also needs
 // d/V ≤ QSA_RT and ⌈G / ⌊QSA_RT/(d/V)⌋⌉ ≤ QSA_RA.
 //
+// Split over key chunks (qsa_attention_split_v<V>, decode rows: pm not
+// null), the grid is (rows, kvh, S) and block z takes only keys
+// z·per .. z·per + per − 1 of the row's list of n, per = ⌈n/S⌉ rounded up
+// to a tile (QSA_TK), so the rows' few blocks become enough to fill the
+// card whatever the position. Instead of out it writes the chunk's
+// partials as attn_part does, for attn_finish to merge in chunk order:
+// pm = M_h, pl = f32(L_h) and pacc = acc_hc (unnormalized) at
+// ((t·heads + h)·S + z) (times d for pacc). A chunk of no keys writes
+// pm = −inf, pl = 0 and pacc = 0; rows t ≥ used write nothing (the finish
+// zeroes them).
+//
 // Dynamic shared memory (qsaRowsShared in sparseattn.go), each part
 // rounded up to 16 bytes: L (G doubles), the selection (keep ints), the
 // query heads (G·d floats), two stages of a K and a V tile (4·QSA_TK·d
 // floats), p (G·QSA_TK floats), α (G floats) and M (G floats).
 template <int V>
 __device__ void qsa_rows_body(const float* q, const float* k, const float* v, const int* sel, const int* call, int* err, float* y,
-                              int rows, int heads, int kvh, int d, int cr, int keep, int cap, float scale) {
+                              int rows, int heads, int kvh, int d, int cr, int keep, int cap, float scale, float* pm, float* pl,
+                              float* pacc) {
 	extern __shared__ float4 qsa_rows_sh[];
 	int t = rows - 1 - (int)blockIdx.x, g = blockIdx.y, G = heads / kvh, tid = threadIdx.x;
+	int S = gridDim.z, z = blockIdx.z;
 	long long p, nb;
-	int st = qsa_attn_begin(call, rows, t, cap, cr, t == 0 && g == 0, err, &p, &nb);
+	int st = qsa_attn_begin(call, rows, t, cap, cr, t == 0 && g == 0 && z == 0, err, &p, &nb);
 	if (st == QSA_ROW_STOP) return;
 	long long qg0 = (long long)t * heads * d + (long long)g * G * d;
 	float* yg = y + qg0;
 	if (st == QSA_ROW_ZERO) {
-		qsa_zero(yg, G * d);
+		if (!pm) qsa_zero(yg, G * d);
 		return;
 	}
 	double* ls = (double*)qsa_rows_sh;
@@ -536,13 +549,26 @@ __device__ void qsa_rows_body(const float* q, const float* k, const float* v, co
 	int m = qsa_attn_select(sel + (long long)t * keep, keep, t, p, nb, ids, err);
 	if (m < 0) return;
 	int n = m * cr + (int)(p + 1 - nb * cr);
-	if (n == 0) {
-		qsa_zero(yg, G * d);
+	// this block's keys jb .. je − 1 of the row's list
+	int jb = 0, je = n;
+	if (pm) {
+		int per = ((n + S - 1) / S + QSA_TK - 1) / QSA_TK * QSA_TK;
+		jb = min(n, z * per), je = min(n, jb + per);
+	}
+	// the first partial of the group's heads, and the stride between heads
+	long long pp = ((long long)t * heads + (long long)g * G) * S + z;
+	if (je == jb) {
+		if (!pm) {
+			qsa_zero(yg, G * d);
+			return;
+		}
+		for (int h = tid; h < G; h += QSA_RT) pm[pp + (long long)h * S] = NEG_INF, pl[pp + (long long)h * S] = 0.f;
+		for (int i = tid; i < G * d; i += QSA_RT) pacc[(pp + (long long)(i / d) * S) * d + i % d] = 0.f;
 		return;
 	}
 	long long kw = (long long)kvh * d;
 	const float *kg = k + (long long)g * d, *vg = v + (long long)g * d;
-	int tiles = (n + QSA_TK - 1) / QSA_TK;
+	int tiles = (je - jb + QSA_TK - 1) / QSA_TK;
 	// scores: key sj of a tile, columns from s·V
 	int lane = tid & 31, sj = (tid >> 5) * 2 + (lane >> 4), s = lane & 15;
 	// weighted value sums: columns c·V .. c·V + V − 1 of heads hg + i·ht (and
@@ -553,14 +579,14 @@ __device__ void qsa_rows_body(const float* q, const float* k, const float* v, co
 	for (int i = 0; i < QSA_RA; i++)
 #pragma unroll
 		for (int u = 0; u < V; u++) acc[i][u] = 0.f;
-	qsa_rows_tile<V>(kv, kv + QSA_TK * d, kg, vg, ids, m, cr, nb, kw, 0, n, d, hg, c, ht, hc);
+	qsa_rows_tile<V>(kv, kv + QSA_TK * d, kg, vg, ids, m, cr, nb, kw, jb, je, d, hg, c, ht, hc);
 	cp_commit();
 	for (int it = 0; it < tiles; it++) {
 		float* ks = kv + (it & 1) * 2 * QSA_TK * d;
 		float* vs = ks + QSA_TK * d;
 		if (it + 1 < tiles) {
 			float* kn = kv + ((it + 1) & 1) * 2 * QSA_TK * d;
-			qsa_rows_tile<V>(kn, kn + QSA_TK * d, kg, vg, ids, m, cr, nb, kw, (it + 1) * QSA_TK, n, d, hg, c, ht, hc);
+			qsa_rows_tile<V>(kn, kn + QSA_TK * d, kg, vg, ids, m, cr, nb, kw, jb + (it + 1) * QSA_TK, je, d, hg, c, ht, hc);
 		}
 		cp_commit();
 		cp_wait<1>();
@@ -587,7 +613,7 @@ __device__ void qsa_rows_body(const float* q, const float* k, const float* v, co
 			}
 		}
 		__syncthreads();
-		int nt = min(QSA_TK, n - it * QSA_TK);
+		int nt = min(QSA_TK, je - jb - it * QSA_TK);
 		unsigned half = 0xffffu << (lane & 16);
 		for (int i = tid; i < G * QSA_TK; i += QSA_RT) {
 			int h = i / QSA_TK, jj = i % QSA_TK;
@@ -638,6 +664,14 @@ __device__ void qsa_rows_body(const float* q, const float* k, const float* v, co
 		for (int i = 0; i < QSA_RA; i++) {
 			int h = hg + i * ht;
 			if (h < G) {
+				if (pm) {
+					long long ph = pp + (long long)h * S;
+					float* po = pacc + ph * d + c * V;
+#pragma unroll
+					for (int u = 0; u < V; u++) po[u] = acc[i][u];
+					if (c == 0) pm[ph] = ms[h], pl[ph] = (float)ls[h];
+					continue;
+				}
 				float inv = (float)(1.0 / ls[h]);
 				float* yo = yg + (long long)h * d + c * V;
 #pragma unroll
@@ -656,13 +690,27 @@ __device__ void qsa_rows_body(const float* q, const float* k, const float* v, co
 // at a time.
 extern "C" __global__ void __launch_bounds__(QSA_RT, 2) qsa_attention_rows_v4(QSA_ROWS_PARAMS) {
 	pdl_entry();
-	qsa_rows_body<4>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale);
+	qsa_rows_body<4>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale, nullptr, nullptr, nullptr);
 }
 
 // qsa_attention_rows_v1 is qsa_rows_body<1>: any d, any alignment.
 extern "C" __global__ void __launch_bounds__(QSA_RT, 2) qsa_attention_rows_v1(QSA_ROWS_PARAMS) {
 	pdl_entry();
-	qsa_rows_body<1>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale);
+	qsa_rows_body<1>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale, nullptr, nullptr, nullptr);
+}
+
+// qsa_attention_split_v4 and _v1 are qsa_rows_body split over key chunks:
+// grid (rows, kvh, S), the partials pm, pl (rows·heads·S floats each) and
+// pacc (rows·heads·S·d floats, 16-byte aligned for V = 4) for attn_finish
+// (y is not written).
+extern "C" __global__ void __launch_bounds__(QSA_RT, 2) qsa_attention_split_v4(QSA_ROWS_PARAMS, float* pm, float* pl, float* pacc) {
+	pdl_entry();
+	qsa_rows_body<4>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale, pm, pl, pacc);
+}
+
+extern "C" __global__ void __launch_bounds__(QSA_RT, 2) qsa_attention_split_v1(QSA_ROWS_PARAMS, float* pm, float* pl, float* pacc) {
+	pdl_entry();
+	qsa_rows_body<1>(q, k, v, sel, call, err, y, rows, heads, kvh, d, cr, keep, cap, scale, pm, pl, pacc);
 }
 
 // ---------------------------------------------------------------- gate_merge

@@ -1,0 +1,118 @@
+package planner
+
+import (
+	"math"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// Rules for Qwen4-Exp's decode step (each self-contained: a rule type and
+// its name, listed in Rules).
+
+// Rule names of Qwen4-Exp's decode step.
+const (
+	// RuleGDNPrep is the name of GDNPrepRule.
+	RuleGDNPrep = "gdn_prep"
+	// RuleExpertGLU is the name of ExpertGLURule's template rule.
+	RuleExpertGLU = "expert_matmul_glu"
+)
+
+// ExpertGLURule fuses a routed expert block's gate_up product with its
+// activation (expert_matmul then silu_glu) into expert_matmul_glu.
+func ExpertGLURule() Rule {
+	return &TemplateRule{Op: ops.OpExpertMatMulGLU,
+		Variants: []Example{{Inputs: []ExampleInput{
+			{Kind: graph.Input, DType: graph.F32, Shape: graph.Shape{2, 4}},
+			{Kind: graph.Weight, DType: graph.F32, Shape: graph.Shape{3, 6, 4}},
+			{Kind: graph.Input, DType: graph.I32, Shape: graph.Shape{2, 2}},
+		}}},
+		Attrs: func(*Match) (any, bool) { return nil, true }}
+}
+
+// GDNPrepRule fuses Gated DeltaNet's query and key preparation, the chain
+// ops.GDNPrep builds (split of the convolved projection into q, k and v,
+// per-head l2norm of q and k, q scaled by 1/sqrt(dk)), into one gdn_prep:
+// four launches a layer become one. A template rule cannot find it: its
+// decomposition has three outputs, not one root that every node feeds.
+// The value heads are read off the gdn_scan that reads v (the key heads
+// where none does); gdn_prep only copies v, whatever its heads.
+type GDNPrepRule struct{}
+
+// Name is "gdn_prep".
+func (GDNPrepRule) Name() string { return RuleGDNPrep }
+
+// Match starts from each plain three-part split whose first two parts are
+// equal and follows them to their norms.
+func (GDNPrepRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	var reps []Replacement
+	for _, n := range g.Nodes {
+		if rep, ok := gdnPrepAt(u, n); ok && eligible(g, u, &rep) {
+			reps = append(reps, rep)
+		}
+	}
+	return reps
+}
+
+// gdnPrepAt builds the replacement whose split is n, if n starts the chain.
+func gdnPrepAt(u *Uses, n *graph.Node) (Replacement, bool) {
+	if n.Op != ops.OpSplit.Op || len(n.Outputs) != 3 {
+		return Replacement{}, false
+	}
+	sa, ok := attrsValue[ops.SplitAttrs](n.Attrs)
+	if !ok || sa.Heads != 1 || len(sa.Parts) != 3 || sa.Parts[0] != sa.Parts[1] {
+		return Replacement{}, false
+	}
+	// the single reader of v, if it is an op of one input
+	next := func(v *graph.Value, op string) (*graph.Node, bool) {
+		r, ok := u.single(v)
+		return r, ok && r.Op == op && len(r.Inputs) == 1 && r.Inputs[0] == v
+	}
+	qn, ok1 := next(n.Outputs[0], ops.OpL2Norm.Op)
+	kn, ok2 := next(n.Outputs[1], ops.OpL2Norm.Op)
+	if !ok1 || !ok2 {
+		return Replacement{}, false
+	}
+	sc, ok := next(qn.Outputs[0], ops.OpScale.Op)
+	if !ok {
+		return Replacement{}, false
+	}
+	qa, ok4 := attrsValue[ops.NormAttrs](qn.Attrs)
+	ka, ok5 := attrsValue[ops.NormAttrs](kn.Attrs)
+	fa, ok6 := attrsValue[ops.ScaleAttrs](sc.Attrs)
+	if !ok4 || !ok5 || !ok6 || qa != ka {
+		return Replacement{}, false
+	}
+	dk, kd, vd := qa.Group, sa.Parts[0], sa.Parts[2]
+	if dk <= 0 || kd%dk != 0 || fa.Factor != float32(1/math.Sqrt(float64(dk))) {
+		return Replacement{}, false
+	}
+	nk := kd / dk
+	nv := nk
+	for _, r := range u.readers[n.Outputs[2].ID] {
+		if r.Op == ops.OpGDNScan.Op && len(r.Inputs) > 3 && len(r.Inputs[3].Shape) == 2 {
+			nv = r.Inputs[3].Shape[1]
+		}
+	}
+	if nv <= 0 || vd%nv != 0 {
+		return Replacement{}, false
+	}
+	attrs := ops.GDNPrepAttrs{KeyHeads: nk, KeyDim: dk, ValueHeads: nv, ValueDim: vd / nv, Eps: qa.Eps}
+	rep := Replacement{Op: ops.OpGDNPrep, Attrs: attrs, Inputs: []*graph.Value{n.Inputs[0]},
+		Members: []*graph.Node{n, qn, sc, kn}, Outputs: []*graph.Value{sc.Outputs[0], kn.Outputs[0], n.Outputs[2]}, At: n}
+	for _, m := range rep.Members {
+		if m.ID > rep.At.ID {
+			rep.At = m
+		}
+	}
+	sig, err := ops.OpGDNPrep.Infer(attrs, rep.Inputs)
+	if err != nil || len(sig.Outputs) != 3 {
+		return Replacement{}, false
+	}
+	for i, s := range sig.Outputs {
+		if o := rep.Outputs[i]; o.DType != s.DType || !o.Shape.Equal(s.Shape) {
+			return Replacement{}, false
+		}
+	}
+	return rep, true
+}
