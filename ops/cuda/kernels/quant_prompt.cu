@@ -17,12 +17,29 @@
 // into HT as it loads them; activations are rounded to HT as for stored
 // 16-bit experts.
 
+// q16_pack2 is moe_pack2 (a and b rounded to HT to nearest even, a in the
+// low half) in one instruction on sm_80 and later (cvt.rn.bf16x2.f32 /
+// .f16x2.f32 put their first operand in the high half).
+template <int HT>
+__device__ __forceinline__ u32 q16_pack2(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+	u32 r;
+	if (HT == WT_BF16)
+		asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+	else
+		asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+	return r;
+#else
+	return moe_pack2<HT>(a, b);
+#endif
+}
+
 // q16_pack8 gives c[0..7] times sv rounded to HT, packed in element order
 // (the first in the low half).
 template <int HT>
 __device__ __forceinline__ uint4 q16_pack8(const float* c, float sv) {
-	return make_uint4(moe_pack2<HT>(c[0] * sv, c[1] * sv), moe_pack2<HT>(c[2] * sv, c[3] * sv), moe_pack2<HT>(c[4] * sv, c[5] * sv),
-	                  moe_pack2<HT>(c[6] * sv, c[7] * sv));
+	return make_uint4(q16_pack2<HT>(c[0] * sv, c[1] * sv), q16_pack2<HT>(c[2] * sv, c[3] * sv), q16_pack2<HT>(c[4] * sv, c[5] * sv),
+	                  q16_pack2<HT>(c[6] * sv, c[7] * sv));
 }
 
 template <int QT, int HT>
