@@ -52,15 +52,15 @@ func quantPromptKernelNames() []string {
 // quantHalf is the 16-bit type (wtype's code: 1 bf16, 2 f16) that a prompt
 // product dequantizes codes of dt into, and rounds its activations to:
 // the backend's quantHalfOverride when set (REEL_QUANT_HALF), else f16 for
-// q8 and bf16 for FP8 and q4. q8's step is within a factor of 4 of bf16's
-// rounding (a group's largest weight / 127 against 2⁻⁹ of each weight), so
-// bf16 would add about a fifth to its error; f16 (2⁻¹² of a weight) adds
-// well under 1 %, and its weights fit f16, as the f16 scales they are
-// multiples of do (|w| ≤ 127 · scale). FP8's scales are f32 of any
+// q8 and bf16 for FP8 and q4. q8's step (a group's largest weight / 127)
+// is about twice bf16's at a typical weight, so bf16 would add about a
+// tenth to its error variance; f16 (3 more bits) adds about 0.2 %, and
+// q8's weights fit f16 as the f16 scales they are multiples of do (|w| ≤
+// 127 · scale, the group's largest weight). FP8's scales are f32 of any
 // exponent and its codes keep 4 significant bits, so bf16 keeps f32's
-// range and adds 2⁻⁹ to a format whose own step is 2⁻³ of a weight; q4's
-// own error is some 3,000 times bf16's, and bf16 keeps the activations in
-// f32's range too (f16 overflows past 65504).
+// range and adds 2⁻⁹ of a weight to a format whose own step is 2⁻³ of
+// one; q4's own error is some 2,500 times bf16's, and bf16 keeps the
+// activations in f32's range too (f16 overflows past 65504).
 func (be *Backend) quantHalf(dt graph.DType) int32 {
 	if be.quantHalfOverride != 0 {
 		return be.quantHalfOverride
