@@ -85,7 +85,11 @@ type Precision int
 const (
 	// PrecisionAuto rounds activations to 16 bits where the model is
 	// 16-bit: a product with bf16 or f16 weights rounds its input once to
-	// the weights' type (as PyTorch, vLLM and llama.cpp multiply), and
+	// the weights' type (as PyTorch, vLLM and llama.cpp multiply), a
+	// product with quantized weights rounds its dequantized weight and its
+	// input once to the format's 16-bit type (bf16 for FP8 and q4, f16 for
+	// q8; the environment variable REEL_QUANT_HALF, bf16 or f16, sets it
+	// for every format), and
 	// attention rounds q, k, v and the probabilities to f16 (the flash
 	// kernel) when the backend holds any large weight in fewer than 32 bits
 	// (a bf16, f16 or quantized model). A model of f32 weights computes in
@@ -93,8 +97,10 @@ const (
 	PrecisionAuto Precision = iota
 	// PrecisionExact splits activations into two 16-bit parts (hi and the
 	// rounded rest) for products with 16-bit weights and multiplies twice
-	// (about 16 bits of each activation kept, about twice the time), and
-	// keeps attention in f32. On dory-gotiny (bf16, 229 positions in one
+	// (about 16 bits of each activation kept, about twice the time),
+	// computes products with quantized weights in f32 (the weight
+	// dequantized to f32, as the checkpoint means it, and an f32 GEMM;
+	// several times slower), and keeps attention in f32. On dory-gotiny (bf16, 229 positions in one
 	// chunk) the logits are within 5.1e-3 of the CPU exact and 4.9e-2 in
 	// auto; greedy ids match the reference in both
 	// (models/dory TestCUDAPromptPrecision).
@@ -203,6 +209,12 @@ type Backend struct {
 	// gdnRowByRow takes gdn_scan's recurrent kernel at any rows (tests and
 	// benchmarks comparing it with the chunked form).
 	gdnRowByRow bool
+	// quantHalfOverride is the 16-bit type (wtype's code) of every
+	// quantized prompt product (REEL_QUANT_HALF); 0: by format (quantHalf).
+	quantHalfOverride int32
+	// quantPromptF32 computes the quantized prompt products in f32 in
+	// every precision (benchmarks comparing it with the 16-bit path).
+	quantPromptF32 bool
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
 	// qsaSplit is the key chunks of decode rows' qsa_attention: 0 chooses
@@ -255,6 +267,10 @@ func New(opts Options) (*Backend, error) {
 		}
 		slerpRows = r
 	}
+	qh, err := parseQuantHalf(os.Getenv("REEL_QUANT_HALF"))
+	if err != nil {
+		return nil, err
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -263,7 +279,7 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", opts.Device, err)
 	}
-	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}}
+	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
 	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
 	be.slerpRows = slerpRows

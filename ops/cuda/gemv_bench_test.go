@@ -243,7 +243,8 @@ func (b *gemvBench) time(tb testing.TB, be *Backend, st []ops.Step, reps int) (t
 }
 
 // report times st for b.N replays and reports GB/s, the share of the copy
-// bound and the time of one instance.
+// bound and the time of one instance; past matvecMaxRows rows (a GEMM) also
+// TFLOP/s of the products.
 func (b *gemvBench) report(tb *testing.B, be *Backend, st []ops.Step, what string) {
 	tb.ResetTimer()
 	per, gbps := b.time(tb, be, st, tb.N)
@@ -251,7 +252,16 @@ func (b *gemvBench) report(tb *testing.B, be *Backend, st []ops.Step, what strin
 	tb.ReportMetric(gbps, "GB/s")
 	tb.ReportMetric(100*gbps*1e9/copyBound, "%copy")
 	tb.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-	tb.Logf("%s %s: %.0f GB/s, %.1f%% of %.2f TB/s, %v each", what, b.s.name, gbps, 100*gbps*1e9/copyBound, copyBound/1e12, per)
+	tflops := ""
+	if b.rows > matvecMaxRows {
+		flops := 0.0
+		for _, w := range b.s.ws {
+			flops += 2 * float64(b.rows) * float64(w[0]) * float64(w[1])
+		}
+		tb.ReportMetric(flops/per.Seconds()/1e12, "TFLOP/s")
+		tflops = fmt.Sprintf(", %.1f TFLOP/s", flops/per.Seconds()/1e12)
+	}
+	tb.Logf("%s %s: %.0f GB/s, %.1f%% of %.2f TB/s, %v each%s", what, b.s.name, gbps, 100*gbps*1e9/copyBound, copyBound/1e12, per, tflops)
 }
 
 func (b *gemvBench) free() {

@@ -135,7 +135,11 @@ func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 		return s, nil
 	}
 	if d.mma(wt) {
-		return be.expertMMA(s, d, x, w, wt, ids, y)
+		vw := int32(0)
+		if d.nIn%8 == 0 && w.ptr%16 == 0 {
+			vw = 1
+		}
+		return be.expertMMA(s, d, x, "moe_expert_mma_"+wtypeNames[wt], []any{w.ptr}, vw, ids, y)
 	}
 	if d.grouped() {
 		return be.expertGrouped(s, d, ids, func(offs, list cu.DevicePtr) {
@@ -317,8 +321,10 @@ func moeMaxTiles(units, e int) int {
 	return (units + min(e, units)*(moeMMAUnits-1)) / moeMMAUnits
 }
 
-// expertMMA appends expert_matmul's tensor-core form to s (bf16 or f16
-// weights, wt 1 or 2). In scratch: offs (e+1 ints) and the units' list
+// expertMMA appends an expert product's tensor-core form to s: kernel
+// name, moe_expert_mma over the experts that the arguments wargs give
+// (after x; vw, the last argument, says whether they take vector loads).
+// In scratch: offs (e+1 ints) and the units' list
 // (units) as expertGrouped's, in unit order within each expert (rank, units
 // ints, from moe_expert_rank); toffs (e+1) and tiles, the expert of each
 // tile of moeMMAUnits units. The grid has a block for every tile there can
@@ -326,7 +332,7 @@ func moeMaxTiles(units, e int) int {
 // moe_expert_mma's blocks past the real tiles exit at once. Activations are
 // rounded once to the weights' type (kernels/moe.cu's moe_expert_mma words
 // the error).
-func (be *Backend) expertMMA(s *steps, d expertShape, x, w *Buffer, wt int32, ids, y *Buffer) (*steps, error) {
+func (be *Backend) expertMMA(s *steps, d expertShape, x *Buffer, name string, wargs []any, vw int32, ids, y *Buffer) (*steps, error) {
 	tiles := moeMaxTiles(d.units, d.e)
 	if tiles > 65535 {
 		return nil, fmt.Errorf("%s: %d units over %d experts: up to %d tiles of %d units, over the grid's limit of 65535",
@@ -343,16 +349,13 @@ func (be *Backend) expertMMA(s *steps, d expertShape, x, w *Buffer, wt int32, id
 	s.add("moe_expert_rank", [3]uint32{uint32((d.units + moeRankWarps - 1) / moeRankWarps), 1, 1}, [3]uint32{32 * moeRankWarps, 1, 1}, 0,
 		ids.ptr, int32(d.units), rank)
 	be.addGroup(s, d, ids, offs, list, rank, moeMMAUnits, toffs, tile)
-	vx, vw := int32(0), int32(0)
+	vx := int32(0)
 	if d.nIn%4 == 0 && x.ptr%16 == 0 {
 		vx = 1
 	}
-	if d.nIn%8 == 0 && w.ptr%16 == 0 {
-		vw = 1
-	}
-	s.add("moe_expert_mma_"+wtypeNames[wt], [3]uint32{uint32((d.nOut + moeMMAFeats - 1) / moeMMAFeats), uint32(tiles), 1},
-		[3]uint32{moeMMAThreads, 1, 1}, 0,
-		x.ptr, w.ptr, offs, toffs, tile, list, y.ptr, int32(d.k), int32(d.e), int32(d.nOut), int32(d.nIn), d.perUnit, vx, vw)
+	args := append(append([]any{x.ptr}, wargs...),
+		offs, toffs, tile, list, y.ptr, int32(d.k), int32(d.e), int32(d.nOut), int32(d.nIn), d.perUnit, vx, vw)
+	s.add(name, [3]uint32{uint32((d.nOut + moeMMAFeats - 1) / moeMMAFeats), uint32(tiles), 1}, [3]uint32{moeMMAThreads, 1, 1}, 0, args...)
 	return s, nil
 }
 

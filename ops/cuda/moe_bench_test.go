@@ -25,35 +25,67 @@ var moeShapes = []moeShape{
 	{"qwen4_down_512rows", 512, 10, 64, 2560, 640, true},
 }
 
-// BenchmarkMoEPrompt measures expert_matmul at qwen4-12l's prompt shapes
-// (the tensor-core path): TFLOP/s of the products (2·units·out·in), GB/s
+// moeFormat is how a benchmark's experts are stored: bf16 (dt BF16), or
+// quantized codes of dt with scales of sdt in blocks.
+type moeFormat struct {
+	name    string
+	dt, sdt graph.DType
+	blocks  ops.QuantAttrs
+}
+
+// moeFormats are BenchmarkMoEPrompt's: bf16, and FP8 and q4 as reel
+// quantizes them, computed in their 16-bit types (the default) and in f32
+// (f32: qmoe_tile, as PrecisionExact).
+var moeFormats = []struct {
+	moeFormat
+	f32 bool
+}{
+	{moeFormat{"bf16", graph.BF16, 0, ops.QuantAttrs{}}, false},
+	{moeFormat{"fp8", graph.F8E4M3, graph.F32, ops.QuantAttrs{BlockRows: 128, BlockCols: 128}}, false},
+	{moeFormat{"fp8_f32", graph.F8E4M3, graph.F32, ops.QuantAttrs{BlockRows: 128, BlockCols: 128}}, true},
+	{moeFormat{"q4", graph.U8, graph.F16, ops.QuantAttrs{BlockRows: 1, BlockCols: 32}}, false},
+	{moeFormat{"q4_f32", graph.U8, graph.F16, ops.QuantAttrs{BlockRows: 1, BlockCols: 32}}, true},
+}
+
+// BenchmarkMoEPrompt measures expert_matmul and quant_expert_matmul at
+// qwen4-12l's prompt shapes in each of moeFormats (<shape> for bf16,
+// <format>_<shape> else): TFLOP/s of the products (2·units·out·in), GB/s
 // of the weights and activations moved, and the time of one product,
 // replayed as one CUDA graph; every row takes k distinct experts, drawn
 // uniformly, e.g. ops_cuda.test -test.run '^$' -test.bench MoEPrompt.
 func BenchmarkMoEPrompt(b *testing.B) {
 	be := newTestBackend(b, Options{})
-	for _, s := range moeShapes {
-		b.Run(s.name, func(b *testing.B) {
-			mb := newMoEBench(b, be, s)
-			defer mb.free()
-			st := mb.steps(b, be, false)
-			b.ResetTimer()
-			per, gbps := mb.time(b, be, st, b.N)
-			b.StopTimer()
-			units := s.rows * s.k
-			tflops := 2 * float64(units) * float64(s.out) * float64(s.in) / per.Seconds() / 1e12
-			b.ReportMetric(tflops, "TFLOP/s")
-			b.ReportMetric(gbps, "GB/s")
-			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-			b.Logf("%s on %s: %.1f TFLOP/s, %.0f GB/s, %v each", s.name, be.Device(), tflops, gbps, per)
-		})
+	for _, f := range moeFormats {
+		for _, s := range moeShapes {
+			name := s.name
+			if f.dt != graph.BF16 {
+				name = f.name + "_" + s.name
+			}
+			b.Run(name, func(b *testing.B) {
+				be.quantPromptF32 = f.f32
+				defer func() { be.quantPromptF32 = false }()
+				mb := newMoEBench(b, be, s, f.moeFormat)
+				defer mb.free()
+				st := mb.steps(b, be, false)
+				b.ResetTimer()
+				per, gbps := mb.time(b, be, st, b.N)
+				b.StopTimer()
+				units := s.rows * s.k
+				tflops := 2 * float64(units) * float64(s.out) * float64(s.in) / per.Seconds() / 1e12
+				b.ReportMetric(tflops, "TFLOP/s")
+				b.ReportMetric(gbps, "GB/s")
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+				b.Logf("%s on %s: %.1f TFLOP/s, %.0f GB/s, %v each", name, be.Device(), tflops, gbps, per)
+			})
+		}
 	}
 }
 
-// newMoEBench is newGEMVBench for one expert_matmul of shape s: x zeros
-// (the time does not depend on the values), ids drawn once, and enough
-// copies of the weights to miss the L2 cache.
-func newMoEBench(tb testing.TB, be *Backend, s moeShape) *gemvBench {
+// newMoEBench is newGEMVBench for one expert product of shape s with
+// experts stored as f says: x zeros (the time does not depend on the
+// values), ids drawn once, and enough copies of the weights (and scales)
+// to miss the L2 cache.
+func newMoEBench(tb testing.TB, be *Backend, s moeShape, f moeFormat) *gemvBench {
 	tb.Helper()
 	gb := graph.NewBuilder("moe")
 	xs := []int{s.rows, s.in}
@@ -62,14 +94,27 @@ func newMoEBench(tb testing.TB, be *Backend, s moeShape) *gemvBench {
 	}
 	x := gb.Input("x", graph.F32, xs...)
 	ids := gb.Input("ids", graph.I32, s.rows, s.k)
-	w := gb.Weight("w", graph.BF16, s.e, s.out, s.in)
-	gb.Output(ops.ExpertMatMul(gb, x, w, ids))
+	var ws []*graph.Value
+	if f.dt == graph.BF16 {
+		w := gb.Weight("w", graph.BF16, s.e, s.out, s.in)
+		ws = []*graph.Value{w}
+		gb.Output(ops.ExpertMatMul(gb, x, w, ids))
+	} else {
+		a := f.blocks
+		w := gb.Weight("w", f.dt, s.e, s.out, ops.QuantCols(f.dt, s.in))
+		sc := gb.Weight("s", f.sdt, s.e, (s.out+a.BlockRows-1)/a.BlockRows, (s.in+a.BlockCols-1)/a.BlockCols)
+		ws = []*graph.Value{w, sc}
+		gb.Output(ops.QuantExpertMatMul(gb, x, w, sc, ids, a))
+	}
 	g, err := gb.Graph()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b := &gemvBench{s: gemvShape{name: s.name}, rows: s.rows, g: g, x: x, ws: []*graph.Value{w}, be: be}
-	wBytes := w.Bytes()
+	b := &gemvBench{s: gemvShape{name: s.name}, rows: s.rows, g: g, x: x, ws: ws, be: be}
+	wBytes := 0
+	for _, w := range ws {
+		wBytes += w.Bytes()
+	}
 	b.copies = max(1, min(32, (512<<20)/wBytes))
 	units := s.rows * s.k
 	b.bytes = float64(wBytes + x.Bytes() + ids.Bytes() + 4*units*s.out)
@@ -86,15 +131,17 @@ func newMoEBench(tb testing.TB, be *Backend, s moeShape) *gemvBench {
 	}
 	for i := 0; i < b.copies; i++ {
 		bufs := append([]ops.Buffer(nil), shared...)
-		host := make([]byte, wBytes)
-		for j := range host {
-			host[j] = byte(j*7+j>>9+i) & 0x3f // small finite bf16 values
+		for _, w := range ws {
+			host := make([]byte, w.Bytes())
+			for j := range host {
+				host[j] = byte(j*7+j>>9+i) & 0x3b // small finite bf16 values, codes, f16 and f32 scales
+			}
+			buf := b.alloc(tb, w.DType, w.Shape.Elems())
+			if err := be.Write(buf, host); err != nil {
+				tb.Fatal(err)
+			}
+			bufs[w.ID] = buf
 		}
-		buf := b.alloc(tb, graph.BF16, w.Shape.Elems())
-		if err := be.Write(buf, host); err != nil {
-			tb.Fatal(err)
-		}
-		bufs[w.ID] = buf
 		b.inst = append(b.inst, bufs)
 	}
 	return b

@@ -13,20 +13,134 @@ import (
 // as the bf16 matvec (split-K over the warps of a block, units of features
 // sharing x, the launch shape by mvPlan; qmvs_*, kernels/quant.cu) when
 // the codes can be read as 16-byte vectors, else a warp a feature reading
-// them element by element (qmv_*, also the tuning's quantOld); more rows dequantize the weight to bf16 into scratch
+// them element by element (qmv_*, also the tuning's quantOld). More rows
+// (a prompt chunk, quantProduct) dequantize the weight whole into scratch
 // the backend shares between all such products (one runs at a time on the
-// stream) and multiply through matmul's GEMM path (cuBLAS). The quantized
-// experts of quant_expert_matmul take expert_matmul's two forms (moe.go):
-// a warp per (unit, feature) streaming its expert's codes as qmv does
-// (qmoe_warp_*), or the units grouped by expert and a tiled product that
-// dequantizes the tiles of codes as it loads them (qmoe_tile_*).
+// stream), just before its product: in the 16-bit type of its format
+// (quantHalf: dequant16_*, kernels/quant_prompt.cu) for matmul's
+// tensor-core path (products: the activations rounded once to that type,
+// cuBLAS), or in f32 for an f32 GEMM with PrecisionExact (dequant_f32).
+// The quantized experts of quant_expert_matmul take expert_matmul's forms
+// (moe.go): a warp per (unit, feature) streaming its expert's codes as qmv
+// does (qmoe_warp_*), the units grouped by expert and a tiled f32 product
+// that dequantizes the tiles of codes as it loads them (qmoe_tile_*: a few
+// rows, or PrecisionExact), or over matvecMaxRows rows moe_expert_mma on
+// the tensor cores reading the codes dequantized into the 16-bit type
+// (qmoe_mma_*).
 
 // quantBinders are the binders of the quantized products.
 var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_expert_matmul": bindQuantExpertMatMul}
 
 // quantKernels are their kernels.
-var quantKernels = append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
-	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...)
+var quantKernels = append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
+	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...),
+	quantPromptKernelNames()...)
+
+// quantPromptKernelNames are the prompt products' kernels
+// (kernels/quant_prompt.cu): for each format and 16-bit type, the
+// dequantization for cuBLAS and the experts' tensor-core product.
+func quantPromptKernelNames() []string {
+	var out []string
+	for _, q := range []string{"f8", "i8", "u4"} {
+		for _, h := range wtypeNames[1:] {
+			out = append(out, "dequant16_"+q+"_"+h, "qmoe_mma_"+q+"_"+h)
+		}
+	}
+	return out
+}
+
+// quantHalf is the 16-bit type (wtype's code: 1 bf16, 2 f16) that a prompt
+// product dequantizes codes of dt into, and rounds its activations to:
+// the backend's quantHalfOverride when set (REEL_QUANT_HALF), else f16 for
+// q8 and bf16 for FP8 and q4. q8's step (a group's largest weight / 127)
+// is about twice bf16's at a typical weight, so bf16 would add about a
+// tenth to its error variance; f16 (3 more bits) adds about 0.2 %, and
+// q8's weights fit f16 as the f16 scales they are multiples of do (|w| ≤
+// 127 · scale, the group's largest weight). FP8's scales are f32 of any
+// exponent and its codes keep 4 significant bits, so bf16 keeps f32's
+// range and adds 2⁻⁹ of a weight to a format whose own step is 2⁻³ of
+// one; q4's own error is some 2,500 times bf16's, and bf16 keeps the
+// activations in f32's range too (f16 overflows past 65504).
+func (be *Backend) quantHalf(dt graph.DType) int32 {
+	if be.quantHalfOverride != 0 {
+		return be.quantHalfOverride
+	}
+	if dt == graph.I8 {
+		return 2
+	}
+	return 1
+}
+
+// parseQuantHalf reads REEL_QUANT_HALF: "" (quantHalf by format), bf16 or
+// f16 (every format).
+func parseQuantHalf(v string) (int32, error) {
+	switch v {
+	case "":
+		return 0, nil
+	case "bf16":
+		return 1, nil
+	case "f16":
+		return 2, nil
+	}
+	return 0, fmt.Errorf("REEL_QUANT_HALF %q: want bf16 or f16", v)
+}
+
+// quantF32 says whether prompt products with quantized weights compute in
+// f32 (dequantized to f32, f32 GEMMs, the experts' f32 tiles):
+// PrecisionExact, or the backend's quantPromptF32 (benchmarks comparing
+// the two).
+func (be *Backend) quantF32() bool {
+	return be.opts.Precision == PrecisionExact || be.quantPromptF32
+}
+
+// quantWeight is a quantized matrix [nOut, k] as its products read it:
+// codes w (stride bytes a row), scales sc of type st (wtype's code) in
+// blocks of br x bc, scols blocks a row.
+type quantWeight struct {
+	w, sc             *Buffer
+	code              int32  // the kernels' QT_* code
+	name              string // the kernels' name of the format
+	perVec            int    // codes in a 16-byte vector
+	stride            int
+	st, scols, br, bc int32
+}
+
+// quantProduct appends y[rows, nOut] = x[rows, k] · Wᵀ for the quantized
+// weight q, for rows past matvecMaxRows: the weight dequantized into the
+// backend's shared deq scratch (in quantHalf's 16-bit type, or f32 when
+// quantF32), then matmul's products (eps as products takes it: x
+// normalized per row first). The grouped, SwiGLU and normalized forms
+// take it for each of their quantized weights.
+func (be *Backend) quantProduct(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int, eps *float32) error {
+	if be.quantF32() {
+		deq, err := be.reuse(&be.deq, 4*nOut*k)
+		if err != nil {
+			return err
+		}
+		g, b := grid1(int64(nOut) * int64(k))
+		s.add("dequant_f32", g, b, 0, q.w.ptr, int64(q.stride), q.code, q.sc.ptr, q.st, q.scols, q.br, q.bc, deq, int32(nOut), int32(k))
+		wb := &Buffer{ptr: deq, dt: graph.F32, store: graph.F32, n: nOut * k, bytes: 4 * nOut * k, be: be}
+		return be.products(s, x, []mvSeg{{w: wb, y: y, n: nOut}}, rows, k, eps)
+	}
+	ht := be.quantHalf(q.w.store)
+	deq, err := be.reuse(&be.deq, 2*nOut*k)
+	if err != nil {
+		return err
+	}
+	vec, per := int32(0), 1
+	if k%q.perVec == 0 && int(q.bc)%q.perVec == 0 && q.stride%16 == 0 && q.w.ptr%16 == 0 {
+		vec, per = 1, q.perVec
+	}
+	g, b := grid1(int64(nOut) * int64(k/per))
+	s.add("dequant16_"+q.name+"_"+wtypeNames[ht], g, b, 0,
+		q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, q.bc, deq, int32(nOut), int32(k), vec)
+	store := graph.BF16
+	if ht == 2 {
+		store = graph.F16
+	}
+	wb := &Buffer{ptr: deq, dt: graph.F32, store: store, n: nOut * k, bytes: 2 * nOut * k, be: be}
+	return be.products(s, x, []mvSeg{{w: wb, y: y, n: nOut}}, rows, k, eps)
+}
 
 // qmvWarps is the warps (features) of a qmv block.
 const qmvWarps = 8
@@ -187,22 +301,18 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 			int32(l.shape.split), int32(l.nb), xsm)
 		return s, nil
 	}
-	deq, err := be.reuse(&be.deq, 4*nOut*k)
-	if err != nil {
-		return nil, err
-	}
-	g, b := grid1(int64(nOut * k))
-	s.add("dequant_f32", g, b, 0, w.ptr, int64(stride), code, sc.ptr, st, scols, br, bc, deq, int32(nOut), int32(k))
-	wb := &Buffer{ptr: deq, dt: graph.F32, store: graph.F32, n: nOut * k, bytes: 4 * nOut * k, be: be}
-	if err := be.matmul(s, x, wb, y, rows, k, nOut); err != nil {
+	q := quantWeight{w: w, sc: sc, code: code, name: name, perVec: perVec, stride: stride, st: st, scols: scols, br: br, bc: bc}
+	if err := be.quantProduct(s, x, q, y, rows, k, nOut, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // bindQuantExpertMatMul binds quant_expert_matmul as expert_matmul is
-// bound (bindExpertMatMul): the warp form with 16-byte code loads when
-// the rows and blocks allow them, or the grouped form.
+// bound (bindExpertMatMul): over matvecMaxRows rows the tensor-core form
+// reading the codes dequantized into quantHalf's type (qmoe_mma_*, unless
+// quantF32); else the warp form with 16-byte code loads when the rows and
+// blocks allow them, or the grouped form in f32.
 func bindQuantExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	const op = "quant_expert_matmul"
 	a, err := ops.NodeAttrs[ops.QuantAttrs](n)
@@ -231,6 +341,16 @@ func bindQuantExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*step
 	s := be.newSteps()
 	if d.units == 0 {
 		return s, nil
+	}
+	if ht := be.quantHalf(w.store); d.mma(ht) && !be.quantF32() {
+		// 8 codes a load: 8 bytes (4 for 4-bit codes) of rows of nIn
+		// (⌈nIn/2⌉) bytes, all under one scale.
+		vw := int32(0)
+		if d.nIn%8 == 0 && a.BlockCols%8 == 0 && w.ptr%8 == 0 {
+			vw = 1
+		}
+		return be.expertMMA(s, d, x, "qmoe_mma_"+name+"_"+wtypeNames[ht],
+			[]any{w.ptr, int64(stride), sc.ptr, st, sr, scols, br, bc}, vw, ids, y)
 	}
 	if d.grouped() {
 		return be.expertGrouped(s, d, ids, func(offs, list cu.DevicePtr) {

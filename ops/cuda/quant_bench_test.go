@@ -16,9 +16,9 @@ import (
 // kernels (qmv_*, a warp a feature: <format>_old_<shape>) and the split-K
 // ones (qmvs_*, the default: <format>_new_<shape>): GB/s of codes, scales
 // and activations moved, and the share of the copy bound, as BenchmarkGEMV
-// reports the bf16 products; and the gate/up shape at 64 rows (the prompt
-// path: dequantize, then the GEMM), e.g. ops_cuda.test -test.run '^$'
-// -test.bench QuantGEMV.
+// reports the bf16 products; and the prompt path (dequantize, then the
+// GEMM) at quantPromptShapes, with TFLOP/s, e.g. ops_cuda.test -test.run
+// '^$' -test.bench 'QuantGEMV/.*rows(64|2048)'.
 func BenchmarkQuantGEMV(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
@@ -51,13 +51,39 @@ func BenchmarkQuantGEMV(b *testing.B) {
 				})
 			}
 		}
-		s := gemvShape{"gate_up_7168x2560_rows64", "matmul", [][2]int{{7168, 2560}}, 64}
-		b.Run(f+"_"+s.name, func(b *testing.B) {
-			gb := newQuantBench(b, be, s, formats[f].dt, formats[f].sdt, formats[f].blocks)
+		for _, s := range quantPromptShapes {
+			for _, k := range []struct {
+				name string
+				f32  bool
+			}{{"f32", true}, {"half", false}} {
+				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {
+					be.quantPromptF32 = k.f32
+					defer func() { be.quantPromptF32 = false }()
+					gb := newQuantBench(b, be, s, formats[f].dt, formats[f].sdt, formats[f].blocks)
+					defer gb.free()
+					gb.report(b, be, gb.steps(b, be, false), f+" "+k.name)
+				})
+			}
+		}
+	}
+	for _, s := range quantPromptShapes {
+		b.Run("bf16_"+s.name, func(b *testing.B) {
+			gb := newGEMVBench(b, be, s, s.rows)
 			defer gb.free()
-			gb.report(b, be, gb.steps(b, be, false), f)
+			gb.report(b, be, gb.steps(b, be, false), "bf16")
 		})
 	}
+}
+
+// quantPromptShapes are BenchmarkQuantGEMV's prompt products: Dory-4B's
+// gate/up shape at 64 rows and at a chunk of 2048, each in every format
+// computed in f32 (<format>_f32_<shape>: dequant_f32, an f32 GEMM) and in
+// the format's 16-bit type (<format>_half_<shape>: dequant16, to_half,
+// cuBLAS), and with bf16 weights (bf16_<shape>: to_half, cuBLAS), the time
+// to beat.
+var quantPromptShapes = []gemvShape{
+	{"gate_up_7168x2560_rows64", "matmul", [][2]int{{7168, 2560}}, 64},
+	{"gate_up_7168x2560_rows2048", "matmul", [][2]int{{7168, 2560}}, 2048},
 }
 
 // newQuantBench is newGEMVBench for one quant_matmul of shape s's weight

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/ops/optest"
 )
@@ -107,5 +108,78 @@ func TestQuantMatVec(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no quant_matmul cases in the table")
+	}
+}
+
+// TestQuantHalf needs no device: the 16-bit type of each format's prompt
+// products and REEL_QUANT_HALF's values.
+func TestQuantHalf(t *testing.T) {
+	be := &Backend{}
+	for dt, want := range map[graph.DType]int32{graph.F8E4M3: 1, graph.I8: 2, graph.U8: 1} {
+		if got := be.quantHalf(dt); got != want {
+			t.Errorf("quantHalf(%s) = %d, want %d", dt, got, want)
+		}
+	}
+	for v, want := range map[string]int32{"": 0, "bf16": 1, "f16": 2} {
+		got, err := parseQuantHalf(v)
+		if err != nil || got != want {
+			t.Errorf("parseQuantHalf(%q) = %d, %v; want %d", v, got, err, want)
+		}
+		be.quantHalfOverride = got
+		if want != 0 && be.quantHalf(graph.I8) != want || want != 0 && be.quantHalf(graph.F8E4M3) != want {
+			t.Errorf("REEL_QUANT_HALF=%s: not every format takes it", v)
+		}
+	}
+	if _, err := parseQuantHalf("f32"); err == nil || !strings.Contains(err.Error(), "REEL_QUANT_HALF") {
+		t.Errorf("parseQuantHalf(f32): %v, want an error naming REEL_QUANT_HALF", err)
+	}
+}
+
+// caseRows is the rows of a quantized product case: of x for quant_matmul,
+// of the ids for quant_expert_matmul.
+func caseRows(c optest.Case) int {
+	if strings.HasPrefix(c.Name, "quant_expert_matmul/") {
+		return c.Inputs[3].Shape[0]
+	}
+	return c.Inputs[0].Shape.Rows()
+}
+
+// TestQuantPrompt runs every quantized product case of more than 8 rows (a
+// prompt chunk's path) in PrecisionExact, at f32's bounds (TolQuantF32:
+// the weight dequantized to f32, f32 GEMMs, the experts' f32 tiles), and
+// with each 16-bit type forced on every format (REEL_QUANT_HALF), so that
+// all six dequant16 and qmoe_mma kernels run, at that type's bound
+// (TestOpCases and TestQuantMatVec run the default types); the error
+// cases must fail on every path.
+func TestQuantPrompt(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	ref := cpu.New(0)
+	n := 0
+	for _, m := range []struct {
+		name string
+		prec Precision
+		half int32
+		tol  func(graph.DType) float64
+	}{
+		{"exact", PrecisionExact, 0, func(dt graph.DType) float64 { return optest.TolQuantF32[dt] }},
+		{"bf16", PrecisionAuto, 1, func(graph.DType) float64 { return optest.TolBF16 }},
+		{"f16", PrecisionHalf, 2, func(graph.DType) float64 { return optest.TolF16 }},
+	} {
+		be.opts.Precision, be.quantHalfOverride = m.prec, m.half
+		for _, c := range optest.Cases() {
+			if !strings.HasPrefix(c.Name, "quant_") || caseRows(c) <= matvecMaxRows {
+				continue
+			}
+			n++
+			c.Tol = m.tol(c.Inputs[1].DType)
+			t.Run(m.name+"/"+c.Name, func(t *testing.T) {
+				optest.Check(t, be, c)
+				optest.Compare(t, ref, be, c)
+			})
+		}
+	}
+	be.opts.Precision, be.quantHalfOverride = PrecisionAuto, 0
+	if n == 0 {
+		t.Fatal("no quantized product cases of more than 8 rows in the table")
 	}
 }

@@ -9,11 +9,42 @@ import (
 )
 
 // TolQuant is the NMSE a product with a quantized weight allows against the
-// float64 product of the dequantized weight: what a backend that rounds
-// the dequantized weight to bf16 for a prompt GEMM (the card) needs. The
+// float64 product of the dequantized weight at decode rows (up to 8). The
 // CPU, which dequantizes in f32, is within about 1e-13; a wrong block or
 // nibble gives an NMSE near 1.
 const TolQuant = TolBF16
+
+// TolQuantRows is the NMSE a quantized product of more than 8 rows (a
+// prompt chunk) allows, by the codes' dtype: what a backend needs that
+// rounds the dequantized weight and the activations once each to a 16-bit
+// type for the tensor cores, as CUDA does in its default precision, bf16
+// for FP8 and 4-bit codes and f16 for 8-bit ones. Each rounding is within
+// 2⁻⁹ (bf16; 2⁻¹² f16) of a value, an NMSE of about 2.5e-6 (4e-8) a
+// rounding on random data: about 5e-6 (1e-7) for the two.
+var TolQuantRows = map[graph.DType]float64{graph.F8E4M3: TolBF16, graph.U8: TolBF16, graph.I8: TolF16}
+
+// TolQuantF32 is the NMSE of a quantized product computed in f32 (the CPU;
+// CUDA in PrecisionExact), by the codes' dtype: an i8 or 4-bit code times
+// an f16 or bf16 scale is exact in f32 (at most 8 + 11 significant bits),
+// so only the f32 sums differ from the float64 reference (about 1e-14):
+// TolF32; an FP8 code (4 significant bits, magnitudes 2⁻⁹ to 448 here)
+// times an f32 scale rounds once more, to 2⁻²⁴ of the weight: ten times
+// more room. A weight read with another expert's or block's scales, or a
+// wrong nibble, gives an NMSE above 1e-3.
+var TolQuantF32 = map[graph.DType]float64{graph.F8E4M3: 10 * TolF32, graph.I8: TolF32, graph.U8: TolF32}
+
+// tolQuantCase is the bound of a quantized product case of rows rows and
+// codes of dt: f32's up to 8 rows for the experts (f32 decode kernels),
+// decode for quant_matmul, TolQuantRows past 8.
+func tolQuantCase(dt graph.DType, rows int, expert bool) float64 {
+	switch {
+	case rows > 8:
+		return TolQuantRows[dt]
+	case expert:
+		return TolQuantF32[dt]
+	}
+	return TolQuant
+}
 
 // quantCases are quant_matmul's: FP8 with 128 x 128 blocks as published
 // (partial blocks at the right and bottom edges, f32 scales; one with bf16
@@ -56,6 +87,21 @@ func quantCases() []Case {
 		}
 		qs = append(qs, qcase{dt, graph.BF16, 2, 256, 11, 3, 64}, qcase{dt, sdt, 3, 48, 7, br, 16})
 	}
+	// Prompt rows (16 and more: CUDA dequantizes into a 16-bit type for
+	// the tensor cores): whole 16-byte vectors of codes under one scale
+	// (CUDA's vector dequantization, K up to Dory-4B's 2560) and the shapes
+	// that take its element path (K not a multiple of a vector, odd K of
+	// 4-bit codes, blocks narrower than a vector), outputs not a multiple of
+	// a tile, partial FP8 blocks at both edges.
+	qs = append(qs,
+		qcase{graph.F8E4M3, graph.F32, 16, 300, 130, 128, 128}, qcase{graph.F8E4M3, graph.F32, 17, 256, 129, 128, 128},
+		qcase{graph.F8E4M3, graph.F32, 64, 2560, 40, 128, 128}, qcase{graph.F8E4M3, graph.BF16, 20, 100, 40, 16, 32})
+	for _, dt := range []graph.DType{graph.I8, graph.U8} {
+		for _, s := range [][4]int{{16, 256, 33, 32}, {19, 130, 70, 32}, {24, 77, 65, 32}, {40, 2560, 24, 32}, {17, 192, 31, 64}, {16, 64, 9, 16}} {
+			qs = append(qs, qcase{dt, graph.F16, s[0], s[1], s[2], 1, s[3]})
+		}
+		qs = append(qs, qcase{dt, graph.F32, 18, 96, 17, 1, 32}, qcase{dt, graph.BF16, 21, 128, 15, 1, 32})
+	}
 	var cs []Case
 	for _, q := range qs {
 		name := fmt.Sprintf("quant_matmul/%s/%s/%dx%dx%d/blocks=%dx%d", q.dt, q.sdt, q.rows, q.k, q.n, q.br, q.bc)
@@ -71,44 +117,41 @@ func quantCases() []Case {
 			Ref: func(in [][]float64) [][]float64 {
 				return [][]float64{RefMatMul(in[0], q.k, RefDequant(q.dt, in[1], in[2], q.n, q.k, attrs))}
 			},
-			Tol: TolQuant,
+			Tol: tolQuantCase(q.dt, q.rows, false),
 		})
 	}
-	name := "quant_matmul/u8/f16/2x3x66x5/blocks=1x32"
-	m := newMaker(name)
-	attrs := ops.QuantAttrs{BlockRows: 1, BlockCols: 32}
-	cs = append(cs, Case{
-		Name:   name,
-		Inputs: []Tensor{m.in("x", 2, 3, 66), m.codes("w", graph.U8, 5, 66), m.scales("s", graph.F16, 5, 3)},
-		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-			return []*graph.Value{ops.QuantMatMul(b, in[0], in[1], in[2], attrs)}
-		},
-		Ref: func(in [][]float64) [][]float64 {
-			return [][]float64{RefMatMul(in[0], 66, RefDequant(graph.U8, in[1], in[2], 5, 66, attrs))}
-		},
-		Tol: TolQuant,
-	})
+	// x with two leading dimensions: 6 rows (a decode matvec) and 18 (a
+	// prompt's product).
+	for _, lead := range [][2]int{{2, 3}, {2, 9}} {
+		name := fmt.Sprintf("quant_matmul/u8/f16/%dx%dx66x5/blocks=1x32", lead[0], lead[1])
+		m := newMaker(name)
+		attrs := ops.QuantAttrs{BlockRows: 1, BlockCols: 32}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{m.in("x", lead[0], lead[1], 66), m.codes("w", graph.U8, 5, 66), m.scales("s", graph.F16, 5, 3)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return []*graph.Value{ops.QuantMatMul(b, in[0], in[1], in[2], attrs)}
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				return [][]float64{RefMatMul(in[0], 66, RefDequant(graph.U8, in[1], in[2], 5, 66, attrs))}
+			},
+			Tol: tolQuantCase(graph.U8, lead[0]*lead[1], false),
+		})
+	}
 	return append(cs, quantExpertCases()...)
 }
 
-// tolQuantExpert is the NMSE quant_expert_matmul allows, by format. Its
-// kernels dequantize in f32, where an i8 or 4-bit code times an f16 or
-// bf16 scale is exact (at most 8 + 11 significant bits) and so only the
-// f32 sums differ from the float64 reference (about 1e-14): TolF32; an
-// FP8 code (4 significant bits, magnitudes 2⁻⁹ to 448 here) times an f32
-// scale rounds once more, to 2⁻²⁴ of the weight: ten times more room. A
-// weight read with another expert's or block's scales, or a wrong nibble,
-// gives an NMSE above 1e-3.
-var tolQuantExpert = map[graph.DType]float64{graph.F8E4M3: 10 * TolF32, graph.I8: TolF32, graph.U8: TolF32}
-
 // quantExpertCases are quant_expert_matmul's, in each format: decode shapes
 // (no more units than experts: CUDA's warp path, with and without 16-byte
-// rows) and prompt shapes (CUDA's grouped path, an expert taking more
-// units than a tile holds), rows per unit, inputs not a multiple of the
-// group (odd for 4-bit codes), FP8's 128 x 128 blocks partial at a
-// matrix's edges and smaller blocks that leave each expert a partial row
-// block (so an expert's scales must be read from its own table), and bad
-// ids on both paths.
+// rows) and prompt shapes (CUDA's tensor-core path past 8 rows, with 8
+// codes a load or element by element, an expert taking more units than a
+// tile holds, more features than a tile; its grouped f32 path in
+// PrecisionExact), rows per unit, inputs not a multiple of the group (odd
+// for 4-bit codes), FP8's 128 x 128 blocks partial at a matrix's edges
+// and smaller blocks that leave each expert a partial row block (so an
+// expert's scales must be read from its own table), and bad ids on every
+// path. Up to 8 rows they are bound at f32's NMSE (TolQuantF32), past 8 at
+// TolQuantRows.
 func quantExpertCases() []Case {
 	type qcase struct {
 		dt, sdt             graph.DType
@@ -121,6 +164,7 @@ func quantExpertCases() []Case {
 	for _, s := range []qcase{
 		{rows: 1, k: 2, e: 8, out: 130, in: 200}, {rows: 1, k: 3, e: 4, out: 256, in: 256},
 		{rows: 9, k: 4, e: 6, out: 70, in: 300, perUnit: true},
+		{rows: 40, k: 3, e: 5, out: 130, in: 256}, {rows: 20, k: 2, e: 3, out: 200, in: 136, perUnit: true},
 	} {
 		s.dt, s.sdt, s.br, s.bc = graph.F8E4M3, graph.F32, 128, 128
 		qs = append(qs, s)
@@ -135,6 +179,8 @@ func quantExpertCases() []Case {
 			{rows: 3, k: 2, e: 4, out: 9, in: 130, bc: 64}, {rows: 70, k: 2, e: 2, out: 20, in: 40},
 			{rows: 33, k: 4, e: 16, out: 20, in: 96, sdt: graph.BF16},
 			{rows: 2, k: 2, e: 4, out: 8, in: 64, bad: 1}, {rows: 4, k: 3, e: 4, out: 8, in: 31, perUnit: true, bad: -1},
+			{rows: 24, k: 3, e: 5, out: 65, in: 77, perUnit: true}, {rows: 50, k: 2, e: 3, out: 130, in: 64, bc: 64},
+			{rows: 17, k: 2, e: 4, out: 33, in: 40, bc: 16}, {rows: 12, k: 2, e: 4, out: 8, in: 64, bad: 1},
 		} {
 			s.dt, s.br = dt, 1
 			if s.bc == 0 {
@@ -174,7 +220,7 @@ func quantExpertCases() []Case {
 				}
 				return [][]float64{refExpert(in[0], deq, in[3], q.out, q.in, q.perUnit)}
 			},
-			Tol:     tolQuantExpert[q.dt],
+			Tol:     tolQuantCase(q.dt, q.rows, true),
 			WantErr: want,
 		})
 	}

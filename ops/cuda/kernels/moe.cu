@@ -3,7 +3,8 @@
 // for few units, moe_expert_group then moe_expert_tile for a few rows of many
 // units, and for many rows moe_expert_rank, moe_expert_group and the tensor-core
 // moe_expert_mma_bf16 / _f16; the quantized experts of quant_expert_matmul
-// share the grouping and moe_expert_tile's tile, kernels/quant.cu), silu_glu
+// share the grouping, moe_expert_tile's tile (kernels/quant.cu) and
+// moe_expert_mma (kernels/quant_prompt.cu), silu_glu
 // (moe_silu_glu) and moe_combine. Every sum has a fixed order (no float
 // atomics), so results are the same bit for bit on every run.
 
@@ -446,23 +447,36 @@ __device__ __forceinline__ uint4 moe_load_w(const u16* p, int k, int nIn, int ve
 	return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
 }
 
+// moe_w16 reads stored 16-bit expert rows w [E, nOut, nIn] for
+// moe_expert_mma: row sets the row of expert e's feature f (none past
+// nOut), load its inputs k .. k+7 (moe_load_w; vec as moe_load_w's).
+struct moe_w16 {
+	const u16* w;
+	int nOut, nIn, vec;
+	const u16* p;
+	__device__ __forceinline__ void row(int e, int f) { p = f < nOut ? w + ((long long)e * nOut + f) * nIn : nullptr; }
+	__device__ __forceinline__ uint4 load(int k) const { return moe_load_w(p, k, nIn, vec); }
+};
+
 // moe_expert_mma: expert_matmul over units grouped by moe_expert_group (in
-// tiles of MOE_MMA_BM units), weights of the 16-bit type WT, on the tensor
-// cores. Grid (ceil(nOut / MOE_MMA_BN), the most tiles there can be),
-// MOE_MMA_THREADS threads: block (b, t) computes features [b·BN, (b+1)·BN)
-// of the units of tile t (blocks past toffs[E] exit), whose expert is
-// tiles[t]. Each step of BK inputs is loaded into registers while the
-// tensor cores work on the previous one (two shared stages, one barrier a
-// step): the units' x rows gathered and rounded once to WT (to nearest
-// even), the expert's weight rows as they are. Warp (wm, wn) of 2 x 4 sums
+// tiles of MOE_MMA_BM units), weights of the 16-bit type WT read through
+// the row reader WL (moe_w16 for stored weights; quant_prompt.cu's
+// qmoe_w16 dequantizes codes into WT), on the tensor cores. Grid
+// (ceil(nOut / MOE_MMA_BN), the most tiles there can be), MOE_MMA_THREADS
+// threads: block (b, t) computes features [b·BN, (b+1)·BN) of the units of
+// tile t (blocks past toffs[E] exit), whose expert is tiles[t]. Each step
+// of BK inputs is loaded into registers while the tensor cores work on the
+// previous one (two shared stages, one barrier a step): the units' x rows
+// gathered and rounded once to WT (to nearest even), the expert's weight
+// rows as WL gives them. Warp (wm, wn) of 2 x 4 sums
 // units wm·32 .. +31 by features wn·32 .. +31 in 2 x 4 mma m16n8k16 tiles, in
 // f32, in input order; then writes them to each unit's row of y. The error
 // against f32 arithmetic is that of the rounding of x: at most 2^-8 (bf16;
 // 2^-11 f16) of Σ|w·x| a feature, an NMSE of about 3e-6 (bf16; 5e-8 f16)
 // on random data.
-template <int WT>
-__device__ __forceinline__ void moe_expert_mma(const float* x, const u16* w, const int* offs, const int* toffs, const int* tiles,
-                                               const int* list, float* y, int K, int E, int nOut, int nIn, int perUnit, int vx, int vw) {
+template <int WT, class WL>
+__device__ __forceinline__ void moe_expert_mma(const float* x, WL wl, const int* offs, const int* toffs, const int* tiles, const int* list,
+                                               float* y, int K, int E, int nOut, int nIn, int perUnit, int vx) {
 	const int BM = MOE_MMA_BM, BN = MOE_MMA_BN, BK = MOE_MMA_BK, LD = MOE_MMA_LD;
 	// Two stages of the tiles of x [BM][LD] and w [BN][LD], 16-bit
 	// elements in uint4 arrays (16-byte aligned rows).
@@ -485,17 +499,17 @@ __device__ __forceinline__ void moe_expert_mma(const float* x, const u16* w, con
 	// rows br and br + 64 (8 inputs from bc) of every step.
 	int ar = tid >> 3, ac = (tid & 7) * 4, br = tid >> 2, bc = (tid & 3) * 8;
 	const float* xr[2];
-	const u16* wr[2];
+	WL wr[2] = {wl, wl};
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		int u = su[ar + 32 * i], f = n0 + br + 64 * i;
+		int u = su[ar + 32 * i];
 		xr[i] = u < 0 ? nullptr : x + (long long)(perUnit ? u : u / K) * nIn;
-		wr[i] = f < nOut ? w + ((long long)e * nOut + f) * nIn : nullptr;
+		wr[i].row(e, n0 + br + 64 * i);
 	}
 	float4 ra[2];
 	uint4 rb[2];
 #pragma unroll
-	for (int i = 0; i < 2; i++) ra[i] = moe_load_x(xr[i], ac, nIn, vx), rb[i] = moe_load_w(wr[i], bc, nIn, vw);
+	for (int i = 0; i < 2; i++) ra[i] = moe_load_x(xr[i], ac, nIn, vx), rb[i] = wr[i].load(bc);
 	float acc[2][4][4];
 #pragma unroll
 	for (int i = 0; i < 2; i++)
@@ -521,7 +535,7 @@ __device__ __forceinline__ void moe_expert_mma(const float* x, const u16* w, con
 			if (kt + 1 < steps) {
 				int k0 = (kt + 1) * BK;
 #pragma unroll
-				for (int i = 0; i < 2; i++) ra[i] = moe_load_x(xr[i], k0 + ac, nIn, vx), rb[i] = moe_load_w(wr[i], k0 + bc, nIn, vw);
+				for (int i = 0; i < 2; i++) ra[i] = moe_load_x(xr[i], k0 + ac, nIn, vx), rb[i] = wr[i].load(k0 + bc);
 			}
 		}
 		if (kt > 0) {
@@ -569,7 +583,7 @@ __device__ __forceinline__ void moe_expert_mma(const float* x, const u16* w, con
 #define MOE_MMA_PARAMS                                                                                                            \
 	const float *x, const u16 *w, const int *offs, const int *toffs, const int *tiles, const int *list, float *y, int K, int E, \
 	    int nOut, int nIn, int perUnit, int vx, int vw
-#define MOE_MMA_ARGS x, w, offs, toffs, tiles, list, y, K, E, nOut, nIn, perUnit, vx, vw
+#define MOE_MMA_ARGS x, moe_w16{w, nOut, nIn, vw, nullptr}, offs, toffs, tiles, list, y, K, E, nOut, nIn, perUnit, vx
 extern "C" __global__ void __launch_bounds__(256, 2) moe_expert_mma_bf16(MOE_MMA_PARAMS) { moe_expert_mma<WT_BF16>(MOE_MMA_ARGS); }
 extern "C" __global__ void __launch_bounds__(256, 2) moe_expert_mma_f16(MOE_MMA_PARAMS) { moe_expert_mma<WT_F16>(MOE_MMA_ARGS); }
 
