@@ -163,8 +163,10 @@ type Backend struct {
 	// workspace.
 	deq, glu, normed, kvHalf, gdn reused
 	half                          [2]reused
-	// flashNarrow takes the flash kernels of 4 warps (REEL_FLASH_NARROW=1).
-	flashNarrow bool
+	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
+	// narrow, wide, split or split4; REEL_FLASH_NARROW=1 is narrow); ""
+	// takes flashOrder.
+	flashVariant string
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
@@ -205,6 +207,9 @@ func New(opts Options) (*Backend, error) {
 		}
 		opts.Precision = p
 	}
+	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
+		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -215,7 +220,12 @@ func New(opts Options) (*Backend, error) {
 	}
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
-	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
+	if os.Getenv("REEL_FLASH_NARROW") == "1" {
+		be.flashVariant = flashNarrow
+	}
+	if v := os.Getenv("REEL_FLASH_VARIANT"); v != "" {
+		be.flashVariant = v
+	}
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err
