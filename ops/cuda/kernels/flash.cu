@@ -20,6 +20,10 @@
 // 2t+8..); B (16×8): b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g); C (16×8):
 // c0 c1 (g, 2t and 2t+1), c2 c3 (g+8, 2t and 2t+1).
 
+// FA_PAD is the most keys of a flash tile (BN), which kv_half writes as
+// zeros past the chunk's last key.
+#define FA_PAD 64
+
 // fa_sat rounds to f16, saturating (a NaN stays NaN).
 __device__ __forceinline__ u16 fa_sat(float x) {
 	return f32_to_f16(x > 65504.f ? 65504.f : (x < -65504.f ? -65504.f : x));
@@ -58,7 +62,9 @@ __device__ __forceinline__ bool fa_keys(const int* call, int rows, int* err, int
 // kv_half_body: grid (nk / 32, kv heads), 256 threads, dynamic shared
 // memory 32·(D+1) floats. Key index i of the scratch is position jBase + i:
 // kh [kv heads][nk][D], vt [kv heads][D][nk]; indices past the chunk's last
-// key are zeros.
+// key are zeros up to FA_PAD past it, and not written beyond (a flash block
+// reads at most a tile of at most FA_PAD keys past its last position), so
+// that an early chunk of a long slot converts only the keys it reads.
 template <int D>
 __device__ void kv_half_body(const float* k, const float* v, const int* call, int* err, u16* kh, u16* vt, int rows,
                              int kvh, int d, int cap, int window, int ring, int nk) {
@@ -67,6 +73,7 @@ __device__ void kv_half_body(const float* k, const float* v, const int* call, in
 	int pos, used, jBase;
 	if (!fa_keys(call, rows, err, cap, window, ring, &pos, &used, &jBase)) return;
 	int h = blockIdx.y, i0 = blockIdx.x * 32, jEnd = pos + used;
+	if (i0 >= jEnd - jBase + FA_PAD) return;
 	long long kw = (long long)kvh * d;
 	u16* khh = kh + (long long)h * nk * D;
 	for (int i = threadIdx.x; i < 32 * (D / 2); i += blockDim.x) {
@@ -224,6 +231,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
                            const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
                            int ring, float scale, int nk) {
 	extern __shared__ u16 fsh[];
+	static_assert(BN % 16 == 0 && BN <= FA_PAD, "flash_body: shape");
 	const int BM = 16 * W;
 	const int LQ = D + 8, LV = BN + 8; // row strides in halves (16 bytes of padding against bank conflicts)
 	u16* sQ = fsh;                     // [BM][LQ]
@@ -409,7 +417,7 @@ __device__ void flash_split_body(const float* q, const u16* kh, const u16* vt, c
 	constexpr int QN = BN / 16;                   // n-tiles of a warp's S (BN/2 keys)
 	constexpr int PM = W / 2, PD = 2 * D / W;     // m-tiles and dimensions of a warp's O
 	constexpr int PN = PD / 8;                    // n-tiles of a warp's O
-	static_assert(W % 2 == 0 && W >= 4 && BN % 32 == 0 && PN % 2 == 0, "flash_split_body: shape");
+	static_assert(W % 2 == 0 && W >= 4 && BN % 32 == 0 && PN % 2 == 0 && BN <= FA_PAD, "flash_split_body: shape");
 	u16* sQ = fsh;                                // [BM][LQ]
 	u16* sK = sQ + BM * LQ;                       // two [BN][LQ]
 	u16* sV = sK + 2 * BN * LQ;                   // two [D][LV], dimension-major
