@@ -463,6 +463,8 @@ func attentionCases() []Case {
 		{heads: 8, kvHeads: 2, hd: 256, rows: 80, pos: 250, capacity: 300, window: 150, ring: true},
 		{heads: 8, kvHeads: 2, hd: 256, rows: 48, pos: 5, capacity: 64, used: 35},
 		{heads: 16, kvHeads: 2, hd: 128, rows: 90, pos: 0, capacity: 96},
+		// a slot far longer than the keys read (kv_half converts those only)
+		{heads: 8, kvHeads: 2, hd: 128, rows: 20, pos: 3, capacity: 400},
 	} {
 		cs = append(cs, attentionCase(s))
 	}
