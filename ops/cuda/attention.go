@@ -214,13 +214,15 @@ type flashKernel struct {
 }
 
 // The flash variants: narrow and wide are flash_body with 4 and 8 warps,
-// each warp taking 16 rows against a whole tile; split and split4 are
+// each warp taking 16 rows against a whole tile (widep: wide with the
+// fragments loaded a step ahead of the products); split and split4 are
 // flash_split_body with 8 warps and 64 keys a tile, and 4 warps and 32
 // keys a tile (two blocks an SM), the products of a tile split among the
 // warps two ways with the probabilities through shared memory.
 const (
 	flashNarrow = "narrow"
 	flashWide   = "wide"
+	flashWideP  = "widep"
 	flashSplit  = "split"
 	flashSplit4 = "split4"
 )
@@ -233,14 +235,14 @@ const (
 var flashOrder = []string{flashSplit, flashWide, flashNarrow}
 
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashSplit, flashSplit4}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashSplit, flashSplit4}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
 	{"flash_d32", 32, 4, 64, flashNarrow}, {"flash_d64", 64, 4, 64, flashNarrow},
 	{"flash_d128", 128, 4, 64, flashNarrow}, {"flash_d256", 256, 4, 32, flashNarrow},
 	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
-	{"flash_wide_d256", 256, 8, 64, flashWide},
+	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
 	{"flash_split_d64", 64, 8, 64, flashSplit}, {"flash_split_d128", 128, 8, 64, flashSplit},
 	{"flash_split_d256", 256, 8, 64, flashSplit},
 	{"flash_split4_d256", 256, 4, 32, flashSplit4},

@@ -164,7 +164,8 @@ type Backend struct {
 	deq, glu, normed, kvHalf, gdn reused
 	half                          [2]reused
 	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
-	// narrow, wide, split or split4; REEL_FLASH_NARROW=1 is narrow); ""
+	// narrow, wide, widep, split or split4; REEL_FLASH_NARROW=1 is
+	// narrow); ""
 	// takes flashOrder.
 	flashVariant string
 	// lowWeights says a large weight is stored in fewer than 32 bits

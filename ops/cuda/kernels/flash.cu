@@ -220,13 +220,34 @@ __device__ __forceinline__ void fa_put(float* y, const float* g, const float* sg
 	if (c + 1 < d) yr[c + 1] = attn_gate(live ? x1 : 0.f, g, sg, r, h, heads, d, c + 1);
 }
 
+// fa_frag_a loads the A fragments of MT m-tiles (16 rows × 16 of a [m][k]
+// tile of row stride ld: p is this lane's address of the first, rows
+// lane%16, columns 8·(lane/16)).
+template <int MT>
+__device__ __forceinline__ void fa_frag_a(const u16* p, int ld, u32 (&a)[MT][4]) {
+#pragma unroll
+	for (int i = 0; i < MT; i++) fa_ldsm4(p + 16 * i * ld, a[i][0], a[i][1], a[i][2], a[i][3]);
+}
+
+// fa_frag_b loads the B fragments of NT n-tiles (NT even; 8 × 16 each of a
+// [n][k] tile of row stride ld: p is this lane's address of the first pair,
+// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2)).
+template <int NT>
+__device__ __forceinline__ void fa_frag_b(const u16* p, int ld, u32 (&b)[NT][2]) {
+#pragma unroll
+	for (int n = 0; n < NT; n += 2) fa_ldsm4(p + 8 * n * ld, b[n][0], b[n][1], b[n + 1][0], b[n + 1][1]);
+}
+
 // flash_body: grid (⌈rows / ⌊16·W/G⌋⌉, kv heads), W warps, dynamic shared
 // memory flashShared (Go) bytes. D is the padded head dimension (a multiple
 // of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and vt are
 // kv_half's scratch of nk keys (a multiple of 64, with at least BN indices
 // to spare past the last key). Each warp takes 16 query rows against every
-// key of a tile and every dimension.
-template <int D, int BN, int W>
+// key of a tile and every dimension. With PIPE, the fragments of the next
+// 16 dimensions of Q Kᵀ, and the next pair of n-tiles of P V, are loaded
+// before the products of the current ones (more registers, ldmatrix's
+// latency behind the mma).
+template <int D, int BN, int W, bool PIPE = false>
 __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
                            const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
                            int ring, float scale, int nk) {
@@ -279,16 +300,33 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2).
 		const u16* qa = sQ + (warp * 16 + (lane & 15)) * LQ + 8 * (lane >> 4);
 		int bRow = (lane & 7) + 8 * (lane >> 4), bCol = 8 * ((lane >> 3) & 1);
-#pragma unroll 4
-		for (int kk = 0; kk < D / 16; kk++) {
-			u32 a0, a1, a2, a3;
-			fa_ldsm4(qa + 16 * kk, a0, a1, a2, a3);
+		if constexpr (PIPE) {
+			u32 fa[2][1][4], fb[2][BN / 8][2];
+			fa_frag_a<1>(qa, LQ, fa[0]);
+			fa_frag_b<BN / 8>(sk + bRow * LQ + bCol, LQ, fb[0]);
 #pragma unroll
-			for (int n = 0; n < BN / 8; n += 2) {
-				u32 b0, b1, b2, b3;
-				fa_ldsm4(sk + (8 * n + bRow) * LQ + 16 * kk + bCol, b0, b1, b2, b3);
-				fa_mma(s[n], a0, a1, a2, a3, b0, b1);
-				fa_mma(s[n + 1], a0, a1, a2, a3, b2, b3);
+			for (int kk = 0; kk < D / 16; kk++) {
+				const int c = kk & 1;
+				if (kk + 1 < D / 16) {
+					fa_frag_a<1>(qa + 16 * (kk + 1), LQ, fa[c ^ 1]);
+					fa_frag_b<BN / 8>(sk + bRow * LQ + bCol + 16 * (kk + 1), LQ, fb[c ^ 1]);
+				}
+#pragma unroll
+				for (int n = 0; n < BN / 8; n++)
+					fa_mma(s[n], fa[c][0][0], fa[c][0][1], fa[c][0][2], fa[c][0][3], fb[c][n][0], fb[c][n][1]);
+			}
+		} else {
+#pragma unroll 4
+			for (int kk = 0; kk < D / 16; kk++) {
+				u32 a0, a1, a2, a3;
+				fa_ldsm4(qa + 16 * kk, a0, a1, a2, a3);
+#pragma unroll
+				for (int n = 0; n < BN / 8; n += 2) {
+					u32 b0, b1, b2, b3;
+					fa_ldsm4(sk + (8 * n + bRow) * LQ + 16 * kk + bCol, b0, b1, b2, b3);
+					fa_mma(s[n], a0, a1, a2, a3, b0, b1);
+					fa_mma(s[n + 1], a0, a1, a2, a3, b2, b3);
+				}
 			}
 		}
 		// Mask, then the online softmax in base 2. A masked score is -1e30,
@@ -344,16 +382,40 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 			for (int n = 0; n < D / 8; n++) o[n][0] *= cA, o[n][1] *= cA, o[n][2] *= cB, o[n][3] *= cB;
 		}
 		// O += P V: P's C fragments are the A fragments of this product.
+		if constexpr (PIPE) {
+			// Steps over (16 keys, a pair of n-tiles), each loading the next's.
+			constexpr int NP = D / 16, STEPS = (BN / 16) * NP;
+			const u16* vp = sv + bRow * LV + bCol;
+			u32 pf[BN / 16][4];
 #pragma unroll
-		for (int kk = 0; kk < BN / 16; kk++) {
-			u32 a0 = fa_half2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_half2(s[2 * kk][2], s[2 * kk][3]);
-			u32 a2 = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+			for (int kk = 0; kk < BN / 16; kk++) {
+				pf[kk][0] = fa_half2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_half2(s[2 * kk][2], s[2 * kk][3]);
+				pf[kk][2] = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pf[kk][3] = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+			}
+			u32 fb[2][4];
+			fa_ldsm4(vp, fb[0][0], fb[0][1], fb[0][2], fb[0][3]);
 #pragma unroll
-			for (int n = 0; n < D / 8; n += 2) {
-				u32 b0, b1, b2, b3;
-				fa_ldsm4(sv + (8 * n + bRow) * LV + 16 * kk + bCol, b0, b1, b2, b3);
-				fa_mma(o[n], a0, a1, a2, a3, b0, b1);
-				fa_mma(o[n + 1], a0, a1, a2, a3, b2, b3);
+			for (int st = 0; st < STEPS; st++) {
+				const int c = st & 1, kk = st / NP, n = 2 * (st % NP);
+				if (st + 1 < STEPS) {
+					const int kn = (st + 1) / NP, nn = 2 * ((st + 1) % NP);
+					fa_ldsm4(vp + 8 * nn * LV + 16 * kn, fb[c ^ 1][0], fb[c ^ 1][1], fb[c ^ 1][2], fb[c ^ 1][3]);
+				}
+				fa_mma(o[n], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], fb[c][0], fb[c][1]);
+				fa_mma(o[n + 1], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], fb[c][2], fb[c][3]);
+			}
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < BN / 16; kk++) {
+				u32 a0 = fa_half2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_half2(s[2 * kk][2], s[2 * kk][3]);
+				u32 a2 = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+				for (int n = 0; n < D / 8; n += 2) {
+					u32 b0, b1, b2, b3;
+					fa_ldsm4(sv + (8 * n + bRow) * LV + 16 * kk + bCol, b0, b1, b2, b3);
+					fa_mma(o[n], a0, a1, a2, a3, b0, b1);
+					fa_mma(o[n + 1], a0, a1, a2, a3, b2, b3);
+				}
 			}
 		}
 		__syncthreads(); // every warp is done with this buffer before it is loaded again
@@ -370,24 +432,6 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		fa_put(y, g, sg, b, mA, c, o[n][0] * iA, o[n][1] * iA, heads, d);
 		fa_put(y, g, sg, b, mB, c, o[n][2] * iB, o[n][3] * iB, heads, d);
 	}
-}
-
-// fa_frag_a loads the A fragments of MT m-tiles (16 rows × 16 of a [m][k]
-// tile of row stride ld: p is this lane's address of the first, rows
-// lane%16, columns 8·(lane/16)).
-template <int MT>
-__device__ __forceinline__ void fa_frag_a(const u16* p, int ld, u32 (&a)[MT][4]) {
-#pragma unroll
-	for (int i = 0; i < MT; i++) fa_ldsm4(p + 16 * i * ld, a[i][0], a[i][1], a[i][2], a[i][3]);
-}
-
-// fa_frag_b loads the B fragments of NT n-tiles (NT even; 8 × 16 each of a
-// [n][k] tile of row stride ld: p is this lane's address of the first pair,
-// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2)).
-template <int NT>
-__device__ __forceinline__ void fa_frag_b(const u16* p, int ld, u32 (&b)[NT][2]) {
-#pragma unroll
-	for (int n = 0; n < NT; n += 2) fa_ldsm4(p + 8 * n * ld, b[n][0], b[n][1], b[n + 1][0], b[n + 1][1]);
 }
 
 // flash_split_body: the launch of flash_body (grid, scratch), W warps (W
@@ -623,6 +667,8 @@ extern "C" __global__ void __launch_bounds__(128) flash_d256(FLASH_PARAMS) { fla
 extern "C" __global__ void __launch_bounds__(256) flash_wide_d64(FLASH_PARAMS) { flash_body<64, 64, 8>(FLASH_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) flash_wide_d128(FLASH_PARAMS) { flash_body<128, 64, 8>(FLASH_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) flash_wide_d256(FLASH_PARAMS) { flash_body<256, 64, 8>(FLASH_ARGS); }
+// The wide variant with fragments loaded a step ahead.
+extern "C" __global__ void __launch_bounds__(256) flash_widep_d256(FLASH_PARAMS) { flash_body<256, 64, 8, true>(FLASH_ARGS); }
 // The split variants (flash_split_body): 8 warps and 64 keys a tile, and
 // for 256 dimensions 4 warps and 32 keys a tile, two blocks an SM.
 extern "C" __global__ void __launch_bounds__(256) flash_split_d64(FLASH_PARAMS) { flash_split_body<64, 64, 8>(FLASH_ARGS); }
