@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -208,42 +210,88 @@ func flashDim(d int) int {
 	return fd
 }
 
-// flashKernel is one compiled flash kernel (flash_body's template
-// arguments): warps of 16 query rows and keys a tile.
+// flashKernel is one compiled flash kernel: flash_body's or (split)
+// flash_split_body's template arguments, warps of 16 query rows and keys a
+// tile, and the variant it belongs to (REEL_FLASH_VARIANT).
 type flashKernel struct {
 	name        string
 	dim         int
 	warps, keys int
+	variant     string
 }
 
-// flashKernels are the compiled flash kernels: 8 warps (128 query rows)
-// where compiled, which measured faster on the H200 (Dory 4B, 2048-token
-// prompt: attention 21.4 ms against 22.7 ms with 4 warps, one run), and 4
-// warps for every dimension (REEL_FLASH_NARROW=1 takes them).
+// The flash variants: narrow and wide are flash_body with 4 and 8 warps,
+// each warp taking 16 rows against a whole tile (widep: wide with the
+// fragments loaded a step ahead of the products); split and split4 are
+// flash_split_body with 8 warps and 64 keys a tile, and 4 warps and 32
+// keys a tile (two blocks an SM), the products of a tile split among the
+// warps two ways with the probabilities through shared memory.
+const (
+	flashNarrow = "narrow"
+	flashWide   = "wide"
+	flashWideP  = "widep"
+	flashSplit  = "split"
+	flashSplit4 = "split4"
+)
+
+// flashOrder is the variants' order of preference where the backend names
+// none or its choice is not compiled for a dimension: split, whose
+// fragments feed more products for each read of shared memory and whose
+// loads run ahead of the products, then wide (Dory 4B, 2048-token prompt:
+// attention 21.4 ms against 22.7 ms with narrow, one run), then narrow.
+var flashOrder = []string{flashSplit, flashWide, flashNarrow}
+
+// flashVariants are the variants' names, for REEL_FLASH_VARIANT.
+var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashSplit, flashSplit4}
+
+// flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
-	{"flash_d32", 32, 4, 64}, {"flash_d64", 64, 4, 64}, {"flash_d128", 128, 4, 64}, {"flash_d256", 256, 4, 32},
-	{"flash_wide_d64", 64, 8, 64}, {"flash_wide_d128", 128, 8, 64}, {"flash_wide_d256", 256, 8, 64},
+	{"flash_d32", 32, 4, 64, flashNarrow}, {"flash_d64", 64, 4, 64, flashNarrow},
+	{"flash_d128", 128, 4, 64, flashNarrow}, {"flash_d256", 256, 4, 32, flashNarrow},
+	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
+	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
+	{"flash_split_d64", 64, 8, 64, flashSplit}, {"flash_split_d128", 128, 8, 64, flashSplit},
+	{"flash_split_d256", 256, 8, 64, flashSplit},
+	{"flash_split4_d256", 256, 4, 32, flashSplit4},
 }
+
+// split reports whether the kernel is flash_split_body's.
+func (k flashKernel) split() bool { return k.variant == flashSplit || k.variant == flashSplit4 }
 
 // rows is the query rows of a block.
 func (k flashKernel) rows() int { return 16 * k.warps }
 
 // shared is the kernel's dynamic shared memory: the Q tile and two K and
-// Vᵀ tiles of f16, rows padded by 8 elements.
+// Vᵀ tiles of f16, rows padded by 8 elements, and for a split kernel the
+// probabilities (f16, rows padded by 8) and three floats a row (the
+// halves' maxima and the correction).
 func (k flashKernel) shared() int {
-	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
+	b := 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
+	if k.split() {
+		b += 2*k.rows()*(k.keys+8) + 4*3*k.rows()
+	}
+	return b
 }
 
-// flashFor picks the flash kernel of dimension fd: the most warps, or the
-// fewest with REEL_FLASH_NARROW=1.
+// checkFlashVariant checks a variant's name ("" : the default order).
+func checkFlashVariant(v string) error {
+	if v == "" || slices.Contains(flashVariants, v) {
+		return nil
+	}
+	return fmt.Errorf("flash variant %q: want one of %s", v, strings.Join(flashVariants, ", "))
+}
+
+// flashFor picks the flash kernel of dimension fd: the backend's variant
+// where it is compiled for fd, else the first of flashOrder that is.
 func (be *Backend) flashFor(fd int) flashKernel {
-	var pick flashKernel
-	for _, k := range flashKernels {
-		if k.dim == fd && (pick.name == "" || (k.warps > pick.warps) != be.flashNarrow) {
-			pick = k
+	for _, v := range append([]string{be.flashVariant}, flashOrder...) {
+		for _, k := range flashKernels {
+			if k.dim == fd && k.variant == v {
+				return k
+			}
 		}
 	}
-	return pick
+	return flashKernel{}
 }
 
 // flash appends kv_half, which writes the keys and values a chunk reads as

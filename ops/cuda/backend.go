@@ -198,8 +198,10 @@ type Backend struct {
 	// computed in f32 (decode rows, f32 weights).
 	act  reused
 	half [2]reused
-	// flashNarrow takes the flash kernels of 4 warps (REEL_FLASH_NARROW=1).
-	flashNarrow bool
+	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
+	// narrow, wide, widep, split or split4; REEL_FLASH_NARROW=1 is
+	// narrow); "" takes flashOrder.
+	flashVariant string
 	// slerpRows is the most rows a slerp_matmul's slerp is computed inside
 	// its matvec (slerpMatvecRows; REEL_SLERP_MV_ROWS, 0 for never).
 	slerpRows int
@@ -271,6 +273,9 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
+		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -281,7 +286,12 @@ func New(opts Options) (*Backend, error) {
 	}
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
-	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
+	if os.Getenv("REEL_FLASH_NARROW") == "1" {
+		be.flashVariant = flashNarrow
+	}
+	if v := os.Getenv("REEL_FLASH_VARIANT"); v != "" {
+		be.flashVariant = v
+	}
 	be.slerpRows = slerpRows
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()

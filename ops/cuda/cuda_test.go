@@ -70,28 +70,6 @@ func TestKernelTable(t *testing.T) {
 	}
 }
 
-// TestFlashNarrow runs the attention cases through the flash kernels of 4
-// warps (TestOpCases takes those of 8 where they exist).
-func TestFlashNarrow(t *testing.T) {
-	be := newTestBackend(t, Options{Precision: PrecisionHalf})
-	be.flashNarrow = true
-	ref := cpu.New(0)
-	n := 0
-	for _, c := range optest.Cases() {
-		if !strings.HasPrefix(c.Name, "attention") {
-			continue
-		}
-		n++
-		t.Run(c.Name, func(t *testing.T) {
-			optest.Check(t, be, c)
-			optest.Compare(t, ref, be, c)
-		})
-	}
-	if n == 0 {
-		t.Fatal("no attention cases in the table")
-	}
-}
-
 // caseOps reports whether every op of a case has a CUDA kernel.
 func caseOps(be *Backend, c optest.Case) (string, bool) {
 	g, err := c.Graph()

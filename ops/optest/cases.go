@@ -481,6 +481,15 @@ func attentionCases() []Case {
 		{heads: 12, kvHeads: 1, hd: 64, rows: 16, pos: 0, capacity: 16},
 		{heads: 16, kvHeads: 1, hd: 40, rows: 19, pos: 60, capacity: 80, unscaled: true},
 		{heads: 4, kvHeads: 2, hd: 32, rows: 20, pos: 10, capacity: 24, err: "capacity"},
+		// several blocks and tiles of keys: tiles every row of a block
+		// sees whole (no mask), windows, a ring that wraps, rows left
+		// unused, a group of 8
+		{heads: 16, kvHeads: 4, hd: 256, rows: 150, pos: 0, capacity: 160},
+		{heads: 8, kvHeads: 2, hd: 256, rows: 80, pos: 250, capacity: 300, window: 150, ring: true},
+		{heads: 8, kvHeads: 2, hd: 256, rows: 48, pos: 5, capacity: 64, used: 35},
+		{heads: 16, kvHeads: 2, hd: 128, rows: 90, pos: 0, capacity: 96},
+		// a slot far longer than the keys read (kv_half converts those only)
+		{heads: 8, kvHeads: 2, hd: 128, rows: 20, pos: 3, capacity: 400},
 	} {
 		cs = append(cs, attentionCase(s))
 	}

@@ -103,6 +103,7 @@ func attentionGateCases() []Case {
 		{heads: 2, kvHeads: 2, hd: 8, rows: 2, pos: 7, capacity: 8, err: "capacity"},
 		{heads: 16, kvHeads: 4, hd: 256, rows: 24, pos: 8, capacity: 64, window: 16},
 		{heads: 8, kvHeads: 2, hd: 64, rows: 21, pos: 40, capacity: 32, window: 12, ring: true},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 70, pos: 30, capacity: 128, window: 64},
 	} {
 		base := attentionCase(s)
 		name := "attention_gate/" + base.Name[len("attention/"):]

@@ -20,6 +20,10 @@
 // 2t+8..); B (16×8): b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g); C (16×8):
 // c0 c1 (g, 2t and 2t+1), c2 c3 (g+8, 2t and 2t+1).
 
+// FA_PAD is the most keys of a flash tile (BN), which kv_half writes as
+// zeros past the chunk's last key.
+#define FA_PAD 64
+
 // fa_sat rounds to f16, saturating (a NaN stays NaN).
 __device__ __forceinline__ u16 fa_sat(float x) {
 	return f32_to_f16(x > 65504.f ? 65504.f : (x < -65504.f ? -65504.f : x));
@@ -58,7 +62,9 @@ __device__ __forceinline__ bool fa_keys(const int* call, int rows, int* err, int
 // kv_half_body: grid (nk / 32, kv heads), 256 threads, dynamic shared
 // memory 32·(D+1) floats. Key index i of the scratch is position jBase + i:
 // kh [kv heads][nk][D], vt [kv heads][D][nk]; indices past the chunk's last
-// key are zeros.
+// key are zeros up to FA_PAD past it, and not written beyond (a flash block
+// reads at most a tile of at most FA_PAD keys past its last position), so
+// that an early chunk of a long slot converts only the keys it reads.
 template <int D>
 __device__ void kv_half_body(const float* k, const float* v, const int* call, int* err, u16* kh, u16* vt, int rows,
                              int kvh, int d, int cap, int window, int ring, int nk) {
@@ -67,6 +73,7 @@ __device__ void kv_half_body(const float* k, const float* v, const int* call, in
 	int pos, used, jBase;
 	if (!fa_keys(call, rows, err, cap, window, ring, &pos, &used, &jBase)) return;
 	int h = blockIdx.y, i0 = blockIdx.x * 32, jEnd = pos + used;
+	if (i0 >= jEnd - jBase + FA_PAD) return;
 	long long kw = (long long)kvh * d;
 	u16* khh = kh + (long long)h * nk * D;
 	for (int i = threadIdx.x; i < 32 * (D / 2); i += blockDim.x) {
@@ -92,90 +99,180 @@ __device__ void kv_half_body(const float* k, const float* v, const int* call, in
 	}
 }
 
+// FaBlock is a flash block's share of the chunk: the call's first position
+// and rows, the scratch's first key position, the group size, the positions
+// a block takes, the block's first row of the chunk and the ends of its rows
+// among the call's (rEnd) and the chunk's (rLim), its first and last
+// positions, and the tiles of BN keys it reads from scratch key iStart (a
+// multiple of 8, for 16-byte copies; the keys before its first position's
+// window start are masked).
+struct FaBlock {
+	int pos, used, jBase, G, PB, r0, rEnd, rLim, pFirst, pLast, iStart, tiles;
+};
+
+// fa_block sets up the block of BM query rows (blockIdx.x counted from the
+// chunk's end, blockIdx.y the KV head). It returns false when the block has
+// nothing more to do: an error reported, or its rows past the call's
+// written as zeros (gated).
+__device__ __forceinline__ bool fa_block(FaBlock& b, int BM, int BN, const int* call, int* err, float* y, const float* g,
+                                         const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
+                                         int ring) {
+	if (!fa_keys(call, rows, err, cap, window, ring, &b.pos, &b.used, &b.jBase)) {
+		int p = call[CALL_POS], u = call[CALL_ROWS];
+		if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && p >= 0 && u >= 0 && u <= rows)
+			report(err, ERR_ATTN_CAPACITY, p + (u == 0 ? rows : u) - 1, cap, 0);
+		return false;
+	}
+	b.G = heads / kvh;
+	b.PB = BM / b.G;
+	b.r0 = (gridDim.x - 1 - blockIdx.x) * b.PB;
+	b.rEnd = min(b.used, b.r0 + b.PB);
+	b.rLim = min(rows, b.r0 + b.PB);
+	if (b.r0 >= b.used) { // rows past the call's: zeros
+		long long qw = (long long)heads * d;
+		int hk = blockIdx.y, G = b.G;
+		for (int i = threadIdx.x; i < (b.rLim - b.r0) * G * d; i += blockDim.x) {
+			int r = b.r0 + i / (G * d), h = hk * G + (i / d) % G, c = i % d;
+			y[r * qw + (long long)h * d + c] = attn_gate(0.f, g, sg, r, h, heads, d, c);
+		}
+		return false;
+	}
+	b.pFirst = b.pos + b.r0;
+	b.pLast = b.pos + b.rEnd - 1;
+	int jLo = window > 0 ? max(0, b.pFirst - window + 1) : 0;
+	b.iStart = (jLo - b.jBase) & ~7;
+	b.tiles = (b.pLast - b.jBase - b.iStart) / BN + 1;
+	return true;
+}
+
+// fa_fill_q writes the block's queries into sQ ([BM][D + 8] f16): row m is
+// position r0 + m/G, head hk·G + m%G; rows past the chunk and dimensions
+// past d are zeros.
+template <int D>
+__device__ __forceinline__ void fa_fill_q(u16* sQ, int BM, const FaBlock& b, const float* q, int heads, int d) {
+	const int LQ = D + 8;
+	long long qw = (long long)heads * d;
+	int hk = blockIdx.y;
+	for (int i = threadIdx.x; i < BM * (D / 2); i += blockDim.x) {
+		int m = i / (D / 2), c = 2 * (i % (D / 2));
+		int r = b.r0 + m / b.G;
+		float x0 = 0.f, x1 = 0.f;
+		if (m < b.PB * b.G && r < b.rEnd) {
+			const float* qr = q + r * qw + (long long)(hk * b.G + m % b.G) * d;
+			if (c < d) x0 = qr[c];
+			if (c + 1 < d) x1 = qr[c + 1];
+		}
+		*(u32*)(sQ + m * LQ + c) = fa_half2(x0, x1);
+	}
+}
+
+// FaLoader copies a block's key and Vᵀ tiles from kv_half's scratch into
+// shared memory with cp.async, one commit group a tile: K tiles [BN][D + 8]
+// and Vᵀ tiles [D][BN + 8] (two buffers of each). Each of the NT threads
+// copies fixed 16-byte columns: keys kKey, kKey + KSTEP, ... at column kCol
+// of the K tile; dimensions vDim, vDim + VSTEP, ... at keys vKey.. of the Vᵀ
+// tile (the loops unroll, the addresses are set up once).
+template <int D, int BN, int NT>
+struct FaLoader {
+	static constexpr int LQ = D + 8, LV = BN + 8, KC = D / 8, VC = BN / 8;
+	static constexpr int KSTEP = NT / KC, KPER = BN / KSTEP, VSTEP = NT / VC, VPER = D / VSTEP;
+	static_assert(NT % KC == 0 && BN % KSTEP == 0 && NT % VC == 0 && D % VSTEP == 0, "tile copies do not divide evenly");
+	const u16 *kSrc, *vSrc;
+	u16 *kDst, *vDst;
+	int nk, iStart;
+
+	__device__ __forceinline__ FaLoader(const u16* kh, const u16* vt, u16* sK, u16* sV, int nk_, int iStart_) {
+		int tid = threadIdx.x, hk = blockIdx.y;
+		int kKey = tid / KC, kCol = 8 * (tid % KC), vDim = tid / VC, vKey = 8 * (tid % VC);
+		nk = nk_, iStart = iStart_;
+		kSrc = kh + (long long)hk * nk * D + (long long)kKey * D + kCol;
+		vSrc = vt + (long long)hk * D * nk + (long long)vDim * nk + vKey;
+		kDst = sK + kKey * LQ + kCol;
+		vDst = sV + vDim * LV + vKey;
+	}
+
+	// load starts the copies of tile t into buffer buf and commits them.
+	__device__ __forceinline__ void load(int t, int buf) const {
+		int i0 = iStart + t * BN;
+		u16* kd = kDst + buf * BN * LQ;
+		const u16* ks = kSrc + (long long)i0 * D;
+#pragma unroll
+		for (int k = 0; k < KPER; k++) cp_async16(kd + k * KSTEP * LQ, ks + (long long)k * KSTEP * D);
+		u16* vd = vDst + buf * D * LV;
+		const u16* vs = vSrc + i0;
+#pragma unroll
+		for (int k = 0; k < VPER; k++) cp_async16(vd + k * VSTEP * LV, vs + (long long)k * VSTEP * nk);
+		cp_commit();
+	}
+};
+
+// fa_put writes elements c and c+1 of row m's output, x0 and x1 already
+// divided by the row's sum, gated; nothing for a padding row or a row past
+// the chunk, zeros for a row past the call's.
+__device__ __forceinline__ void fa_put(float* y, const float* g, const float* sg, const FaBlock& b, int m, int c,
+                                       float x0, float x1, int heads, int d) {
+	int r = b.r0 + m / b.G;
+	if (m >= b.PB * b.G || r >= b.rLim) return;
+	bool live = r < b.rEnd;
+	int h = blockIdx.y * b.G + m % b.G;
+	float* yr = y + r * ((long long)heads * d) + (long long)h * d;
+	if (c < d) yr[c] = attn_gate(live ? x0 : 0.f, g, sg, r, h, heads, d, c);
+	if (c + 1 < d) yr[c + 1] = attn_gate(live ? x1 : 0.f, g, sg, r, h, heads, d, c + 1);
+}
+
+// fa_frag_a loads the A fragments of MT m-tiles (16 rows × 16 of a [m][k]
+// tile of row stride ld: p is this lane's address of the first, rows
+// lane%16, columns 8·(lane/16)).
+template <int MT>
+__device__ __forceinline__ void fa_frag_a(const u16* p, int ld, u32 (&a)[MT][4]) {
+#pragma unroll
+	for (int i = 0; i < MT; i++) fa_ldsm4(p + 16 * i * ld, a[i][0], a[i][1], a[i][2], a[i][3]);
+}
+
+// fa_frag_b loads the B fragments of NT n-tiles (NT even; 8 × 16 each of a
+// [n][k] tile of row stride ld: p is this lane's address of the first pair,
+// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2)).
+template <int NT>
+__device__ __forceinline__ void fa_frag_b(const u16* p, int ld, u32 (&b)[NT][2]) {
+#pragma unroll
+	for (int n = 0; n < NT; n += 2) fa_ldsm4(p + 8 * n * ld, b[n][0], b[n][1], b[n + 1][0], b[n + 1][1]);
+}
+
 // flash_body: grid (⌈rows / ⌊16·W/G⌋⌉, kv heads), W warps, dynamic shared
 // memory flashShared (Go) bytes. D is the padded head dimension (a multiple
 // of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and vt are
 // kv_half's scratch of nk keys (a multiple of 64, with at least BN indices
-// to spare past the last key).
-template <int D, int BN, int W>
+// to spare past the last key). Each warp takes 16 query rows against every
+// key of a tile and every dimension. With PIPE, the fragments of the next
+// 16 dimensions of Q Kᵀ, and the next pair of n-tiles of P V, are loaded
+// before the products of the current ones (more registers, ldmatrix's
+// latency behind the mma).
+template <int D, int BN, int W, bool PIPE = false>
 __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
                            const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
                            int ring, float scale, int nk) {
 	extern __shared__ u16 fsh[];
+	static_assert(BN % 16 == 0 && BN <= FA_PAD, "flash_body: shape");
 	const int BM = 16 * W;
 	const int LQ = D + 8, LV = BN + 8; // row strides in halves (16 bytes of padding against bank conflicts)
 	u16* sQ = fsh;                     // [BM][LQ]
 	u16* sK = sQ + BM * LQ;            // two [BN][LQ]
 	u16* sV = sK + 2 * BN * LQ;        // two [D][LV], dimension-major
 	pdl_entry();
-	int pos, used, jBase;
-	if (!fa_keys(call, rows, err, cap, window, ring, &pos, &used, &jBase)) {
-		int p = call[CALL_POS], u = call[CALL_ROWS];
-		if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && p >= 0 && u >= 0 && u <= rows)
-			report(err, ERR_ATTN_CAPACITY, p + (u == 0 ? rows : u) - 1, cap, 0);
-		return;
-	}
-	int G = heads / kvh, PB = BM / G, hk = blockIdx.y;
-	int r0 = (gridDim.x - 1 - blockIdx.x) * PB; // the block's first row of the chunk
-	int rEnd = min(used, r0 + PB), rLim = min(rows, r0 + PB);
+	FaBlock b;
+	if (!fa_block(b, BM, BN, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring)) return;
+	int G = b.G, PB = b.PB, pos = b.pos;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
-	long long qw = (long long)heads * d;
-	if (r0 >= used) { // rows past the call's: zeros
-		for (int i = tid; i < (rLim - r0) * G * d; i += blockDim.x) {
-			int r = r0 + i / (G * d), h = hk * G + (i / d) % G, c = i % d;
-			y[r * qw + (long long)h * d + c] = attn_gate(0.f, g, sg, r, h, heads, d, c);
-		}
-		return;
-	}
-	// Q: row m is position r0 + m/G, head hk·G + m%G; rows past the chunk are zeros.
-	for (int i = tid; i < BM * (D / 2); i += blockDim.x) {
-		int m = i / (D / 2), c = 2 * (i % (D / 2));
-		int r = r0 + m / G;
-		float x0 = 0.f, x1 = 0.f;
-		if (m < PB * G && r < rEnd) {
-			const float* qr = q + r * qw + (long long)(hk * G + m % G) * d;
-			if (c < d) x0 = qr[c];
-			if (c + 1 < d) x1 = qr[c + 1];
-		}
-		*(u32*)(sQ + m * LQ + c) = fa_half2(x0, x1);
-	}
-	// The block's keys: from its first position's window start (down to a
-	// multiple of 8 of the scratch, for 16-byte copies; the extra keys are
-	// masked) to its last position.
-	int pFirst = pos + r0, pLast = pos + rEnd - 1;
-	int jLo = window > 0 ? max(0, pFirst - window + 1) : 0;
-	int iStart = (jLo - jBase) & ~7, tiles = (pLast - jBase - iStart) / BN + 1;
-	const u16* khh = kh + (long long)hk * nk * D;
-	const u16* vth = vt + (long long)hk * D * nk;
-	// Each thread copies fixed 16-byte columns of the tiles: keys kKey,
-	// kKey + KSTEP, ... at column kCol of the K tile; dimensions vDim,
-	// vDim + VSTEP, ... at keys vKey.. of the Vᵀ tile (the loops unroll, the
-	// addresses are set up once).
-	constexpr int NT = 32 * W, KC = D / 8, VC = BN / 8;
-	constexpr int KSTEP = NT / KC, KPER = BN / KSTEP, VSTEP = NT / VC, VPER = D / VSTEP;
-	const int kKey = tid / KC, kCol = 8 * (tid % KC), vDim = tid / VC, vKey = 8 * (tid % VC);
-	const u16* kSrc = khh + (long long)kKey * D + kCol;
-	const u16* vSrc = vth + (long long)vDim * nk + vKey;
-	auto load = [&](int t, int buf) {
-		int i0 = iStart + t * BN;
-		u16* kd = sK + buf * BN * LQ + kKey * LQ + kCol;
-		const u16* ks = kSrc + (long long)i0 * D;
-#pragma unroll
-		for (int k = 0; k < KPER; k++) cp_async16(kd + k * KSTEP * LQ, ks + (long long)k * KSTEP * D);
-		u16* vd = sV + buf * D * LV + vDim * LV + vKey;
-		const u16* vs = vSrc + i0;
-#pragma unroll
-		for (int k = 0; k < VPER; k++) cp_async16(vd + k * VSTEP * LV, vs + (long long)k * VSTEP * nk);
-		cp_commit();
-	};
-	load(0, 0);
+	fa_fill_q<D>(sQ, BM, b, q, heads, d);
+	FaLoader<D, BN, 32 * W> ld(kh, vt, sK, sV, nk, b.iStart);
+	ld.load(0, 0);
 
 	const float L2E = 1.4426950408889634f;
 	float sl2 = scale * L2E;
 	// This thread's two rows (g and g+8 of its warp's 16) and their positions.
 	int mA = warp * 16 + gq, mB = mA + 8;
-	int pA = (mA < PB * G && r0 + mA / G < rEnd) ? pos + r0 + mA / G : -1;
-	int pB = (mB < PB * G && r0 + mB / G < rEnd) ? pos + r0 + mB / G : -1;
+	int pA = (mA < PB * G && b.r0 + mA / G < b.rEnd) ? pos + b.r0 + mA / G : -1;
+	int pB = (mB < PB * G && b.r0 + mB / G < b.rEnd) ? pos + b.r0 + mB / G : -1;
 	// The keys each row sees: loX ≤ j ≤ pX (none for a padding row).
 	int loA = window > 0 ? pA - window + 1 : 0, loB = window > 0 ? pB - window + 1 : 0;
 	float mxA = -1e30f, mxB = -1e30f, lA = 0.f, lB = 0.f;
@@ -183,9 +280,9 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 #pragma unroll
 	for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
-	for (int t = 0; t < tiles; t++) {
-		if (t + 1 < tiles) {
-			load(t + 1, (t + 1) & 1);
+	for (int t = 0; t < b.tiles; t++) {
+		if (t + 1 < b.tiles) {
+			ld.load(t + 1, (t + 1) & 1);
 			cp_wait<1>();
 		} else {
 			cp_wait<0>();
@@ -193,7 +290,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		__syncthreads(); // this tile (and Q) in shared memory for every warp
 		const u16* sk = sK + (t & 1) * BN * LQ;
 		const u16* sv = sV + (t & 1) * D * LV;
-		int j0 = jBase + iStart + t * BN;
+		int j0 = b.jBase + b.iStart + t * BN;
 		// S = Q Kᵀ for the warp's 16 rows and the tile's BN keys.
 		float s[BN / 8][4];
 #pragma unroll
@@ -203,16 +300,33 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2).
 		const u16* qa = sQ + (warp * 16 + (lane & 15)) * LQ + 8 * (lane >> 4);
 		int bRow = (lane & 7) + 8 * (lane >> 4), bCol = 8 * ((lane >> 3) & 1);
-#pragma unroll 4
-		for (int kk = 0; kk < D / 16; kk++) {
-			u32 a0, a1, a2, a3;
-			fa_ldsm4(qa + 16 * kk, a0, a1, a2, a3);
+		if constexpr (PIPE) {
+			u32 fa[2][1][4], fb[2][BN / 8][2];
+			fa_frag_a<1>(qa, LQ, fa[0]);
+			fa_frag_b<BN / 8>(sk + bRow * LQ + bCol, LQ, fb[0]);
 #pragma unroll
-			for (int n = 0; n < BN / 8; n += 2) {
-				u32 b0, b1, b2, b3;
-				fa_ldsm4(sk + (8 * n + bRow) * LQ + 16 * kk + bCol, b0, b1, b2, b3);
-				fa_mma(s[n], a0, a1, a2, a3, b0, b1);
-				fa_mma(s[n + 1], a0, a1, a2, a3, b2, b3);
+			for (int kk = 0; kk < D / 16; kk++) {
+				const int c = kk & 1;
+				if (kk + 1 < D / 16) {
+					fa_frag_a<1>(qa + 16 * (kk + 1), LQ, fa[c ^ 1]);
+					fa_frag_b<BN / 8>(sk + bRow * LQ + bCol + 16 * (kk + 1), LQ, fb[c ^ 1]);
+				}
+#pragma unroll
+				for (int n = 0; n < BN / 8; n++)
+					fa_mma(s[n], fa[c][0][0], fa[c][0][1], fa[c][0][2], fa[c][0][3], fb[c][n][0], fb[c][n][1]);
+			}
+		} else {
+#pragma unroll 4
+			for (int kk = 0; kk < D / 16; kk++) {
+				u32 a0, a1, a2, a3;
+				fa_ldsm4(qa + 16 * kk, a0, a1, a2, a3);
+#pragma unroll
+				for (int n = 0; n < BN / 8; n += 2) {
+					u32 b0, b1, b2, b3;
+					fa_ldsm4(sk + (8 * n + bRow) * LQ + 16 * kk + bCol, b0, b1, b2, b3);
+					fa_mma(s[n], a0, a1, a2, a3, b0, b1);
+					fa_mma(s[n + 1], a0, a1, a2, a3, b2, b3);
+				}
 			}
 		}
 		// Mask, then the online softmax in base 2. A masked score is -1e30,
@@ -220,7 +334,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		// or before the block's first position, inside every row's window)
 		// needs no mask: most tiles of a long prompt.
 		float tA = -1e30f, tB = -1e30f;
-		bool whole = j0 + BN - 1 <= pFirst && (window <= 0 || j0 > pLast - window);
+		bool whole = j0 + BN - 1 <= b.pFirst && (window <= 0 || j0 > b.pLast - window);
 		if (whole) {
 #pragma unroll
 			for (int n = 0; n < BN / 8; n++) {
@@ -268,16 +382,40 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 			for (int n = 0; n < D / 8; n++) o[n][0] *= cA, o[n][1] *= cA, o[n][2] *= cB, o[n][3] *= cB;
 		}
 		// O += P V: P's C fragments are the A fragments of this product.
+		if constexpr (PIPE) {
+			// Steps over (16 keys, a pair of n-tiles), each loading the next's.
+			constexpr int NP = D / 16, STEPS = (BN / 16) * NP;
+			const u16* vp = sv + bRow * LV + bCol;
+			u32 pf[BN / 16][4];
 #pragma unroll
-		for (int kk = 0; kk < BN / 16; kk++) {
-			u32 a0 = fa_half2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_half2(s[2 * kk][2], s[2 * kk][3]);
-			u32 a2 = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+			for (int kk = 0; kk < BN / 16; kk++) {
+				pf[kk][0] = fa_half2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_half2(s[2 * kk][2], s[2 * kk][3]);
+				pf[kk][2] = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pf[kk][3] = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+			}
+			u32 fb[2][4];
+			fa_ldsm4(vp, fb[0][0], fb[0][1], fb[0][2], fb[0][3]);
 #pragma unroll
-			for (int n = 0; n < D / 8; n += 2) {
-				u32 b0, b1, b2, b3;
-				fa_ldsm4(sv + (8 * n + bRow) * LV + 16 * kk + bCol, b0, b1, b2, b3);
-				fa_mma(o[n], a0, a1, a2, a3, b0, b1);
-				fa_mma(o[n + 1], a0, a1, a2, a3, b2, b3);
+			for (int st = 0; st < STEPS; st++) {
+				const int c = st & 1, kk = st / NP, n = 2 * (st % NP);
+				if (st + 1 < STEPS) {
+					const int kn = (st + 1) / NP, nn = 2 * ((st + 1) % NP);
+					fa_ldsm4(vp + 8 * nn * LV + 16 * kn, fb[c ^ 1][0], fb[c ^ 1][1], fb[c ^ 1][2], fb[c ^ 1][3]);
+				}
+				fa_mma(o[n], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], fb[c][0], fb[c][1]);
+				fa_mma(o[n + 1], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], fb[c][2], fb[c][3]);
+			}
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < BN / 16; kk++) {
+				u32 a0 = fa_half2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_half2(s[2 * kk][2], s[2 * kk][3]);
+				u32 a2 = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+				for (int n = 0; n < D / 8; n += 2) {
+					u32 b0, b1, b2, b3;
+					fa_ldsm4(sv + (8 * n + bRow) * LV + 16 * kk + bCol, b0, b1, b2, b3);
+					fa_mma(o[n], a0, a1, a2, a3, b0, b1);
+					fa_mma(o[n + 1], a0, a1, a2, a3, b2, b3);
+				}
 			}
 		}
 		__syncthreads(); // every warp is done with this buffer before it is loaded again
@@ -287,23 +425,224 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
 	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
 	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+	float iA = lA > 0.f ? 1.f / lA : 0.f, iB = lB > 0.f ? 1.f / lB : 0.f;
 #pragma unroll
-	for (int half = 0; half < 2; half++) {
-		int m = half ? mB : mA;
-		int r = r0 + m / G;
-		if (m >= PB * G || r >= rLim) continue;
-		bool live = r < rEnd;
-		float inv = live ? 1.f / (half ? lB : lA) : 0.f;
-		int h = hk * G + m % G;
-		float* yr = y + r * qw + (long long)h * d;
+	for (int n = 0; n < D / 8; n++) {
+		int c = 8 * n + 2 * tq;
+		fa_put(y, g, sg, b, mA, c, o[n][0] * iA, o[n][1] * iA, heads, d);
+		fa_put(y, g, sg, b, mB, c, o[n][2] * iB, o[n][3] * iB, heads, d);
+	}
+}
+
+// flash_split_body: the launch of flash_body (grid, scratch), W warps (W
+// even, at least 4) and dynamic shared memory flashShared (Go) bytes, with
+// the work of a tile split two ways among the warps so that each fragment
+// read from shared memory feeds more products:
+//
+//   - S = Q Kᵀ: warp w takes 32 query rows (32·⌊w/2⌋..) against half the
+//     tile's keys (BN/2·(w%2)..), masks and scales them, and the two warps
+//     of a row exchange their maxima through shared memory; both then keep
+//     the same running maximum, write their probabilities (f16) into sP and
+//     keep the sum of their own half;
+//   - O += P V: warp w takes BM/2 rows (BM/2·⌊w/(W/2)⌋..) against 2·D/W of
+//     the dimensions, reading P from sP and the rows' corrections from
+//     shared memory.
+//
+// Each step loads the fragments of the next 16 columns before multiplying
+// the current ones, so that ldmatrix's latency is hidden behind the mma.
+// Three barriers a tile: the tile has arrived, the maxima are exchanged,
+// P is written.
+template <int D, int BN, int W>
+__device__ void flash_split_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
+                                 const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap,
+                                 int window, int ring, float scale, int nk) {
+	extern __shared__ u16 fsh[];
+	constexpr int BM = 16 * W, LQ = D + 8, LV = BN + 8, LP = BN + 8;
+	constexpr int QN = BN / 16;                   // n-tiles of a warp's S (BN/2 keys)
+	constexpr int PM = W / 2, PD = 2 * D / W;     // m-tiles and dimensions of a warp's O
+	constexpr int PN = PD / 8;                    // n-tiles of a warp's O
+	static_assert(W % 2 == 0 && W >= 4 && BN % 32 == 0 && PN % 2 == 0 && BN <= FA_PAD, "flash_split_body: shape");
+	u16* sQ = fsh;                                // [BM][LQ]
+	u16* sK = sQ + BM * LQ;                       // two [BN][LQ]
+	u16* sV = sK + 2 * BN * LQ;                   // two [D][LV], dimension-major
+	u16* sP = sV + 2 * D * LV;                    // [BM][LP]
+	float* red = (float*)(sP + BM * LP);          // [2][BM]: the halves' maxima, at the end their sums
+	float* corr = red + 2 * BM;                   // [BM]: each row's correction of this tile
+	pdl_entry();
+	FaBlock b;
+	if (!fa_block(b, BM, BN, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring)) return;
+	int G = b.G;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+	fa_fill_q<D>(sQ, BM, b, q, heads, d);
+	FaLoader<D, BN, 32 * W> ld(kh, vt, sK, sV, nk, b.iStart);
+	ld.load(0, 0);
+
+	const float L2E = 1.4426950408889634f;
+	float sl2 = scale * L2E;
+	// S's share: rows mS(i) = 32·qr + 16·(i/2) + gq + 8·(i%2) for i < 4.
+	int qr = warp >> 1, qc = warp & 1;
+	int mS0 = 32 * qr + gq;
+	float mx[4], lsum[4];
 #pragma unroll
-		for (int n = 0; n < D / 8; n++) {
-			int c = 8 * n + 2 * tq;
-			float a = live ? o[n][2 * half] * inv : 0.f, b = live ? o[n][2 * half + 1] * inv : 0.f;
-			if (c < d) yr[c] = attn_gate(a, g, sg, r, h, heads, d, c);
-			if (c + 1 < d) yr[c + 1] = attn_gate(b, g, sg, r, h, heads, d, c + 1);
+	for (int i = 0; i < 4; i++) mx[i] = -1e30f, lsum[i] = 0.f;
+	// O's share: rows BM/2·pr + 16·mi + gq (+ 8), dimensions PD·pc + 8·n + 2·tq (+ 1).
+	int pr = warp / (W / 2), pc = warp % (W / 2);
+	int mO0 = (BM / 2) * pr + gq;
+	float o[PM][PN][4];
+#pragma unroll
+	for (int i = 0; i < PM; i++)
+#pragma unroll
+		for (int n = 0; n < PN; n++) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;
+	// ldmatrix addresses (see fa_frag_a and fa_frag_b).
+	int bRow = (lane & 7) + 8 * (lane >> 4), bCol = 8 * ((lane >> 3) & 1);
+	const u16* qa = sQ + (32 * qr + (lane & 15)) * LQ + 8 * (lane >> 4);
+	const u16* kb = sK + ((BN / 2) * qc + bRow) * LQ + bCol;
+	const u16* pa = sP + ((BM / 2) * pr + (lane & 15)) * LP + 8 * (lane >> 4);
+	const u16* vb = sV + (PD * pc + bRow) * LV + bCol;
+
+	for (int t = 0; t < b.tiles; t++) {
+		cp_wait<0>();
+		__syncthreads(); // tile t (and Q) in shared memory; every warp done with tile t - 1
+		if (t + 1 < b.tiles) ld.load(t + 1, (t + 1) & 1);
+		int j0 = b.jBase + b.iStart + t * BN;
+		// S = Q Kᵀ: 2 m-tiles × QN n-tiles, the fragments of the next
+		// 16 dimensions loaded before the products of these.
+		float s[2][QN][4];
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+#pragma unroll
+			for (int n = 0; n < QN; n++) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.f;
+		{
+			const u16* kt = kb + (t & 1) * BN * LQ;
+			u32 fa[2][2][4], fb[2][QN][2];
+			fa_frag_a<2>(qa, LQ, fa[0]);
+			fa_frag_b<QN>(kt, LQ, fb[0]);
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+				const int c = kk & 1;
+				if (kk + 1 < D / 16) {
+					fa_frag_a<2>(qa + 16 * (kk + 1), LQ, fa[c ^ 1]);
+					fa_frag_b<QN>(kt + 16 * (kk + 1), LQ, fb[c ^ 1]);
+				}
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+#pragma unroll
+					for (int n = 0; n < QN; n++)
+						fa_mma(s[i][n], fa[c][i][0], fa[c][i][1], fa[c][i][2], fa[c][i][3], fb[c][n][0], fb[c][n][1]);
+			}
+		}
+		// Scale and mask (see flash_body), this half's maxima of the rows.
+		float tm[4];
+#pragma unroll
+		for (int i = 0; i < 4; i++) tm[i] = -1e30f;
+		bool whole = j0 + BN - 1 <= b.pFirst && (window <= 0 || j0 > b.pLast - window);
+		if (whole) {
+#pragma unroll
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int n = 0; n < QN; n++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						s[i][n][e] *= sl2;
+						tm[2 * i + (e >> 1)] = fmaxf(tm[2 * i + (e >> 1)], s[i][n][e]);
+					}
+		} else {
+			int jq = j0 + (BN / 2) * qc + 2 * tq;
+#pragma unroll
+			for (int ri = 0; ri < 4; ri++) {
+				int m = mS0 + 16 * (ri >> 1) + 8 * (ri & 1);
+				int p = (m < b.PB * G && b.r0 + m / G < b.rEnd) ? b.pFirst + m / G : -1;
+				int lo = window > 0 ? p - window + 1 : 0;
+#pragma unroll
+				for (int n = 0; n < QN; n++)
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						int j = jq + 8 * n + e;
+						float& x = s[ri >> 1][n][2 * (ri & 1) + e];
+						x = j >= lo && j <= p ? x * sl2 : -1e30f;
+						tm[ri] = fmaxf(tm[ri], x);
+					}
+			}
+		}
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			tm[i] = fmaxf(tm[i], __shfl_xor_sync(0xffffffffu, tm[i], 1));
+			tm[i] = fmaxf(tm[i], __shfl_xor_sync(0xffffffffu, tm[i], 2));
+			if (tq == 0) red[qc * BM + mS0 + 16 * (i >> 1) + 8 * (i & 1)] = tm[i];
+		}
+		__syncthreads(); // both halves' maxima
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int m = mS0 + 16 * (i >> 1) + 8 * (i & 1);
+			float nm = fmaxf(mx[i], fmaxf(tm[i], red[(qc ^ 1) * BM + m]));
+			float c = exp2f(mx[i] - nm);
+			mx[i] = nm;
+			if (qc == 0 && tq == 0) corr[m] = c;
+			float sum = 0.f;
+#pragma unroll
+			for (int n = 0; n < QN; n++) {
+				float x0 = s[i >> 1][n][2 * (i & 1)], x1 = s[i >> 1][n][2 * (i & 1) + 1];
+				float p0 = x0 <= -1e29f ? 0.f : exp2f(x0 - nm), p1 = x1 <= -1e29f ? 0.f : exp2f(x1 - nm);
+				sum += p0 + p1;
+				*(u32*)(sP + m * LP + (BN / 2) * qc + 8 * n + 2 * tq) = fa_half2(p0, p1);
+			}
+			lsum[i] = lsum[i] * c + sum;
+		}
+		__syncthreads(); // P and the corrections
+		// O = O·c + P V: PM m-tiles × PN n-tiles over the tile's keys.
+		{
+			float cr[PM][2];
+			bool moved = false;
+#pragma unroll
+			for (int i = 0; i < PM; i++) {
+				cr[i][0] = corr[mO0 + 16 * i];
+				cr[i][1] = corr[mO0 + 16 * i + 8];
+				moved |= cr[i][0] != 1.f || cr[i][1] != 1.f;
+			}
+			if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+				for (int i = 0; i < PM; i++)
+#pragma unroll
+					for (int n = 0; n < PN; n++)
+						o[i][n][0] *= cr[i][0], o[i][n][1] *= cr[i][0], o[i][n][2] *= cr[i][1], o[i][n][3] *= cr[i][1];
+			}
+			const u16* vtile = vb + (t & 1) * D * LV;
+			u32 fa[2][PM][4], fb[2][PN][2];
+			fa_frag_a<PM>(pa, LP, fa[0]);
+			fa_frag_b<PN>(vtile, LV, fb[0]);
+#pragma unroll
+			for (int kk = 0; kk < BN / 16; kk++) {
+				const int c = kk & 1;
+				if (kk + 1 < BN / 16) {
+					fa_frag_a<PM>(pa + 16 * (kk + 1), LP, fa[c ^ 1]);
+					fa_frag_b<PN>(vtile + 16 * (kk + 1), LV, fb[c ^ 1]);
+				}
+#pragma unroll
+				for (int i = 0; i < PM; i++)
+#pragma unroll
+					for (int n = 0; n < PN; n++)
+						fa_mma(o[i][n], fa[c][i][0], fa[c][i][1], fa[c][i][2], fa[c][i][3], fb[c][n][0], fb[c][n][1]);
+			}
 		}
 	}
+	// The rows' sums: each half's over its four lanes, then both halves.
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		lsum[i] += __shfl_xor_sync(0xffffffffu, lsum[i], 1);
+		lsum[i] += __shfl_xor_sync(0xffffffffu, lsum[i], 2);
+		if (tq == 0) red[qc * BM + mS0 + 16 * (i >> 1) + 8 * (i & 1)] = lsum[i];
+	}
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < PM; i++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int m = mO0 + 16 * i + 8 * h;
+			float l = red[m] + red[BM + m], inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+			for (int n = 0; n < PN; n++)
+				fa_put(y, g, sg, b, m, PD * pc + 8 * n + 2 * tq, o[i][n][2 * h] * inv, o[i][n][2 * h + 1] * inv, heads, d);
+		}
 }
 
 #define KV_HALF_PARAMS                                                                                            \
@@ -328,3 +667,11 @@ extern "C" __global__ void __launch_bounds__(128) flash_d256(FLASH_PARAMS) { fla
 extern "C" __global__ void __launch_bounds__(256) flash_wide_d64(FLASH_PARAMS) { flash_body<64, 64, 8>(FLASH_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) flash_wide_d128(FLASH_PARAMS) { flash_body<128, 64, 8>(FLASH_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) flash_wide_d256(FLASH_PARAMS) { flash_body<256, 64, 8>(FLASH_ARGS); }
+// The wide variant with fragments loaded a step ahead.
+extern "C" __global__ void __launch_bounds__(256) flash_widep_d256(FLASH_PARAMS) { flash_body<256, 64, 8, true>(FLASH_ARGS); }
+// The split variants (flash_split_body): 8 warps and 64 keys a tile, and
+// for 256 dimensions 4 warps and 32 keys a tile, two blocks an SM.
+extern "C" __global__ void __launch_bounds__(256) flash_split_d64(FLASH_PARAMS) { flash_split_body<64, 64, 8>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) flash_split_d128(FLASH_PARAMS) { flash_split_body<128, 64, 8>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) flash_split_d256(FLASH_PARAMS) { flash_split_body<256, 64, 8>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(128, 2) flash_split4_d256(FLASH_PARAMS) { flash_split_body<256, 32, 4>(FLASH_ARGS); }

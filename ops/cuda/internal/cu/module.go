@@ -104,6 +104,9 @@ const (
 	FuncPTXVersion           FuncAttribute = 5
 	FuncBinaryVersion        FuncAttribute = 6
 	FuncMaxDynamicSharedSize FuncAttribute = 8
+	// FuncSharedCarveout is the preferred share of the unified L1 and
+	// shared memory given to shared memory, in percent (a hint).
+	FuncSharedCarveout FuncAttribute = 9
 )
 
 // Attribute returns a kernel attribute, e.g. FuncNumRegs.
@@ -123,13 +126,24 @@ func (f *Function) Attribute(a FuncAttribute) (int, error) {
 // SetMaxDynamicSharedBytes allows launches of f with up to bytes of dynamic
 // shared memory; needed above 48 KiB.
 func (f *Function) SetMaxDynamicSharedBytes(bytes int) error {
+	return f.setAttribute(FuncMaxDynamicSharedSize, "max dynamic shared", bytes)
+}
+
+// SetSharedCarveout asks for percent of the unified L1 and shared memory
+// as shared memory when f runs (100: the most, so that several blocks of
+// large shared memory fit on a multiprocessor).
+func (f *Function) SetSharedCarveout(percent int) error {
+	return f.setAttribute(FuncSharedCarveout, "shared carveout", percent)
+}
+
+func (f *Function) setAttribute(a FuncAttribute, what string, v int) error {
 	c := f.m.c
 	if err := c.bind(); err != nil {
 		return err
 	}
 	defer runtime.UnlockOSThread()
-	if r := cuFuncSetAttribute(c.lib.drv.funcSetAttribute, f.h, int(FuncMaxDynamicSharedSize), bytes); r != 0 {
-		return c.lib.cuErr(r, fmt.Sprintf("cuFuncSetAttribute(%s, max dynamic shared, %d)", f.name, bytes))
+	if r := cuFuncSetAttribute(c.lib.drv.funcSetAttribute, f.h, int(a), v); r != 0 {
+		return c.lib.cuErr(r, fmt.Sprintf("cuFuncSetAttribute(%s, %s, %d)", f.name, what, v))
 	}
 	return nil
 }
