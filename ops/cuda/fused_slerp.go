@@ -20,8 +20,11 @@ import (
 // slerpMatvecRows is the default of slerpRows: at most this many rows take
 // the slerp inside the matvec. Each block keeps R·K floats in shared
 // memory (10 KB a row for Dory's 2560), which cuts the blocks resident on
-// an SM as rows grow; REEL_SLERP_MV_ROWS sets it (0: never).
-const slerpMatvecRows = 4
+// an SM as rows grow; REEL_SLERP_MV_ROWS sets it (0: never). It is 0: on
+// the H200 every block's slerp before its stream made Dory 4B's decode
+// slower (session 5, run 2: 141.6 tok/s against 215.5 with the slerp as its
+// own launch), so the fused node launches slerp_rows and its product.
+const slerpMatvecRows = 0
 
 // mvsSharedMax is the most dynamic shared memory the mvs_* kernels take
 // (R·K floats); past it the slerp runs as its own launch.

@@ -201,6 +201,13 @@ func TestHalfGLU(t *testing.T) {
 			t.Run(o.name+"/"+c.Name, func(t *testing.T) {
 				be.opts.HalfGLU, be.opts.NoBatchedGemm = o.half, o.unbatched
 				defer func() { be.opts.HalfGLU, be.opts.NoBatchedGemm = false, false }()
+				if o.half {
+					// The gate and up products are rounded to 16 bits once
+					// more, after x was: two roundings of about equal
+					// size where the case's bound allows for one (the
+					// card measured 1.1e-5 to 1.3e-5 against TolBF16's 1e-5).
+					c.Tol *= 2
+				}
 				optest.Check(t, be, c)
 				optest.Compare(t, ref, be, c)
 			})
