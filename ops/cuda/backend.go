@@ -216,6 +216,9 @@ func New(opts Options) (*Backend, error) {
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
 	be.flashNarrow = os.Getenv("REEL_FLASH_NARROW") == "1"
+	// REEL_QMMA=0 takes quant_matmul's decode rows on the CUDA cores
+	// (qmvs_*) rather than the tensor cores (qmma_*).
+	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

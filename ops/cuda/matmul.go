@@ -38,7 +38,7 @@ type mvTuning struct {
 	loads int // MV_LOADS the kernels were compiled with (0: mvLoads)
 	warps int // warps a block, a power of two up to mvMaxWarps (0: mvWarps)
 	split int // warps splitting one unit's K, a power of two up to warps (0: mvPlan's)
-	feats int // features a unit (1 or 2; 4 too for quant_matmul) for plain products (0: mvFeats, qmvFeats)
+	feats int // features a unit (1 or 2; 4 too for quant_matmul's qmvs) for plain products (0: mvFeats, qmvFeats)
 	// quant_matmul's matvec (qmvPlan): quantOld takes the qmv_* kernels (a
 	// warp a feature) wherever it could take the qmvs_* ones; quantGrid,
 	// when positive, caps the grid at that many blocks an SM, each looping
@@ -47,6 +47,10 @@ type mvTuning struct {
 	quantOld     bool
 	quantGrid    int
 	quantNoStage bool
+	// quantNoMMA takes the CUDA-core kernels (qmvs_*) where the tensor-core
+	// ones (qmma_*, qmmaPlan) could run; for them warps and split are the
+	// block's warps (up to qmmaMaxWarps) and the warps sharing a tile.
+	quantNoMMA bool
 }
 
 // mvShape is a matvec launch: units of feats features, split warps each,

@@ -119,6 +119,11 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			}
 		}
 	}
+	for _, n := range qmmaKernelNames() {
+		if err := ks.fn[n].SetMaxDynamicSharedBytes(qmmaSharedMax); err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+		}
+	}
 	for _, n := range qsaRowsKernels {
 		if err := ks.fn[n].SetMaxDynamicSharedBytes(qsaRowsSharedMax); err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)

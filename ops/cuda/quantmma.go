@@ -1,0 +1,90 @@
+package cuda
+
+import "fmt"
+
+// The tensor-core decode product of quantized weights (qmma_*,
+// kernels/quantmma.cu): quant_matmul's 1..matvecMaxRows rows take it
+// wherever the codes can be read as 16-byte vectors (qmvs_*'s condition)
+// and x's B fragments fit in qmmaSharedMax bytes of shared memory, unless
+// the tuning asks for the CUDA-core kernels (mvTuning.quantNoMMA,
+// REEL_QMMA=0, or quantOld).
+const (
+	// qmmaSharedMax is the most dynamic shared memory a qmma block
+	// stages x in (4 bytes an element of each row, plus padding).
+	qmmaSharedMax = 128 << 10
+	// qmmaMaxWarps is QMMA_MAXWARPS: the most warps a block.
+	qmmaMaxWarps = 16
+	// qmmaWarps is the default warps a block; qmmaWaveWarps the warps an
+	// SM the default split aims at (one resident wave).
+	qmmaWarps     = 8
+	qmmaWaveWarps = 32
+)
+
+// qmmaSets are the kernels' row sets (two rows of x each).
+var qmmaSets = []int{1, 2, 4}
+
+// qmmaKernelNames are the qmma kernels' names (quantmma.cu's instances).
+func qmmaKernelNames() []string {
+	var out []string
+	for _, q := range []string{"f8", "i8", "u4"} {
+		for _, ns := range qmmaSets {
+			out = append(out, fmt.Sprintf("qmma_%s_n%d", q, ns))
+		}
+	}
+	return out
+}
+
+// qmmaLaunch is a qmma launch: grid blocks of warps warps, split warps
+// sharing a tile of 16 features, shared bytes of dynamic shared memory.
+type qmmaLaunch struct {
+	name                       string
+	grid, warps, split, shared int
+}
+
+// qmmaPlan chooses the qmma launch of a quant_matmul of 1..matvecMaxRows
+// rows on sms multiprocessors, or false where the product must take the
+// CUDA-core kernels: codes not readable as 16-byte vectors, x's fragments
+// past qmmaSharedMax, or a tuning that asks for them. The warps of a tile
+// split its steps of K (4 vectors of codes a row) as the bf16 matvec's
+// mvPlan splits K: as many as keep the grid within one resident wave of
+// qmmaWaveWarps an SM while each has a step.
+func qmmaPlan(t mvTuning, in qmvIn, sms int) (qmmaLaunch, bool) {
+	if t.quantOld || t.quantNoMMA || in.rows < 1 || in.rows > matvecMaxRows || in.k < 1 || in.nOut < 1 {
+		return qmmaLaunch{}, false
+	}
+	if in.k%in.perVec != 0 || in.blockCols%in.perVec != 0 || in.stride%16 != 0 || !in.aligned {
+		return qmmaLaunch{}, false
+	}
+	steps := (in.k + 4*in.perVec - 1) / (4 * in.perVec)
+	shared := in.rows * (steps*in.perVec + 4) * 16
+	if shared > qmmaSharedMax {
+		return qmmaLaunch{}, false
+	}
+	ns := 4
+	for _, n := range qmmaSets {
+		if 2*n >= in.rows {
+			ns = n
+			break
+		}
+	}
+	warps := qmmaWarps
+	if t.warps > 0 {
+		warps = t.warps
+	}
+	warps = min(pow2Floor(warps), qmmaMaxWarps)
+	tiles := (in.nOut + 15) / 16
+	split := t.split
+	if split <= 0 {
+		split = 1
+		for split*2 <= warps && split*2 <= steps && tiles*split*2 <= qmmaWaveWarps*sms {
+			split *= 2
+		}
+	}
+	split = max(1, min(pow2Ceil(split), warps))
+	group := warps / split
+	return qmmaLaunch{
+		name:  fmt.Sprintf("qmma_%s_n%d", in.name, ns),
+		grid:  (tiles + group - 1) / group,
+		warps: warps, split: split, shared: shared,
+	}, true
+}
