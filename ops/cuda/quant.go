@@ -170,7 +170,7 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 		if l, ok := qmmaPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,
 			blockCols: a.BlockCols, aligned: w.ptr%16 == 0 && x.ptr%16 == 0}, be.kernels.sms); ok {
 			s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.warps), 1, 1}, uint32(l.shared),
-				x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))
+				x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, int32(l.groupShift), y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))
 			return s, nil
 		}
 		l := qmvPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,

@@ -1,6 +1,9 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // The tensor-core decode product of quantized weights (qmma_*,
 // kernels/quantmma.cu): quant_matmul's 1..matvecMaxRows rows take it
@@ -15,9 +18,10 @@ const (
 	// qmmaMaxWarps is QMMA_MAXWARPS: the most warps a block.
 	qmmaMaxWarps = 16
 	// qmmaWarps is the default warps a block; qmmaWaveWarps the warps an
-	// SM the default split aims at (one resident wave).
+	// SM the default split aims at (one resident wave: two blocks of 8
+	// warps at about 100 registers a thread).
 	qmmaWarps     = 8
-	qmmaWaveWarps = 32
+	qmmaWaveWarps = 16
 )
 
 // qmmaSets are the kernels' row sets (two rows of x each).
@@ -35,15 +39,18 @@ func qmmaKernelNames() []string {
 }
 
 // qmmaLaunch is a qmma launch: grid blocks of warps warps, split warps
-// sharing a tile of 16 features, shared bytes of dynamic shared memory.
+// sharing a tile of 16 features, shared bytes of dynamic shared memory,
+// scale groups of 2^groupShift code vectors.
 type qmmaLaunch struct {
 	name                       string
 	grid, warps, split, shared int
+	groupShift                 int
 }
 
 // qmmaPlan chooses the qmma launch of a quant_matmul of 1..matvecMaxRows
 // rows on sms multiprocessors, or false where the product must take the
-// CUDA-core kernels: codes not readable as 16-byte vectors, x's fragments
+// CUDA-core kernels: codes not readable as 16-byte vectors, scale groups
+// not a power of two of them (the kernels shift rather than divide), x's fragments
 // past qmmaSharedMax, or a tuning that asks for them. The warps of a tile
 // split its steps of K (4 vectors of codes a row) as the bf16 matvec's
 // mvPlan splits K: as many as keep the grid within one resident wave of
@@ -53,6 +60,10 @@ func qmmaPlan(t mvTuning, in qmvIn, sms int) (qmmaLaunch, bool) {
 		return qmmaLaunch{}, false
 	}
 	if in.k%in.perVec != 0 || in.blockCols%in.perVec != 0 || in.stride%16 != 0 || !in.aligned {
+		return qmmaLaunch{}, false
+	}
+	vpg := in.blockCols / in.perVec
+	if vpg&(vpg-1) != 0 {
 		return qmmaLaunch{}, false
 	}
 	steps := (in.k + 4*in.perVec - 1) / (4 * in.perVec)
@@ -86,5 +97,6 @@ func qmmaPlan(t mvTuning, in qmvIn, sms int) (qmmaLaunch, bool) {
 		name:  fmt.Sprintf("qmma_%s_n%d", in.name, ns),
 		grid:  (tiles + group - 1) / group,
 		warps: warps, split: split, shared: shared,
+		groupShift: bits.TrailingZeros(uint(vpg)),
 	}, true
 }

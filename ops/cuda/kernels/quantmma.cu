@@ -184,15 +184,16 @@ __device__ __forceinline__ void qmma_stage(const float* x, int R, int K, int T, 
 
 #define QMMA_PARAMS                                                                                                         \
 	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *__restrict__ s, int st, \
-		int sc, int br, int bc, float *__restrict__ y, int R, int K, int N, int S
-#define QMMA_ARGS x, w, stride, s, st, sc, br, bc, y, R, K, N, S
+		int sc, int br, int gs, float *__restrict__ y, int R, int K, int N, int S
+#define QMMA_ARGS x, w, stride, s, st, sc, br, gs, y, R, K, N, S
 
 // qmma_load reads one step's codes (rows f0 and f1 of the lane: vector
 // 4·step + t) and the four scales its D columns take (rows f0 and f1,
-// the groups of lanes ta and tb), zeros outside the weight.
+// the groups of lanes ta and tb: vector v lies in group v >> gs, a group
+// being 2^gs vectors), zeros outside the weight.
 template <int E>
 __device__ __forceinline__ void qmma_load(const uint4* w0, const uint4* w1, bool ok0, bool ok1, const void* s, int st,
-                                          long long s0, long long s1, int bc, int K, int T, int step, int t, int ta,
+                                          long long s0, long long s1, int gs, int K, int T, int step, int t, int ta,
                                           int tb, uint4* q, float* sv) {
 	const uint4 z = make_uint4(0u, 0u, 0u, 0u);
 	int kc = step * 4 * E;
@@ -201,13 +202,15 @@ __device__ __forceinline__ void qmma_load(const uint4* w0, const uint4* w1, bool
 	q[1] = in && ok1 ? ld_stream(w1 + 4 * step + t) : z;
 	int ka = kc + ta * E, kb = kc + tb * E;
 	bool ia = step < T && ka < K, ib = step < T && kb < K;
-	sv[0] = ia && ok0 ? load_w(s, st, s0 + ka / bc) : 0.f;
-	sv[1] = ib && ok0 ? load_w(s, st, s0 + kb / bc) : 0.f;
-	sv[2] = ia && ok1 ? load_w(s, st, s1 + ka / bc) : 0.f;
-	sv[3] = ib && ok1 ? load_w(s, st, s1 + kb / bc) : 0.f;
+	int ga = (4 * step + ta) >> gs, gb = (4 * step + tb) >> gs;
+	sv[0] = ia && ok0 ? load_w(s, st, s0 + ga) : 0.f;
+	sv[1] = ib && ok0 ? load_w(s, st, s0 + gb) : 0.f;
+	sv[2] = ia && ok1 ? load_w(s, st, s1 + ga) : 0.f;
+	sv[3] = ib && ok1 ? load_w(s, st, s1 + gb) : 0.f;
 }
 
-// qmma_impl: NS sets of two x rows (R <= 2·NS). Grid: ceil(tiles / (W/S))
+// qmma_impl: NS sets of two x rows (R <= 2·NS); scale groups of 2^gs
+// vectors along K (quant.cu's bc = 2^gs·E). Grid: ceil(tiles / (W/S))
 // blocks of W warps; dynamic shared memory R·(T·E + 4)·16 bytes.
 template <int QT, int NS>
 __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
@@ -245,7 +248,7 @@ __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
 	float sv[U][4];
 #pragma unroll
 	for (int u = 0; u < U; u++)
-		qmma_load<E>(w0, w1, ok0, ok1, s, st, s0, s1, bc, K, T, p + S * u, t, ta, tb, q[u], sv[u]);
+		qmma_load<E>(w0, w1, ok0, ok1, s, st, s0, s1, gs, K, T, p + S * u, t, ta, tb, q[u], sv[u]);
 	qmma_stage<QT>(x, R, K, T, rs, unscale, emax);
 	__syncthreads();
 	// The B fragments this lane reads: lanes with t = g mod 4 carry x row
@@ -268,7 +271,7 @@ __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
 		float svn[U][4];
 #pragma unroll
 		for (int u = 0; u < U; u++)
-			qmma_load<E>(w0, w1, ok0, ok1, s, st, s0, s1, bc, K, T, b0 + S * (U + u), t, ta, tb, qn[u], svn[u]);
+			qmma_load<E>(w0, w1, ok0, ok1, s, st, s0, s1, gs, K, T, b0 + S * (U + u), t, ta, tb, qn[u], svn[u]);
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			int step = b0 + S * u;
@@ -332,14 +335,15 @@ __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
 	}
 }
 
-// The instances the Go side launches (qmmaKernelNames in quant.go):
-// qmma_<codes>_n<NS>.
-extern "C" __global__ void qmma_f8_n1(QMMA_PARAMS) { qmma_impl<QT_F8, 1>(QMMA_ARGS); }
-extern "C" __global__ void qmma_f8_n2(QMMA_PARAMS) { qmma_impl<QT_F8, 2>(QMMA_ARGS); }
-extern "C" __global__ void qmma_f8_n4(QMMA_PARAMS) { qmma_impl<QT_F8, 4>(QMMA_ARGS); }
-extern "C" __global__ void qmma_i8_n1(QMMA_PARAMS) { qmma_impl<QT_I8, 1>(QMMA_ARGS); }
-extern "C" __global__ void qmma_i8_n2(QMMA_PARAMS) { qmma_impl<QT_I8, 2>(QMMA_ARGS); }
-extern "C" __global__ void qmma_i8_n4(QMMA_PARAMS) { qmma_impl<QT_I8, 4>(QMMA_ARGS); }
-extern "C" __global__ void qmma_u4_n1(QMMA_PARAMS) { qmma_impl<QT_U4, 1>(QMMA_ARGS); }
-extern "C" __global__ void qmma_u4_n2(QMMA_PARAMS) { qmma_impl<QT_U4, 2>(QMMA_ARGS); }
-extern "C" __global__ void qmma_u4_n4(QMMA_PARAMS) { qmma_impl<QT_U4, 4>(QMMA_ARGS); }
+// The instances the Go side launches (qmmaKernelNames in quantmma.go):
+// qmma_<codes>_n<NS>, bounded to QMMA_MAXWARPS warps a block (at most 128
+// registers a thread, so that every tuning's block can launch).
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_f8_n1(QMMA_PARAMS) { qmma_impl<QT_F8, 1>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_f8_n2(QMMA_PARAMS) { qmma_impl<QT_F8, 2>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_f8_n4(QMMA_PARAMS) { qmma_impl<QT_F8, 4>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_i8_n1(QMMA_PARAMS) { qmma_impl<QT_I8, 1>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_i8_n2(QMMA_PARAMS) { qmma_impl<QT_I8, 2>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_i8_n4(QMMA_PARAMS) { qmma_impl<QT_I8, 4>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_u4_n1(QMMA_PARAMS) { qmma_impl<QT_U4, 1>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_u4_n2(QMMA_PARAMS) { qmma_impl<QT_U4, 2>(QMMA_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_u4_n4(QMMA_PARAMS) { qmma_impl<QT_U4, 4>(QMMA_ARGS); }
