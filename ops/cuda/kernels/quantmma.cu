@@ -35,7 +35,8 @@
 // one mma's k slots of a lane) and lane t, 16 bytes {hi P0, hi P1, lo P0,
 // lo P1} at r·(T·E + 4) + st·E + 4·j + t (16-byte units; the 4 of padding
 // puts consecutive rows in other banks): the eight lanes that carry x read
-// 128 consecutive bytes of two rows, the others the same addresses.
+// 64 consecutive bytes of each of two rows; the others read nothing and
+// keep zeros.
 //
 // Split-K: a block of W warps holds W/S tiles of S warps; a tile's warps
 // take its steps in turn (warp p: p, p + S, ...), QMMA_LOADS steps of
@@ -252,20 +253,23 @@ __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
 	qmma_stage<QT>(x, R, K, T, rs, unscale, emax);
 	__syncthreads();
 	// The B fragments this lane reads: lanes with t = g mod 4 carry x row
-	// 2·set + g/4; the others read the same address and take zeros.
+	// 2·set + g/4 (the others keep zeros).
 	const uint4* bp[NS];
 	bool bact[NS];
 #pragma unroll
 	for (int j = 0; j < NS; j++) {
 		int r = 2 * j + (g >> 2);
 		bact[j] = t == (g & 3) && r < R;
-		bp[j] = qmma_xs + min(r, R - 1) * rs + (g & 3);
+		bp[j] = qmma_xs + min(r, R - 1) * rs + t;
 	}
 	float acc[NS][4];
+	uint4 bv[NS]; // zero in the lanes that carry no x, which never load it
 #pragma unroll
-	for (int j = 0; j < NS; j++)
+	for (int j = 0; j < NS; j++) {
+		bv[j] = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
 		for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
+	}
 	for (int b0 = tile < tiles ? p : T; b0 < T; b0 += S * U) {
 		uint4 qn[U][2];
 		float svn[U][4];
@@ -292,10 +296,9 @@ __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
 #pragma unroll
 					for (int j = 0; j < NS; j++) {
 						if (2 * j >= R) continue;
-						uint4 bv = bp[j][step * E + 4 * sl];
-						if (!bact[j]) bv = make_uint4(0u, 0u, 0u, 0u);
-						qmma_mma(d[j], pa[2 * m], pb[2 * m], pa[2 * m + 1], pb[2 * m + 1], bv.x, bv.y);
-						qmma_mma(d[j], pa[2 * m], pb[2 * m], pa[2 * m + 1], pb[2 * m + 1], bv.z, bv.w);
+						if (bact[j]) bv[j] = bp[j][step * E + 4 * sl];
+						qmma_mma(d[j], pa[2 * m], pb[2 * m], pa[2 * m + 1], pb[2 * m + 1], bv[j].x, bv[j].y);
+						qmma_mma(d[j], pa[2 * m], pb[2 * m], pa[2 * m + 1], pb[2 * m + 1], bv[j].z, bv[j].w);
 					}
 				}
 			}
