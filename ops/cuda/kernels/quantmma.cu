@@ -245,9 +245,15 @@ __device__ __forceinline__ void qmma_load(const uint4* w0, const uint4* w1, bool
 	bool ia = step < T && ka < K, ib = step < T && kb < K;
 	int ga = (4 * step + ta) >> gs, gb = (4 * step + tb) >> gs;
 	sv[0] = ia && ok0 ? load_w(s, st, s0 + ga) : 0.f;
-	sv[1] = ib && ok0 ? load_w(s, st, s0 + gb) : 0.f;
 	sv[2] = ia && ok1 ? load_w(s, st, s1 + ga) : 0.f;
-	sv[3] = ib && ok1 ? load_w(s, st, s1 + gb) : 0.f;
+	if (gs > 0) {
+		// ta is even and tb = ta + 1: one group (a lane past K meets
+		// zero x, so its column is 0 whatever its scale).
+		sv[1] = sv[0], sv[3] = sv[2];
+	} else {
+		sv[1] = ib && ok0 ? load_w(s, st, s0 + gb) : 0.f;
+		sv[3] = ib && ok1 ? load_w(s, st, s1 + gb) : 0.f;
+	}
 }
 
 // qmma_impl: NS sets of two x rows (R <= 2·NS); scale groups of 2^gs
