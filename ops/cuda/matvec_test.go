@@ -270,3 +270,43 @@ func TestMatVecSweep(t *testing.T) {
 		}()
 	}
 }
+
+// TestMvmmaSweep times the tensor-core matvec of 16-bit weights (mvmma)
+// over launch shapes (warps a block, warps a tile, x staged or read by the
+// lanes) against the CUDA-core one (mv_*) at gemvShapes' windows of 2 to
+// 8 rows, for tuning mvmmaPlan: set REEL_MVMMA_SWEEP=1 to run it; compile
+// other MVMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DMVMMA_LOADS=8).
+func TestMvmmaSweep(t *testing.T) {
+	if os.Getenv("REEL_MVMMA_SWEEP") == "" {
+		t.Skip("REEL_MVMMA_SWEEP is not set")
+	}
+	be := newTestBackend(t, Options{})
+	for _, s := range gemvShapes {
+		if s.rows < 2 || s.form == "separate" || s.form == "swiglu_split" {
+			continue
+		}
+		gb := newGEMVBench(t, be, s, s.rows)
+		tunes := []mvTuning{{noMVMMA: true}}
+		for _, warps := range []int{4, 8, 16} {
+			for _, split := range []int{0, 1, 2, 4, 8} {
+				for _, direct := range []bool{false, true} {
+					if split <= warps {
+						tunes = append(tunes, mvTuning{warps: warps, split: split, mmaDirect: direct})
+					}
+				}
+			}
+		}
+		best, bestT := 0.0, mvTuning{}
+		for _, tune := range tunes {
+			be.mv = tune
+			per, gbps := gb.time(t, be, gb.steps(t, be, false), 20)
+			fmt.Printf("sweep %-26s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", s.name, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
+			if gbps > best {
+				best, bestT = gbps, tune
+			}
+		}
+		fmt.Printf("best  %-26s %+v: %.0f GB/s %.1f%%\n", s.name, bestT, best, 100*best*1e9/copyBound)
+		be.mv = mvTuning{}
+		gb.free()
+	}
+}
