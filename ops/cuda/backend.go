@@ -297,6 +297,12 @@ func New(opts Options) (*Backend, error) {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)
 	}
+	// REEL_QMMA=0 takes quant_matmul's decode rows on the CUDA cores
+	// (qmvs_*) rather than the tensor cores (qmma_*).
+	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
+	// REEL_MVMMA=0 keeps the decode windows of 16-bit weights on the CUDA
+	// cores (mv_*) rather than the tensor cores (mvmma_*).
+	be.mv.noMVMMA = os.Getenv("REEL_MVMMA") == "0"
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

@@ -35,13 +35,22 @@ var gemvShapes = []gemvShape{
 	{"mlp_swiglu_split", "swiglu_split", [][2]int{{7168, 2560}, {7168, 2560}}, 1},
 	{"gate_up_7168x2560_rows4", "matmul", [][2]int{{7168, 2560}}, 4},
 	{"gate_up_7168x2560_rows8", "matmul", [][2]int{{7168, 2560}}, 8},
+	// Decode windows (2 to 8 rows: the tensor-core matvec of 16-bit weights).
+	{"gate_up_7168x2560_rows2", "matmul", [][2]int{{7168, 2560}}, 2},
+	{"gate_up_7168x2560_rows5", "matmul", [][2]int{{7168, 2560}}, 5},
+	{"down_2560x7168_rows5", "matmul", [][2]int{{2560, 7168}}, 5},
+	{"qkvg_grouped_rows5", "grouped", [][2]int{{4096, 2560}, {1024, 2560}, {1024, 2560}, {4096, 2560}}, 5},
+	{"mlp_matmul_swiglu_rows5", "swiglu", [][2]int{{7168, 2560}, {7168, 2560}}, 5},
 }
 
 // BenchmarkGEMV measures the bf16 products of Dory's decode (one row; the
-// gate/up shape also with 4 and 8): GB/s
-// of weights and activations moved and the share of the copy bound, each
-// shape cycling through enough weight copies to miss the L2 cache, replayed
-// as one CUDA graph; the plain shapes also with cuBLAS's bf16 GEMM.
+// gate/up shape also with 2, 4, 5 and 8, and windows of 5 rows of other
+// forms): GB/s of weights and activations moved and the share of the copy
+// bound, each shape cycling through enough weight copies to miss the L2
+// cache, replayed as one CUDA graph; the plain shapes also with cuBLAS's
+// bf16 GEMM; windows of 2 to 8 rows (the tensor cores' mvmma by default)
+// also on the CUDA cores (mv_*: cudacores_<shape>) and with bf16's lanes
+// reading x rather than staging it (direct_<shape>).
 func BenchmarkGEMV(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
@@ -53,6 +62,20 @@ func BenchmarkGEMV(b *testing.B) {
 			defer gb.free()
 			gb.report(b, be, gb.steps(b, be, false), "kernels")
 		})
+		if s.rows > 1 {
+			for _, k := range []struct {
+				name string
+				tune mvTuning
+			}{{"cudacores", mvTuning{noMVMMA: true}}, {"direct", mvTuning{mmaDirect: true}}} {
+				b.Run(k.name+"_"+s.name, func(b *testing.B) {
+					be.mv = k.tune
+					defer func() { be.mv = mvTuning{} }()
+					gb := newGEMVBench(b, be, s, s.rows)
+					defer gb.free()
+					gb.report(b, be, gb.steps(b, be, false), k.name)
+				})
+			}
+		}
 		if be.HasBLAS() && s.form == "matmul" {
 			b.Run("cublas_"+s.name, func(b *testing.B) {
 				gb := newGEMVBench(b, be, s, s.rows)

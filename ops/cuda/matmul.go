@@ -39,7 +39,7 @@ type mvTuning struct {
 	loads int // MV_LOADS the kernels were compiled with (0: mvLoads)
 	warps int // warps a block, a power of two up to mvMaxWarps (0: mvWarps)
 	split int // warps splitting one unit's K, a power of two up to warps (0: mvPlan's)
-	feats int // features a unit (1 or 2; 4 too for quant_matmul) for plain products (0: mvFeats, qmvFeats)
+	feats int // features a unit (1 or 2; 4 too for quant_matmul's qmvs) for plain products (0: mvFeats, qmvFeats)
 	// quant_matmul's matvec (qmvPlan): quantOld takes the qmv_* kernels (a
 	// warp a feature) wherever it could take the qmvs_* ones; quantGrid,
 	// when positive, caps the grid at that many blocks an SM, each looping
@@ -48,6 +48,17 @@ type mvTuning struct {
 	quantOld     bool
 	quantGrid    int
 	quantNoStage bool
+	// quantNoMMA takes the CUDA-core kernels (qmvs_*) where the tensor-core
+	// ones (qmma_*, qmmaPlan) could run; for them warps and split are the
+	// block's warps (up to qmmaMaxWarps) and the warps sharing a tile.
+	quantNoMMA bool
+	// The tensor-core products of 16-bit weights (mvmma_*, mvmmaPlan):
+	// noMVMMA keeps every row count on mv_*; mmaMinRows, when positive,
+	// is the fewest rows that take mvmma (else mvmmaMinRows); mmaDirect
+	// has bf16's lanes read x rather than stage it in shared memory.
+	noMVMMA    bool
+	mmaMinRows int
+	mmaDirect  bool
 }
 
 // mvShape is a matvec launch: units of feats features, split warps each,
@@ -167,6 +178,35 @@ func (be *Backend) matvecOf(s *steps, x *Buffer, segs []mvSeg, rows, k int, swig
 	var name string
 	var sc [2]cu.DevicePtr
 	var shape mvShape
+	units := nf
+	if swiglu != nil {
+		units = segs[0].n
+	}
+	if mm, ok := mvmmaPlan(be.mv, wt, rows, k, units, vec == 1, be.kernels.sms); ok {
+		if swiglu != nil {
+			y[0] = swiglu[0].ptr
+			ends = [mvSegs - 1]int32{int32(units), int32(units), int32(units)}
+			sc = [2]cu.DevicePtr{swiglu[1].ptr, swiglu[2].ptr}
+		}
+		xsm := int32(0)
+		if mm.shared > 0 {
+			xsm = 1
+		}
+		args := []any{x.ptr, int32(rows), int32(k), int32(units), int32(mm.split), vec,
+			w[0], w[1], w[2], w[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2], sc[0], sc[1], xsm}
+		name := mm.name
+		if norm != nil {
+			if swiglu != nil {
+				return fmt.Errorf("matvec: a normalized product with a swiglu epilogue")
+			}
+			name = "mvmma_n_" + name[len("mvmma_"):]
+			args = append(args, *norm)
+		} else if swiglu != nil {
+			name = "mvmma_sw_" + name[len("mvmma_"):]
+		}
+		s.add(name, [3]uint32{uint32(mm.grid), 1, 1}, [3]uint32{uint32(32 * mm.warps), 1, 1}, uint32(mm.shared), args...)
+		return nil
+	}
 	if swiglu != nil {
 		nf = segs[0].n
 		y[0] = swiglu[0].ptr

@@ -23,7 +23,7 @@ var kernelNames = append([]string{
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
 	"matmul_tiled", "slerp_rows", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
-}, append(append(mvKernelNames(), familyKernelNames()...), flashKernelNames()...)...)
+}, append(append(append(mvKernelNames(), mvmmaKernelNames()...), familyKernelNames()...), flashKernelNames()...)...)
 
 // flashKernelNames are the flash kernels' names.
 func flashKernelNames() []string {
@@ -127,6 +127,11 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			if err := ks.fn[n].SetMaxDynamicSharedBytes(qmvSharedMax); err != nil {
 				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 			}
+		}
+	}
+	for _, n := range append(qmmaKernelNames(), mvmmaKernelNames()...) {
+		if err := ks.fn[n].SetMaxDynamicSharedBytes(qmmaSharedMax); err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 		}
 	}
 	for _, n := range qsaRowsKernels {

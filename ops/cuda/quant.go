@@ -32,8 +32,8 @@ import (
 var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_expert_matmul": bindQuantExpertMatMul}
 
 // quantKernels are their kernels.
-var quantKernels = append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
-	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...),
+var quantKernels = append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
+	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...), qmmaKernelNames()...),
 	quantPromptKernelNames()...)
 
 // quantPromptKernelNames are the prompt products' kernels
@@ -281,6 +281,12 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 	}
 	scols, br, bc := int32(sv.Shape[1]), int32(a.BlockRows), int32(a.BlockCols)
 	if rows <= matvecMaxRows {
+		if l, ok := qmmaPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,
+			blockCols: a.BlockCols, aligned: w.ptr%16 == 0 && x.ptr%16 == 0}, be.kernels.sms); ok {
+			s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.warps), 1, 1}, uint32(l.shared),
+				x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, int32(l.groupShift), y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))
+			return s, nil
+		}
 		l := qmvPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,
 			blockCols: a.BlockCols, aligned: w.ptr%16 == 0 && x.ptr%16 == 0}, be.opts.MatvecMaxChunk, be.kernels.sms)
 		if l.old {

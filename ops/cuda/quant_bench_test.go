@@ -11,10 +11,11 @@ import (
 )
 
 // BenchmarkQuantGEMV measures quant_matmul at Dory-4B's decode shapes
-// (one row; the gate/up shape also with 4 and 8) in FP8 (128 x 128 blocks,
-// f32 scales), q8 and q4 (groups of 32, f16 scales), each with the old
-// kernels (qmv_*, a warp a feature: <format>_old_<shape>) and the split-K
-// ones (qmvs_*, the default: <format>_new_<shape>): GB/s of codes, scales
+// (one row; gate/up also with 2, 4, 5 and 8, down with 5) in FP8 (128 x 128
+// blocks, f32 scales), q8 and q4 (groups of 32, f16 scales), each with the
+// old kernels (qmv_*, a warp a feature: <format>_old_<shape>), the split-K
+// ones on the CUDA cores (qmvs_*: <format>_new_<shape>) and the tensor-core
+// ones (qmma_*, the default: <format>_mma_<shape>): GB/s of codes, scales
 // and activations moved, and the share of the copy bound, as BenchmarkGEMV
 // reports the bf16 products; and the prompt path (dequantize, then the
 // GEMM) at quantPromptShapes, with TFLOP/s, e.g. ops_cuda.test -test.run
@@ -34,14 +35,11 @@ func BenchmarkQuantGEMV(b *testing.B) {
 		"q4":  {graph.U8, graph.F16, ops.QuantAttrs{BlockRows: 1, BlockCols: 32}},
 	}
 	for _, f := range []string{"fp8", "q8", "q4"} {
-		for _, s := range gemvShapes {
-			if s.form != "matmul" || s.ws[0][0] > 65536 {
-				continue
-			}
+		for _, s := range quantGEMVShapes() {
 			for _, k := range []struct {
 				name string
 				tune mvTuning
-			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{}}} {
+			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true}}, {"mma", mvTuning{}}} {
 				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {
 					be.mv = k.tune
 					defer func() { be.mv = mvTuning{} }()
@@ -86,6 +84,18 @@ var quantPromptShapes = []gemvShape{
 	{"gate_up_7168x2560_rows2048", "matmul", [][2]int{{7168, 2560}}, 2048},
 }
 
+// quantGEMVShapes are BenchmarkQuantGEMV's decode shapes: gemvShapes'
+// plain products but the output head (never quantized).
+func quantGEMVShapes() []gemvShape {
+	var out []gemvShape
+	for _, s := range gemvShapes {
+		if s.form == "matmul" && s.ws[0][0] <= 65536 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // newQuantBench is newGEMVBench for one quant_matmul of shape s's weight
 // stored as codes of dt with scales of sdt.
 func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType, a ops.QuantAttrs) *gemvBench {
@@ -124,10 +134,13 @@ func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType,
 }
 
 // TestQuantMatVecSweep times the qmvs kernels over launch shapes (features
-// a unit, warps, split, a capped grid, x staged or through L1) at
-// BenchmarkQuantGEMV's decode shapes, for tuning qmvFeats and qmvPlan: set
-// REEL_QMV_SWEEP (the formats: "q4 q8 fp8") to run it; compile other
-// QMV_LOADS with Options.Defines as TestMatVecSweep does MV_LOADS.
+// a unit, warps, split, a capped grid, x staged or through L1) and the
+// qmma kernels over theirs (warps a block, warps a tile) at
+// BenchmarkQuantGEMV's decode shapes, for tuning qmvFeats, qmvPlan and
+// qmmaPlan: set REEL_QMV_SWEEP (the formats: "q4 q8 fp8") to run it, and
+// REEL_QMV_SWEEP_MMA=1 for the qmma launches only; compile other QMV_LOADS
+// or QMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DQMMA_LOADS=4) as
+// TestMatVecSweep does MV_LOADS. Each family's best is printed.
 func TestQuantMatVecSweep(t *testing.T) {
 	env := os.Getenv("REEL_QMV_SWEEP")
 	if env == "" {
@@ -144,33 +157,49 @@ func TestQuantMatVecSweep(t *testing.T) {
 		if f == "fp8" {
 			a = ops.QuantAttrs{BlockRows: 128, BlockCols: 128}
 		}
-		for _, s := range gemvShapes {
-			if s.form != "matmul" || s.ws[0][0] > 65536 {
-				continue
-			}
+		for _, s := range quantGEMVShapes() {
 			gb := newQuantBench(t, be, s, dts[0], dts[1], a)
-			tunes := []mvTuning{{quantOld: true}}
-			for _, feats := range []int{1, 2, 4} {
-				for _, warps := range []int{4, 8} {
-					for _, split := range []int{0, 1, 2, 4} {
-						for _, grid := range []int{0, 2, 4} {
-							for _, noStage := range []bool{false, true} {
-								tunes = append(tunes, mvTuning{feats: feats, warps: warps, split: split, quantGrid: grid, quantNoStage: noStage})
+			var tunes []mvTuning
+			if os.Getenv("REEL_QMV_SWEEP_MMA") != "1" {
+				tunes = append(tunes, mvTuning{quantOld: true})
+				for _, feats := range []int{1, 2, 4} {
+					for _, warps := range []int{4, 8} {
+						for _, split := range []int{0, 1, 2, 4} {
+							for _, grid := range []int{0, 2, 4} {
+								for _, noStage := range []bool{false, true} {
+									tunes = append(tunes, mvTuning{quantNoMMA: true, feats: feats, warps: warps, split: split, quantGrid: grid, quantNoStage: noStage})
+								}
 							}
 						}
 					}
 				}
 			}
-			best, bestT := 0.0, mvTuning{}
+			for _, warps := range []int{4, 8, 16} {
+				for _, split := range []int{0, 1, 2, 4, 8, 16} {
+					if split <= warps {
+						tunes = append(tunes, mvTuning{warps: warps, split: split})
+					}
+				}
+			}
+			best := map[string]float64{}
+			bestT := map[string]mvTuning{}
 			for _, tune := range tunes {
 				be.mv = tune
 				per, gbps := gb.time(t, be, gb.steps(t, be, false), 20)
-				fmt.Printf("sweep %-4s %-24s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", f, s.name, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
-				if gbps > best {
-					best, bestT = gbps, tune
+				fam := "qmma"
+				if tune.quantOld || tune.quantNoMMA {
+					fam = "qmv"
+				}
+				fmt.Printf("sweep %-4s %-24s %s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", f, s.name, fam, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
+				if gbps > best[fam] {
+					best[fam], bestT[fam] = gbps, tune
 				}
 			}
-			fmt.Printf("best  %-4s %-24s %+v: %.0f GB/s %.1f%%\n", f, s.name, bestT, best, 100*best*1e9/copyBound)
+			for _, fam := range []string{"qmv", "qmma"} {
+				if b, ok := best[fam]; ok {
+					fmt.Printf("best  %-4s %-24s %s %+v: %.0f GB/s %.1f%%\n", f, s.name, fam, bestT[fam], b, 100*b*1e9/copyBound)
+				}
+			}
 			be.mv = mvTuning{}
 			gb.free()
 		}

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,12 +80,16 @@ func TestQmvPlan(t *testing.T) {
 // must pass with: the old kernels, each unit size, x through L1, a grid
 // looping over blocks of units, other splits.
 var qmvTunings = []mvTuning{
-	{quantOld: true}, {feats: 1}, {feats: 2}, {feats: 4}, {quantNoStage: true}, {quantGrid: 1, warps: 8}, {quantGrid: 1, feats: 1, quantNoStage: true},
-	{split: 1}, {warps: 8, split: 8, feats: 4}, {warps: 1}, {warps: 2, split: 2, feats: 1},
+	{quantOld: true}, {quantNoMMA: true, feats: 1}, {quantNoMMA: true, feats: 2}, {quantNoMMA: true, feats: 4},
+	{quantNoMMA: true, quantNoStage: true}, {quantNoMMA: true, quantGrid: 1, warps: 8},
+	{quantNoMMA: true, quantGrid: 1, feats: 1, quantNoStage: true}, {quantNoMMA: true, split: 1},
+	{quantNoMMA: true, warps: 8, split: 8, feats: 4}, {quantNoMMA: true, warps: 1}, {quantNoMMA: true, warps: 2, split: 2, feats: 1},
+	// The tensor-core kernels' launch shapes.
+	{split: 1}, {warps: 16}, {warps: 16, split: 16}, {warps: 4, split: 2}, {warps: 1}, {warps: 2, split: 1},
 }
 
 // TestQuantMatVec runs every quant_matmul case of the table with the
-// automatic launch, against its reference and the CPU, then with every
+// automatic launch (the tensor-core qmma kernels where they apply), against its reference and the CPU, then with every
 // qmvTunings launch; and checks that eager runs and a replay agree bit for
 // bit.
 func TestQuantMatVec(t *testing.T) {
@@ -181,5 +187,172 @@ func TestQuantPrompt(t *testing.T) {
 	be.opts.Precision, be.quantHalfOverride = PrecisionAuto, 0
 	if n == 0 {
 		t.Fatal("no quantized product cases of more than 8 rows in the table")
+	}
+}
+
+// TestQmmaPlan needs no device: quant_matmul's 1..8 rows take the
+// tensor-core kernels exactly where 16-byte code vectors fit, in scale
+// groups of a power of two of them, and x's
+// fragments fit in qmmaSharedMax, with the kernel of the fewest row sets
+// that hold the rows, and a grid whose tiles of 16 features cover the
+// output.
+func TestQmmaPlan(t *testing.T) {
+	u4 := func(rows, k, n, bc int, aligned bool) qmvIn {
+		return qmvIn{name: "u4", perVec: 32, rows: rows, k: k, nOut: n, stride: (k + 1) / 2, blockCols: bc, aligned: aligned}
+	}
+	i8 := func(rows, k, n, bc int) qmvIn {
+		return qmvIn{name: "i8", perVec: 16, rows: rows, k: k, nOut: n, stride: k, blockCols: bc, aligned: true}
+	}
+	f8 := func(rows, k, n int) qmvIn {
+		return qmvIn{name: "f8", perVec: 16, rows: rows, k: k, nOut: n, stride: k, blockCols: 128, aligned: true}
+	}
+	for _, tc := range []struct {
+		in   qmvIn
+		ok   bool
+		sets int
+	}{
+		{u4(1, 2560, 2560, 32, true), true, 1}, {u4(2, 2560, 2560, 32, true), true, 1}, {u4(3, 7168, 2560, 32, true), true, 2},
+		{u4(8, 2560, 7168, 32, true), true, 4}, {u4(5, 64, 33, 64, true), true, 4}, {i8(4, 4096, 2560, 32), true, 2},
+		{f8(1, 2560, 4096), true, 1}, {f8(7, 160, 17), true, 4}, {i8(1, 96, 1, 32), true, 1},
+		// Not 16-byte vectors: the CUDA-core kernels.
+		{u4(1, 2560, 2560, 32, false), false, 0}, {u4(1, 48, 7, 32, true), false, 0}, {u4(1, 2560, 40, 16, true), false, 0},
+		{u4(2, 192, 9, 96, true), false, 0}, {i8(1, 192, 9, 48), false, 0},
+		{i8(1, 100, 33, 32), false, 0}, {i8(1, 2560, 9, 8), false, 0}, {f8(1, 257, 300), false, 0},
+		// x's fragments past qmmaSharedMax (8 rows of 7168).
+		{u4(8, 7168, 2560, 32, true), false, 0}, {i8(8, 7168, 13, 32), false, 0},
+		// Not decode rows.
+		{u4(9, 2560, 2560, 32, true), false, 0},
+	} {
+		for _, tune := range []mvTuning{{}, {warps: 16}, {warps: 4, split: 1}, {split: 2}, {warps: 1}, {warps: 32, split: 64}, {quantNoMMA: true}, {quantOld: true}} {
+			l, ok := qmmaPlan(tune, tc.in, 132)
+			want := tc.ok && !tune.quantNoMMA && !tune.quantOld
+			if ok != want {
+				t.Errorf("qmmaPlan(%+v, %+v): ok %v, want %v", tune, tc.in, ok, want)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			if name := fmt.Sprintf("qmma_%s_n%d", tc.in.name, tc.sets); l.name != name {
+				t.Errorf("qmmaPlan(%+v, %+v) = %+v: want kernel %s", tune, tc.in, l, name)
+			}
+			if !slices.Contains(qmmaKernelNames(), l.name) || !slices.Contains(quantKernels, l.name) {
+				t.Errorf("qmmaPlan(%+v, %+v): kernel %s is not registered", tune, tc.in, l.name)
+			}
+			tiles := (tc.in.nOut + 15) / 16
+			steps := (tc.in.k + 4*tc.in.perVec - 1) / (4 * tc.in.perVec)
+			if l.warps < 1 || l.warps > qmmaMaxWarps || l.warps&(l.warps-1) != 0 || l.split < 1 || l.warps%l.split != 0 ||
+				l.grid*(l.warps/l.split) < tiles || (l.grid-1)*(l.warps/l.split) >= tiles {
+				t.Errorf("qmmaPlan(%+v, %+v) = %+v: bad shape", tune, tc.in, l)
+			}
+			if tune.split == 0 && l.split > steps {
+				t.Errorf("qmmaPlan(%+v, %+v) = %+v: %d warps for %d steps", tune, tc.in, l, l.split, steps)
+			}
+			if (1<<l.groupShift)*tc.in.perVec != tc.in.blockCols {
+				t.Errorf("qmmaPlan(%+v, %+v) = %+v: groups of 2^%d vectors, want %d codes", tune, tc.in, l, l.groupShift, tc.in.blockCols)
+			}
+			if need := tc.in.rows * (steps*tc.in.perVec + 4) * 16; l.shared != need || need > qmmaSharedMax {
+				t.Errorf("qmmaPlan(%+v, %+v) = %+v: shared %d, want %d", tune, tc.in, l, l.shared, need)
+			}
+		}
+	}
+}
+
+// qmmaTol is the NMSE the tensor-core decode product keeps against the
+// float64 reference: codes are exact in f16, x split hi + lo in f16 after
+// a power-of-two scaling keeps about 22 bits of each activation, and the
+// sums and scales are f32; the bf16 rounding that TolQuant allows for would
+// be 1e-6 or more.
+const qmmaTol = 1e-9
+
+// TestQuantMMAPrecision runs the quant_matmul cases of 1..8 rows with the
+// automatic launch and reports each format's largest NMSE of a row of the
+// output against the float64 reference, which must stay within qmmaTol.
+func TestQuantMMAPrecision(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	worst := map[string]float64{}
+	for _, c := range optest.Cases() {
+		if !strings.HasPrefix(c.Name, "quant_matmul/") || c.Inputs[0].Shape.Rows() > matvecMaxRows {
+			continue
+		}
+		res, err := optest.Run(be, c, optest.Plain)
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+			continue
+		}
+		want := c.Ref(caseData(c))[0]
+		got, n := res.Outputs[0], c.Inputs[1].Shape[0]
+		for r := 0; r*n < len(want); r++ {
+			e := optest.NMSE(got[r*n:(r+1)*n], want[r*n:(r+1)*n])
+			if e > qmmaTol {
+				t.Errorf("%s: row %d: NMSE %.3g against the reference, want at most %g", c.Name, r, e, qmmaTol)
+			}
+			f := c.Inputs[1].DType.String()
+			worst[f] = max(worst[f], e)
+		}
+	}
+	t.Logf("largest NMSE by codes: %v", worst)
+}
+
+// caseData is a case's inputs' values.
+func caseData(c optest.Case) [][]float64 {
+	d := make([][]float64, len(c.Inputs))
+	for i, in := range c.Inputs {
+		d[i] = in.Data
+	}
+	return d
+}
+
+// TestMvmmaPlan needs no device: 16-bit weights' windows take the
+// tensor-core matvec from mvmmaMinRows rows (or the tuning's minimum) to
+// matvecMaxRows where 16-byte vectors fit, staging x within qmmaSharedMax
+// (bf16 past it, or with mmaDirect, reads x in the lanes; f16 then stays
+// on mv_*), with a grid that covers every tile.
+func TestMvmmaPlan(t *testing.T) {
+	for _, c := range []struct {
+		wt             int32
+		rows, k, units int
+		vec, ok        bool
+		staged         bool // x staged in shared memory when it takes mvmma without mmaDirect
+	}{
+		{1, 2, 2560, 7168, true, true, true}, {2, 5, 2560, 4096, true, true, true}, {1, 8, 7168, 2560, true, true, false},
+		{2, 8, 7168, 2560, true, false, false}, {1, 4, 2568, 57, true, true, true}, {1, 3, 72, 1, true, true, true},
+		{1, 1, 2560, 2560, true, false, true}, {1, 9, 2560, 2560, true, false, false}, {0, 4, 2560, 2560, true, false, false},
+		{1, 4, 2560, 2560, false, false, false}, {2, 4, 100, 10, true, false, false},
+	} {
+		for _, tune := range []mvTuning{{}, {warps: 16}, {warps: 4, split: 1}, {split: 2}, {warps: 1}, {mmaDirect: true}, {noMVMMA: true}, {mmaMinRows: 1}} {
+			l, ok := mvmmaPlan(tune, c.wt, c.rows, c.k, c.units, c.vec, 132)
+			// One row takes it only when the tuning asks.
+			want := (c.ok || c.rows == 1 && tune.mmaMinRows == 1) && !tune.noMVMMA
+			if ok != want {
+				t.Errorf("mvmmaPlan(%+v, %+v): ok %v, want %v", tune, c, ok, want)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			if !slices.Contains(mvmmaKernelNames(), l.name) || !slices.Contains(kernelNames, l.name) {
+				t.Errorf("mvmmaPlan(%+v, %+v): kernel %s is not registered", tune, c, l.name)
+			}
+			tiles := (c.units + 15) / 16
+			if l.warps < 1 || l.warps > qmmaMaxWarps || l.warps&(l.warps-1) != 0 || l.split < 1 || l.warps%l.split != 0 ||
+				l.grid*(l.warps/l.split) < tiles || (l.grid-1)*(l.warps/l.split) >= tiles {
+				t.Errorf("mvmmaPlan(%+v, %+v) = %+v: bad shape", tune, c, l)
+			}
+			steps := (c.k + 31) / 32
+			need := c.rows * (steps*8 + 4) * 16
+			staged := c.staged && !(tune.mmaDirect && c.wt == 1)
+			if (l.shared != 0) != staged || (staged && l.shared != need) || l.shared > qmmaSharedMax {
+				t.Errorf("mvmmaPlan(%+v, %+v) = %+v: shared %d, want staged %v (%d bytes)", tune, c, l, l.shared, staged, need)
+			}
+		}
+	}
+	for _, n := range mvmmaKernelNames() {
+		if !slices.Contains(kernelNames, n) {
+			t.Errorf("kernel %s is not registered", n)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package optest
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/half"
@@ -71,21 +72,26 @@ func quantCases() []Case {
 		}
 		qs = append(qs, qcase{dt, graph.F32, 2, 96, 17, 1, 32})
 	}
-	// The decode kernels of 16-byte code vectors (CUDA's qmvs_*): 1, 3 and
-	// 8 rows; K of one vector's worth to Dory-4B's 2560 and 7168 (x staged
-	// in shared memory or too large for it); outputs not a multiple of a
-	// unit of 1, 2 or 4 features; groups of 64; and the shapes that fall
-	// back to element loads: K not a multiple of a vector (48 4-bit codes
-	// make rows of 24 bytes), groups smaller than a vector.
+	// The decode kernels of 16-byte code vectors (CUDA's qmma_* on the
+	// tensor cores, and qmvs_*): 1 to 8 rows (one, two and four sets of
+	// two rows for qmma, the last set half used); K of one vector's worth
+	// to Dory-4B's 2560 and 7168 (x staged in shared memory or too large
+	// for it), K not a multiple of a step of four vectors; outputs not a
+	// multiple of a unit of 1, 2 or 4 features or of a tile of 16; groups
+	// of 64; and the shapes that fall back to element loads: K not a
+	// multiple of a vector (48 4-bit codes make rows of 24 bytes), groups
+	// smaller than a vector; groups of 96 (not a power of two of vectors:
+	// qmvs rather than qmma).
 	for _, dt := range []graph.DType{graph.F8E4M3, graph.I8, graph.U8} {
 		sdt, br, bc := graph.F16, 1, 32
 		if dt == graph.F8E4M3 {
 			sdt, br, bc = graph.F32, 128, 128
 		}
-		for _, s := range [][3]int{{1, 64, 33}, {3, 2560, 70}, {8, 7168, 13}, {1, 7168, 9}, {8, 64, 5}, {1, 2560, 131}, {3, 4096, 6}} {
+		for _, s := range [][3]int{{1, 64, 33}, {3, 2560, 70}, {8, 7168, 13}, {1, 7168, 9}, {8, 64, 5}, {1, 2560, 131}, {3, 4096, 6},
+			{2, 160, 17}, {4, 1024, 48}, {5, 320, 40}, {6, 2560, 33}, {7, 96, 16}} {
 			qs = append(qs, qcase{dt, sdt, s[0], s[1], s[2], br, bc})
 		}
-		qs = append(qs, qcase{dt, graph.BF16, 2, 256, 11, 3, 64}, qcase{dt, sdt, 3, 48, 7, br, 16})
+		qs = append(qs, qcase{dt, graph.BF16, 2, 256, 11, 3, 64}, qcase{dt, sdt, 3, 48, 7, br, 16}, qcase{dt, sdt, 2, 192, 9, br, 96})
 	}
 	// Prompt rows (16 and more: CUDA dequantizes into a 16-bit type for
 	// the tensor cores): whole 16-byte vectors of codes under one scale
@@ -138,6 +144,7 @@ func quantCases() []Case {
 			Tol: tolQuantCase(graph.U8, lead[0]*lead[1], false),
 		})
 	}
+	cs = append(cs, quantRangeCases()...)
 	return append(cs, quantExpertCases()...)
 }
 
@@ -248,6 +255,42 @@ func (m *maker) codes(name string, dt graph.DType, n, k int) Tensor {
 		}
 	}
 	return t
+}
+
+// quantRangeCases are decode products whose rows of x differ in range by
+// 2^60: row r of x uniform in ±10^(5 − 3r) (CUDA's qmma kernels scale each
+// row by its own power of two before splitting it into two f16 parts; a
+// row past f16's range or under its normals must keep its precision: the
+// table's NMSE is over all rows, so ops/cuda's TestQuantMMAPrecision also
+// checks each row alone).
+func quantRangeCases() []Case {
+	var cs []Case
+	for _, dt := range []graph.DType{graph.F8E4M3, graph.I8, graph.U8} {
+		sdt, br, bc := graph.F16, 1, 32
+		if dt == graph.F8E4M3 {
+			sdt, br, bc = graph.F32, 128, 128
+		}
+		const rows, k, n = 5, 256, 24
+		name := fmt.Sprintf("quant_matmul/%s/%s/%dx%dx%d/blocks=%dx%d/x_range", dt, sdt, rows, k, n, br, bc)
+		m := newMaker(name)
+		x := m.in("x", rows, k)
+		for i := range x.Data {
+			x.Data[i] = round(graph.F32, x.Data[i]*math.Pow(10, float64(5-3*(i/k))))
+		}
+		attrs := ops.QuantAttrs{BlockRows: br, BlockCols: bc}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{x, m.codes("w", dt, n, k), m.scales("s", sdt, (n+br-1)/br, (k+bc-1)/bc)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return []*graph.Value{ops.QuantMatMul(b, in[0], in[1], in[2], attrs)}
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				return [][]float64{RefMatMul(in[0], k, RefDequant(dt, in[1], in[2], n, k, attrs))}
+			},
+			Tol: TolQuant,
+		})
+	}
+	return cs
 }
 
 // scales are block scales near 1/100 (from 1/200 to 3/200, so that a

@@ -1,0 +1,174 @@
+package cuda
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// The tensor-core decode product of quantized weights (qmma_*,
+// kernels/quantmma.cu): quant_matmul's 1..matvecMaxRows rows take it
+// wherever the codes can be read as 16-byte vectors (qmvs_*'s condition)
+// and x's B fragments fit in qmmaSharedMax bytes of shared memory, unless
+// the tuning asks for the CUDA-core kernels (mvTuning.quantNoMMA,
+// REEL_QMMA=0, or quantOld).
+const (
+	// qmmaSharedMax is the most dynamic shared memory a qmma block
+	// stages x in (4 bytes an element of each row, plus padding).
+	qmmaSharedMax = 128 << 10
+	// qmmaMaxWarps is QMMA_MAXWARPS: the most warps a block.
+	qmmaMaxWarps = 16
+	// qmmaWarps is the default warps a block; qmmaWaveWarps the warps an
+	// SM the default split aims at (one resident wave: two blocks of 8
+	// warps at about 100 registers a thread).
+	qmmaWarps     = 8
+	qmmaWaveWarps = 16
+)
+
+// qmmaSets are the kernels' row sets (two rows of x each).
+var qmmaSets = []int{1, 2, 4}
+
+// qmmaKernelNames are the qmma kernels' names (quantmma.cu's instances).
+func qmmaKernelNames() []string {
+	var out []string
+	for _, q := range []string{"f8", "i8", "u4"} {
+		for _, ns := range qmmaSets {
+			out = append(out, fmt.Sprintf("qmma_%s_n%d", q, ns))
+		}
+	}
+	return out
+}
+
+// qmmaLaunch is a qmma launch: grid blocks of warps warps, split warps
+// sharing a tile of 16 features, shared bytes of dynamic shared memory,
+// scale groups of 2^groupShift code vectors.
+type qmmaLaunch struct {
+	name                       string
+	grid, warps, split, shared int
+	groupShift                 int
+}
+
+// qmmaPlan chooses the qmma launch of a quant_matmul of 1..matvecMaxRows
+// rows on sms multiprocessors, or false where the product must take the
+// CUDA-core kernels: codes not readable as 16-byte vectors, scale groups
+// not a power of two of them (the kernels shift rather than divide), x's fragments
+// past qmmaSharedMax, or a tuning that asks for them. The warps of a tile
+// split its steps of K (4 vectors of codes a row) as the bf16 matvec's
+// mvPlan splits K: as many as keep the grid within one resident wave of
+// qmmaWaveWarps an SM while each has a step.
+func qmmaPlan(t mvTuning, in qmvIn, sms int) (qmmaLaunch, bool) {
+	if t.quantOld || t.quantNoMMA || in.rows < 1 || in.rows > matvecMaxRows || in.k < 1 || in.nOut < 1 {
+		return qmmaLaunch{}, false
+	}
+	if in.k%in.perVec != 0 || in.blockCols%in.perVec != 0 || in.stride%16 != 0 || !in.aligned {
+		return qmmaLaunch{}, false
+	}
+	vpg := in.blockCols / in.perVec
+	if vpg&(vpg-1) != 0 {
+		return qmmaLaunch{}, false
+	}
+	steps := (in.k + 4*in.perVec - 1) / (4 * in.perVec)
+	shared := in.rows * (steps*in.perVec + 4) * 16
+	if shared > qmmaSharedMax {
+		return qmmaLaunch{}, false
+	}
+	ns := 4
+	for _, n := range qmmaSets {
+		if 2*n >= in.rows {
+			ns = n
+			break
+		}
+	}
+	warps := qmmaWarps
+	if t.warps > 0 {
+		warps = t.warps
+	}
+	warps = min(pow2Floor(warps), qmmaMaxWarps)
+	tiles := (in.nOut + 15) / 16
+	split := t.split
+	if split <= 0 {
+		split = 1
+		for split*2 <= warps && split*2 <= steps && tiles*split*2 <= qmmaWaveWarps*sms {
+			split *= 2
+		}
+	}
+	split = max(1, min(pow2Ceil(split), warps))
+	group := warps / split
+	return qmmaLaunch{
+		name:  fmt.Sprintf("qmma_%s_n%d", in.name, ns),
+		grid:  (tiles + group - 1) / group,
+		warps: warps, split: split, shared: shared,
+		groupShift: bits.TrailingZeros(uint(vpg)),
+	}, true
+}
+
+// The tensor-core products of 16-bit weights (mvmma_*, quantmma.cu):
+// matmul's, grouped_matmul's, matmul_swiglu's and norm_matmul's windows
+// of mvmmaMinRows..matvecMaxRows rows with bf16 or f16 weights whose rows
+// and x can be read as 16-byte vectors, unless the tuning keeps them on
+// mv_* (mvTuning.noMVMMA, REEL_MVMMA=0). One row stays on mv_*, which
+// streams at 70-90 % of the copy bandwidth; more rows there cost a pass
+// over x a row per 16-byte weight vector, where the tensor cores take all
+// eight rows in the same two mmas.
+const mvmmaMinRows = 2
+
+// mvmmaLaunch is an mvmma launch: grid blocks of warps warps, split warps
+// sharing a tile of 16 features (or, swiglu, 16 gate and up rows), x
+// staged in shared bytes of dynamic shared memory (0: read by the lanes).
+type mvmmaLaunch struct {
+	name                       string
+	grid, warps, split, shared int
+}
+
+// mvmmaKernelNames are the mvmma kernels' names (quantmma.cu's instances).
+func mvmmaKernelNames() []string {
+	var out []string
+	for _, t := range wtypeNames[1:] {
+		out = append(out, "mvmma_"+t, "mvmma_sw_"+t, "mvmma_n_"+t)
+	}
+	return out
+}
+
+// mvmmaPlan chooses the mvmma launch of a matvec of rows rows over units
+// tiles' worth of features (the virtual matrix's rows, or swiglu's gate
+// rows) of k inputs of weight type wt (1 bf16, 2 f16), or false where it
+// must take mv_*: f32 weights, fewer rows than the tuning's minimum, no
+// 16-byte vectors (vec), or f16's staged x past qmmaSharedMax (bf16 then
+// reads x in the lanes). The split as qmmaPlan's, over steps of 32 inputs.
+func mvmmaPlan(t mvTuning, wt int32, rows, k, units int, vec bool, sms int) (mvmmaLaunch, bool) {
+	minRows := mvmmaMinRows
+	if t.mmaMinRows > 0 {
+		minRows = t.mmaMinRows
+	}
+	if t.noMVMMA || (wt != 1 && wt != 2) || !vec || rows < minRows || rows > matvecMaxRows || k < 8 || k%8 != 0 || units < 1 {
+		return mvmmaLaunch{}, false
+	}
+	const perVec = 8
+	steps := (k + 4*perVec - 1) / (4 * perVec)
+	shared := rows * (steps*perVec + 4) * 16
+	if shared > qmmaSharedMax || (wt == 1 && t.mmaDirect) {
+		if wt == 2 {
+			return mvmmaLaunch{}, false
+		}
+		shared = 0
+	}
+	warps := qmmaWarps
+	if t.warps > 0 {
+		warps = t.warps
+	}
+	warps = min(pow2Floor(warps), qmmaMaxWarps)
+	tiles := (units + 15) / 16
+	split := t.split
+	if split <= 0 {
+		split = 1
+		for split*2 <= warps && split*2 <= steps && tiles*split*2 <= qmmaWaveWarps*sms {
+			split *= 2
+		}
+	}
+	split = max(1, min(pow2Ceil(split), warps))
+	group := warps / split
+	return mvmmaLaunch{
+		name:  "mvmma_" + wtypeNames[wt],
+		grid:  (tiles + group - 1) / group,
+		warps: warps, split: split, shared: shared,
+	}, true
+}
