@@ -38,6 +38,7 @@ var commonKernels = map[string]kernelFunc{
 	"kv_write":       kvWriteKernel,
 	"attention":      attentionKernel,
 	"slice_rows":     sliceRowsKernel,
+	"last_row":       lastRowKernel,
 	"argmax":         argmaxKernel,
 	"slerp":          slerpKernel,
 	"mix":            mixKernel,

@@ -525,6 +525,35 @@ func rowCases() []Case {
 			Tol: 0,
 		})
 	}
+	// last_row: every row in use (0), fewer (a bucket's plan), one row, and
+	// a record asking for more rows than the plan has
+	for _, s := range []struct {
+		rows, n, pos, used int
+		err                string
+	}{
+		{5, 33, 0, 0, ""}, {5, 33, 7, 3, ""}, {1, 7, 0, 0, ""}, {1, 7, 4, 1, ""},
+		{16, 65, 0, 9, ""}, {48, 129, 100, 37, ""}, {24, 4099, 3, 24, ""},
+		{5, 33, 0, 6, "asks for 6 rows of a 5-row plan"},
+	} {
+		name := fmt.Sprintf("last_row/%dx%d/pos=%d/used=%d", s.rows, s.n, s.pos, s.used)
+		if s.err != "" {
+			name = "last_row/error/" + name[len("last_row/"):]
+		}
+		m := newMaker(name)
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{m.in("x", s.rows, s.n), call(s.pos, s.used)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return []*graph.Value{ops.LastRow(b, in[0], in[1])}
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				_, used := callRows(in[1], s.rows)
+				return [][]float64{append([]float64(nil), in[0][(used-1)*s.n:used*s.n]...)}
+			},
+			Tol:     0,
+			WantErr: s.err,
+		})
+	}
 	for _, s := range [][2]int{{1, 1}, {5, 33}, {3, 129}, {2, 20000}} {
 		rows, n := s[0], s[1]
 		name := fmt.Sprintf("argmax/%dx%d", rows, n)
