@@ -1,0 +1,14 @@
+package qwen2_test
+
+import (
+	"testing"
+
+	"github.com/reel-runtime/reel/models/modeltest"
+	"github.com/reel-runtime/reel/ops/cpu"
+)
+
+// TestBuckets: prompt chunks on row buckets reproduce transformers' logits,
+// and two prompt lengths of one bucket share its plan.
+func TestBuckets(t *testing.T) {
+	modeltest.CheckBuckets(t, load(t), cpu.New(2), dir, 1e-4)
+}
