@@ -25,3 +25,18 @@ func TestBuckets(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDABuckets is TestBuckets on the card, within 1e-3.
+func TestCUDABuckets(t *testing.T) {
+	be := cudaBackend(t)
+	for _, name := range append(checkpoints, "qwen4-tiny-mtp") {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(testdata, name)
+			golden := dir
+			if name == "qwen4-tiny-mtp" {
+				golden = ""
+			}
+			modeltest.CheckBuckets(t, loadModel(t, dir), be, golden, 1e-3)
+		})
+	}
+}
