@@ -126,8 +126,12 @@ func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options
 }
 
 // bucketsFlag is --buckets: the row buckets per doubling that prompt
-// chunks' plans are built for (lm.SessionOptions.Buckets), or off.
-type bucketsFlag struct{ n int }
+// chunks' plans are built for (lm.SessionOptions.Buckets), or off; set
+// says the flag was given.
+type bucketsFlag struct {
+	n   int
+	set bool
+}
 
 func (f *bucketsFlag) String() string {
 	if f.n < 0 {
@@ -138,14 +142,14 @@ func (f *bucketsFlag) String() string {
 
 func (f *bucketsFlag) Set(s string) error {
 	if s == "off" {
-		f.n = lm.BucketsOff
+		f.n, f.set = lm.BucketsOff, true
 		return nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n > lm.MaxBuckets {
 		return fmt.Errorf("want off, or 0 to %d buckets per doubling of rows", lm.MaxBuckets)
 	}
-	f.n = n
+	f.n, f.set = n, true
 	return nil
 }
 
