@@ -271,7 +271,13 @@ func writePromptWork(b *strings.Builder, pl models.Planner, n, chunk int, be any
 		if !ok {
 			return nil // the session ran other plans (a model of its own stages)
 		}
-		flops += productFLOPs(p)
+		// a chunk on the plan of a bucket of more rows: its rows' share
+		// (the padding's products are not the prompt's work)
+		planRows := rows
+		if v := p.Graph.Lookup(lm.InputIDs); v != nil && len(v.Shape) == 1 && v.Shape[0] > rows {
+			planRows = v.Shape[0]
+		}
+		flops += productFLOPs(p) * float64(rows) / float64(planRows)
 		a += rows
 	}
 	rate := flops / t.Seconds()
