@@ -22,8 +22,9 @@ const (
 	// (ops.AttentionChunkRows).
 	MinBucket = 16
 	// DefaultBuckets is the buckets per doubling of rows unless a session
-	// says otherwise: 16, 24, 32, 48, 64, 96, ... (a chunk padded by at most
-	// a third, about a sixth on average, for two plans per doubling).
+	// says otherwise: 16, 24, 32, 48, 64, 96, ... (at most a third of a
+	// plan's rows padding, for two plans per doubling; one per doubling
+	// pads up to half, and leaves half the plans to build and keep).
 	DefaultBuckets = 2
 	// MaxBuckets is the most buckets per doubling a session takes.
 	MaxBuckets = 8
