@@ -21,8 +21,9 @@ const (
 	// which the CUDA backend takes the tensor cores
 	// (ops.AttentionChunkRows).
 	MinBucket = 16
-	// DefaultBuckets is the buckets per doubling of rows unless a session
-	// says otherwise: 16, 24, 32, 48, 64, 96, ... (at most a third of a
+	// DefaultBuckets is the buckets per doubling of rows on a backend that
+	// records plans unless a session says otherwise (SessionOptions.Buckets):
+	// 16, 24, 32, 48, 64, 96, ... (at most a third of a
 	// plan's rows padding, for two plans per doubling; one per doubling
 	// pads up to half, and leaves half the plans to build and keep).
 	DefaultBuckets = 2
@@ -62,6 +63,10 @@ func checkBuckets(steps int) error {
 	}
 	return nil
 }
+
+// Buckets is the row buckets per doubling the session's chunks run on
+// (SessionOptions.Buckets with its default resolved; negative: none).
+func (s *Session) Buckets() int { return s.opts.Buckets }
 
 // PlanRows is the rows of the plan a forward chunk of n rows runs on
 // (BucketRows with the session's chunk and buckets); a speculation

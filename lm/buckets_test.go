@@ -52,7 +52,8 @@ func TestBucketsOneKeepsStates(t *testing.T) {
 		ids[i] = (i*3 + 1) % width // kindGraphs' vocabulary is its width
 	}
 	row := func(id int) []float32 { return m.table[id*width : (id+1)*width] }
-	s, exact := open(0), open(lm.BucketsOff)
+	s, exact := open(lm.DefaultBuckets), open(lm.BucketsOff)
+	require.Equal(t, lm.BucketsOff, open(0).Buckets(), "no buckets by default on the CPU")
 	for _, n := range []int{20, 23} {
 		for _, ses := range []*lm.Session{s, exact} {
 			ses.Reset()

@@ -82,8 +82,11 @@ type SessionOptions struct {
 	// Buckets is the row buckets per doubling a forward chunk's plan is
 	// built for (BucketRows: a chunk of n rows runs the plan of the
 	// smallest bucket that holds it, so prompts of nearby lengths share
-	// one plan and its recording); 0: DefaultBuckets; negative
-	// (BucketsOff): none, a plan per length (for debugging).
+	// one plan and its recording); negative (BucketsOff): none, a plan per
+	// length; 0: DefaultBuckets on a backend that records plans
+	// (ops.Recorder: CUDA, where a plan costs its building and recording
+	// and a padded row little), none on one that does not (the CPU, where
+	// a plan costs little and a padded row its whole arithmetic).
 	Buckets int
 	// Capacity is the first row capacity of Slot states (doubled as the
 	// sequence grows); 0: DefaultCapacity.
@@ -230,6 +233,12 @@ func checkSessionOptions(g Graphs, o *SessionOptions) error {
 }
 
 func newSession(core *Core, g Graphs, opts SessionOptions) *Session {
+	if opts.Buckets == 0 {
+		opts.Buckets = BucketsOff
+		if _, ok := core.Backend().(ops.Recorder); ok {
+			opts.Buckets = DefaultBuckets
+		}
+	}
 	return &Session{core: core, g: g, vocab: g.Vocab(), opts: opts, specs: map[string]StateSpec{},
 		fixed: map[fixedKey]ops.Buffer{}, kept: map[capture.Key]*keptBinding{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
 }

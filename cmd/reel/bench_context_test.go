@@ -49,8 +49,9 @@ func TestBenchAfter(t *testing.T) {
 	for _, tc := range []struct {
 		buckets, want string
 	}{
-		{"0", "(the first prompt after one of 18 tokens, plans built: 0, "},
+		{"2", "(the first prompt after one of 18 tokens, plans built: 0, "},
 		{"off", "(the first prompt after one of 18 tokens, plans built: 1, "},
+		{"0", "(the first prompt after one of 18 tokens, plans built: 1, "}, // the CPU's default: off
 	} {
 		code, out, errOut := reel("bench", "--model", "../../testdata/dense/llama3-13", "--prompt", "21", "--after", "18", "--tokens", "2", "--buckets", tc.buckets)
 		require.Equal(t, exitOK, code, errOut)

@@ -56,7 +56,8 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	fs.IntVar(&f.threads, "threads", 0, "CPU goroutines per kernel (0: every core)")
 	fs.IntVar(&f.chunk, "chunk", 0, fmt.Sprintf("rows of a prompt chunk (0: %d on cuda, the fastest measured on the H200; %d on cpu)", cudaChunk, lm.DefaultChunk))
 	fs.Var(&f.buckets, "buckets", fmt.Sprintf("a prompt chunk runs the plan of the smallest row bucket that holds it, so prompts of nearby lengths share one plan: "+
-		"N buckets per doubling of rows from %d, up to the chunk (0: the default, %d: %s; 1: %s), or off: a plan per length", lm.MinBucket, lm.DefaultBuckets, bucketLadder(lm.DefaultBuckets), bucketLadder(1)))
+		"N buckets per doubling of rows from %d, up to the chunk (%d: %s; 1: %s), or off: a plan per length (0: the device's default, %d on cuda, off on cpu, where a plan costs little to build and a padded row its whole arithmetic)",
+		lm.MinBucket, lm.DefaultBuckets, bucketLadder(lm.DefaultBuckets), bucketLadder(1), lm.DefaultBuckets))
 	registerQuant(fs, &f.quant)
 	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
 	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")

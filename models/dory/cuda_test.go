@@ -155,7 +155,7 @@ func TestCUDABuckets(t *testing.T) {
 			continue
 		}
 		m := loadModel(t, filepath.Join(testdata, "dory", c.Model))
-		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: 64}})
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: 64, Buckets: lm.DefaultBuckets}})
 		out, err := s.ForwardLoops(c.IDs, 0, c.Loops, lm.WantLast)
 		require.NoError(t, err)
 		d := maxAbsDiff(rowsOf(t, out)[0], c.LogitsLast)

@@ -92,7 +92,7 @@ func TestGolden(t *testing.T) {
 			}
 		}
 		for _, chunk := range chunks {
-			s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk}})
+			s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk, Buckets: lm.DefaultBuckets}})
 			var last []float32
 			for a := 0; a < len(c.IDs); a += chunk {
 				b := min(a+chunk, len(c.IDs))

@@ -131,8 +131,9 @@ func CheckChunks(t testing.TB, m models.Model, be ops.Backend, ids []int, prompt
 	}
 }
 
-// BucketChunks are the chunk sizes CheckBuckets runs goldens in: the
-// default (64 rows on the CPU), where a golden's whole sequence and its
+// BucketChunks are the chunk sizes CheckBuckets runs goldens in (on
+// lm.DefaultBuckets, whatever the backend's default): the default (64
+// rows), where a golden's whole sequence and its
 // first half run padded to a bucket (17 rows on 24, 40 on 48), and 15,
 // where remainders of 9 to 14 rows run on a plan of 15.
 var BucketChunks = []int{0, 15}
@@ -155,17 +156,17 @@ func CheckBuckets(t testing.TB, m models.Model, be ops.Backend, dir string, tol 
 	}
 	if dir != "" {
 		for _, chunk := range BucketChunks {
-			CheckGolden(t, open(chunk, 0), dir, tol)
+			CheckGolden(t, open(chunk, lm.DefaultBuckets), dir, tol)
 		}
 	}
 	ids := make([]int, 21)
 	for i := range ids {
 		ids[i] = (i*7919 + 3) % m.Vocab()
 	}
-	s, exact := open(64, 0), open(64, lm.BucketsOff)
+	s, exact := open(64, lm.DefaultBuckets), open(64, lm.BucketsOff)
 	plans := 0
 	for _, n := range []int{18, 21} {
-		if b := lm.BucketRows(n, 64, 0); b != 24 {
+		if b := lm.BucketRows(n, 64, lm.DefaultBuckets); b != 24 {
 			t.Fatalf("%d rows run on a plan of %d, not of 24", n, b)
 		}
 		var res [2][]float32 // the bucket's plan's logits, then exact rows'
