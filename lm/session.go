@@ -301,15 +301,14 @@ type Inputs struct {
 // pos+rows positions), writes the inputs (padded with zeros to the
 // graph's inputs: a plan built for a bucket of more rows, PlanRows) and
 // the call record (rows rows), binds everything by name and runs the
-// plan. It returns the plan's outputs,
-// valid until the key runs again. A graph that binds a Slot or Ring state
-// not holding the positions before pos is refused (ErrUnwritten); after
-// the run the state holds those below pos+rows. Run leaves Pos alone:
-// Forward moves it, and a model that runs its own graphs moves it with
-// Advance. A plan that fails after it may have started, in a graph that
-// declares a Recurrent state, leaves the session broken (see Broken) until
-// a Reset or a restore; a failed graph without one (a draft head's over
-// its slots) leaves it running.
+// plan. It returns the plan's outputs, valid until the key runs again. A
+// graph that binds a Slot or Ring state not holding the positions before
+// pos is refused (ErrUnwritten); after the run the state holds those below
+// pos+rows. Run leaves Pos alone: Forward moves it, and a model that runs
+// its own graphs moves it with Advance. A plan that fails after it may
+// have started, in a graph that declares a Recurrent state, leaves the
+// session broken (see Broken) until a Reset or a restore; a failed graph
+// without one (a draft head's over its slots) leaves it running.
 func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, error) {
 	if s.Closed() {
 		return nil, fmt.Errorf("run %s: the session is closed", key)
@@ -601,10 +600,10 @@ func (s *Session) checkPositions(key capture.Key, end int) {
 
 // Forward runs ids at positions pos0, pos0+1, ... in chunks of at most
 // Chunk rows (the graph of Graphs.Key for each, of the rows of the chunk's
-// bucket: PlanRows) and returns the wanted
-// logits as a [rows, vocab] f32 tensor (nil for WantNone). pos0 must equal
-// Pos(). A call that fails its checks changes nothing; logits that are not
-// finite are an error naming the position. When a chunk fails, the session
+// bucket: PlanRows) and returns the wanted logits as a [rows, vocab] f32
+// tensor (nil for WantNone). pos0 must equal Pos(). A call that fails its
+// checks changes nothing; logits that are not finite are an error naming
+// the position. When a chunk fails, the session
 // stands after the chunks that ran, or where it was on a model without
 // recurrent states (whose later rows are simply overwritten).
 func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error) {
@@ -683,7 +682,7 @@ func (s *Session) Logits(b ops.Buffer, pos, rows int, w Want) ([]float32, error)
 		n = rows * s.vocab
 	}
 	if b.Len() < n || (w == WantLast && b.Len() != n) || b.Len()%s.vocab != 0 {
-		return nil, fmt.Errorf("logits of %d values for %s of %d rows of %d", b.Len(), w, rows, s.vocab)
+		return nil, fmt.Errorf("logits of %d values for want %s of %d rows of %d", b.Len(), w, rows, s.vocab)
 	}
 	out, err := s.core.ReadLogits(b, n, s.reuse)
 	if err != nil {
