@@ -42,7 +42,7 @@ func TestBucketRows(t *testing.T) {
 func TestBucketsOneKeepsStates(t *testing.T) {
 	m := newModel()
 	open := func(buckets int) *lm.Session {
-		s, err := lm.NewSession(m, kindGraphs{ring: 64, rewind: 8}, lm.SessionOptions{Chunk: 64, Buckets: buckets})
+		s, err := lm.NewSession(m, kindGraphs{ring: 64, rewind: 16}, lm.SessionOptions{Chunk: 64, Buckets: buckets})
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
 		return s
@@ -97,4 +97,17 @@ func TestBucketsOneKeepsStates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, row(ids[18]), out.Data().([]float32))
 	require.Equal(t, row(ids[18]), readState(t, s, "rec"))
+
+	// rollback and snapshots as with exact rows: a chunk of 10 rows on the
+	// plan of 16 taken back to the snapshot before it
+	require.NoError(t, s.Snapshot())
+	_, err = s.Forward(ids[:10], 19, lm.WantNone)
+	require.NoError(t, err)
+	require.Equal(t, row(ids[9]), readState(t, s, "rec"))
+	require.NoError(t, s.Rollback(19))
+	require.Equal(t, 19, s.Pos())
+	require.Equal(t, row(ids[18]), readState(t, s, "rec"))
+	out, err = s.Forward(ids[19:21], 19, lm.WantLast)
+	require.NoError(t, err)
+	require.Equal(t, row(ids[20]), out.Data().([]float32))
 }
