@@ -236,14 +236,26 @@ func (c *Core) ReadF32Into(b ops.Buffer, dst []float32) ([]float32, error) {
 	if b == nil {
 		return nil, fmt.Errorf("read of a nil buffer")
 	}
+	return c.ReadF32N(b, b.Len(), dst)
+}
+
+// ReadF32N is ReadF32Into of the first n values of b (the rows in use of a
+// plan built for a bucket of rows).
+func (c *Core) ReadF32N(b ops.Buffer, n int, dst []float32) ([]float32, error) {
+	if b == nil {
+		return nil, fmt.Errorf("read of a nil buffer")
+	}
 	if b.DType() != graph.F32 {
 		return nil, fmt.Errorf("read of a %s buffer as f32", b.DType())
 	}
-	out := dst[:0]
-	if cap(dst) < b.Len() {
-		out = make([]float32, b.Len())
+	if n < 0 || n > b.Len() {
+		return nil, fmt.Errorf("read of %d values of a buffer of %d", n, b.Len())
 	}
-	out = out[:b.Len()]
+	out := dst[:0]
+	if cap(dst) < n {
+		out = make([]float32, n)
+	}
+	out = out[:n]
 	if len(out) == 0 {
 		return out, nil
 	}
@@ -265,14 +277,15 @@ func (c *Core) ReadF32Into(b ops.Buffer, dst []float32) ([]float32, error) {
 	return out, nil
 }
 
-// ReadLogits reads a plan's logits: with reuse, into memory the core keeps
-// and reads the next reusing call into too (a session's ReuseLogits: the
-// logits are valid until then), else into a new slice.
-func (c *Core) ReadLogits(b ops.Buffer, reuse bool) ([]float32, error) {
+// ReadLogits reads the first n values of a plan's logits: with reuse, into
+// memory the core keeps and reads the next reusing call into too (a
+// session's ReuseLogits: the logits are valid until then), else into a new
+// slice.
+func (c *Core) ReadLogits(b ops.Buffer, n int, reuse bool) ([]float32, error) {
 	if !reuse {
-		return c.ReadF32(b)
+		return c.ReadF32N(b, n, nil)
 	}
-	out, err := c.ReadF32Into(b, c.logits)
+	out, err := c.ReadF32N(b, n, c.logits)
 	if err == nil {
 		c.logits = out[:cap(out)]
 	}

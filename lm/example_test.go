@@ -44,7 +44,9 @@ func (m bigram) graph(k bigramKey) (*graph.Graph, error) {
 		return b.Graph()
 	}
 	if k.want == lm.WantLast && k.rows > 1 {
-		x = ops.SliceRows(b, x, k.rows-1, k.rows)
+		// the last row in use: a chunk of fewer rows than the key's runs
+		// on the plan of its bucket (lm.BucketRows)
+		x = ops.LastRow(b, x, call)
 	}
 	b.Output(x)
 	return b.Graph()

@@ -79,6 +79,15 @@ type SessionOptions struct {
 	Options
 	// Chunk is the most rows one plan runs (a prompt's chunk); 0: DefaultChunk.
 	Chunk int
+	// Buckets is the row buckets per doubling a forward chunk's plan is
+	// built for (BucketRows: a chunk of n rows runs the plan of the
+	// smallest bucket that holds it, so prompts of nearby lengths share
+	// one plan and its recording); negative (BucketsOff): none, a plan per
+	// length; 0: DefaultBuckets on a backend that records plans
+	// (ops.Recorder: CUDA, where a plan costs its building and recording
+	// and a padded row little), none on one that does not (the CPU, where
+	// a plan costs little and a padded row its whole arithmetic).
+	Buckets int
 	// Capacity is the first row capacity of Slot states (doubled as the
 	// sequence grows); 0: DefaultCapacity.
 	Capacity int
@@ -205,6 +214,9 @@ func checkSessionOptions(g Graphs, o *SessionOptions) error {
 	if o.Chunk, err = ChunkRows(o.Chunk); err != nil {
 		return err
 	}
+	if err := checkBuckets(o.Buckets); err != nil {
+		return err
+	}
 	if o.Capacity == 0 {
 		o.Capacity = DefaultCapacity
 	}
@@ -221,6 +233,12 @@ func checkSessionOptions(g Graphs, o *SessionOptions) error {
 }
 
 func newSession(core *Core, g Graphs, opts SessionOptions) *Session {
+	if opts.Buckets == 0 {
+		opts.Buckets = BucketsOff
+		if _, ok := core.Backend().(ops.Recorder); ok {
+			opts.Buckets = DefaultBuckets
+		}
+	}
 	return &Session{core: core, g: g, vocab: g.Vocab(), opts: opts, specs: map[string]StateSpec{},
 		fixed: map[fixedKey]ops.Buffer{}, kept: map[capture.Key]*keptBinding{}, rec: map[string]ops.Buffer{}, slots: map[string]*slotState{}}
 }
@@ -248,15 +266,16 @@ func (s *Session) Planned(k capture.Key) (*planner.Planned, planner.Report, bool
 	return s.core.Planned(k)
 }
 
-// ForwardPlan gives the plan of a forward chunk of rows (Graphs.Key), once
-// it has run.
+// ForwardPlan gives the plan a forward chunk of rows runs (Graphs.Key of
+// its bucket's rows, PlanRows), once it has run.
 func (s *Session) ForwardPlan(rows int, want Want) (*planner.Planned, planner.Report, bool) {
-	return s.core.Planned(s.g.Key(rows, want))
+	return s.core.Planned(s.g.Key(s.PlanRows(rows), want))
 }
 
-// ForwardProfile times the launches of a forward chunk's plan op by op.
+// ForwardProfile times the launches of the plan a forward chunk of rows
+// runs op by op.
 func (s *Session) ForwardProfile(rows int, want Want) ([]capture.OpTime, error) {
-	return s.core.Profile(s.g.Key(rows, want))
+	return s.core.Profile(s.g.Key(s.PlanRows(rows), want))
 }
 
 // Profile times the launches of key's plan op by op.
@@ -279,16 +298,17 @@ type Inputs struct {
 
 // Run runs key's graph once over rows rows at positions pos, pos+1, ...:
 // it makes the states the graph declares (growing the slots to hold
-// pos+rows positions), writes the inputs and the call record, binds
-// everything by name and runs the plan. It returns the plan's outputs,
-// valid until the key runs again. A graph that binds a Slot or Ring state
-// not holding the positions before pos is refused (ErrUnwritten); after
-// the run the state holds those below pos+rows. Run leaves Pos alone:
-// Forward moves it, and a model that runs its own graphs moves it with
-// Advance. A plan that fails after it may have started, in a graph that
-// declares a Recurrent state, leaves the session broken (see Broken) until
-// a Reset or a restore; a failed graph without one (a draft head's over
-// its slots) leaves it running.
+// pos+rows positions), writes the inputs (padded with zeros to the
+// graph's inputs: a plan built for a bucket of more rows, PlanRows) and
+// the call record (rows rows), binds everything by name and runs the
+// plan. It returns the plan's outputs, valid until the key runs again. A
+// graph that binds a Slot or Ring state not holding the positions before
+// pos is refused (ErrUnwritten); after the run the state holds those below
+// pos+rows. Run leaves Pos alone: Forward moves it, and a model that runs
+// its own graphs moves it with Advance. A plan that fails after it may
+// have started, in a graph that declares a Recurrent state, leaves the
+// session broken (see Broken) until a Reset or a restore; a failed graph
+// without one (a draft head's over its slots) leaves it running.
 func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, error) {
 	if s.Closed() {
 		return nil, fmt.Errorf("run %s: the session is closed", key)
@@ -306,7 +326,7 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 	}
 	kb := s.kept[key]
 	if kb == nil || kb.gen != s.gen {
-		kb = &keptBinding{bind: s.core.Bind(len(leaves))}
+		kb = &keptBinding{bind: s.core.Bind(len(leaves)), inputs: map[string]int{}}
 		if err = s.bindStates(leaves, kb); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
@@ -321,11 +341,22 @@ func (s *Session) Run(key capture.Key, pos, rows int, in Inputs) ([]ops.Buffer, 
 		}
 	}
 	if in.IDs != nil {
-		if bind[InputIDs], err = s.core.WriteIDs(InputIDs, in.IDs); err != nil {
+		ids := in.IDs
+		if n, ok := kb.inputs[InputIDs]; ok {
+			if ids, err = padded(InputIDs, ids, n); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		if bind[InputIDs], err = s.core.WriteIDs(InputIDs, ids); err != nil {
 			return nil, err
 		}
 	}
 	for name, x := range in.F32 {
+		if n, ok := kb.inputs[name]; ok {
+			if x, err = padded(name, x, n); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
 		if bind[name], err = s.core.WriteF32(name, x); err != nil {
 			return nil, err
 		}
@@ -363,16 +394,20 @@ func (s *Session) RunLogits(key capture.Key, pos, rows int, want Want, in Inputs
 // inputs, made when the key first runs and again after a state is made or
 // grown.
 type keptBinding struct {
-	bind  capture.Binding
-	rec   bool         // a state of the graph is Recurrent
-	slots []*slotState // its Slot and Ring states
-	gen   uint64
+	bind   capture.Binding
+	rec    bool           // a state of the graph is Recurrent
+	slots  []*slotState   // its Slot and Ring states
+	inputs map[string]int // the elements of each input of the graph, by name
+	gen    uint64
 }
 
 // bindStates makes the states among leaves and binds them in kb, noting
-// whether one is Recurrent and which are slots.
+// whether one is Recurrent, which are slots, and the inputs' sizes.
 func (s *Session) bindStates(leaves []*graph.Value, kb *keptBinding) error {
 	for _, v := range leaves {
+		if v.Kind == graph.Input {
+			kb.inputs[v.Name] = v.Shape.Elems()
+		}
 		if v.Kind != graph.State {
 			continue
 		}
@@ -564,15 +599,16 @@ func (s *Session) checkPositions(key capture.Key, end int) {
 }
 
 // Forward runs ids at positions pos0, pos0+1, ... in chunks of at most
-// Chunk rows (the graph of Graphs.Key for each) and returns the wanted
-// logits as a [rows, vocab] f32 tensor (nil for WantNone). pos0 must equal
-// Pos(). A call that fails its checks changes nothing; logits that are not
-// finite are an error naming the position. When a chunk fails, the session
+// Chunk rows (the graph of Graphs.Key for each, of the rows of the chunk's
+// bucket: PlanRows) and returns the wanted logits as a [rows, vocab] f32
+// tensor (nil for WantNone). pos0 must equal Pos(). A call that fails its
+// checks changes nothing; logits that are not finite are an error naming
+// the position. When a chunk fails, the session
 // stands after the chunks that ran, or where it was on a model without
 // recurrent states (whose later rows are simply overwritten).
 func (s *Session) Forward(ids []int, pos0 int, want Want) (*tensor.Dense, error) {
 	return s.ForwardWith(ids, pos0, want, func(ids []int, pos int, w Want) ([]float32, error) {
-		outs, err := s.Run(s.g.Key(len(ids), w), pos, len(ids), Inputs{IDs: ids})
+		outs, err := s.Run(s.g.Key(s.PlanRows(len(ids)), w), pos, len(ids), Inputs{IDs: ids})
 		if err != nil {
 			return nil, err
 		}
@@ -632,11 +668,23 @@ func (s *Session) Check(ids []int, pos0 int, want Want) error {
 }
 
 // Logits reads the logits a run of rows at pos left in b (the last row's
-// for WantLast, every row's for WantAll), into the session's reused memory
-// during a Forward with ReuseLogits, and checks that they are finite: a
-// NaN or an infinity is an error naming the position and the token id.
+// for WantLast: a head that read out one row; every row's for WantAll: the
+// first rows rows of a plan that may hold more, built for a bucket), into
+// the session's reused memory during a Forward with ReuseLogits, and
+// checks that they are finite: a NaN or an infinity is an error naming the
+// position and the token id.
 func (s *Session) Logits(b ops.Buffer, pos, rows int, w Want) ([]float32, error) {
-	out, err := s.core.ReadLogits(b, s.reuse)
+	if b == nil {
+		return nil, fmt.Errorf("logits: no buffer")
+	}
+	n := s.vocab
+	if w == WantAll {
+		n = rows * s.vocab
+	}
+	if b.Len() < n || (w == WantLast && b.Len() != n) || b.Len()%s.vocab != 0 {
+		return nil, fmt.Errorf("logits of %d values for want %s of %d rows of %d", b.Len(), w, rows, s.vocab)
+	}
+	out, err := s.core.ReadLogits(b, n, s.reuse)
 	if err != nil {
 		return nil, err
 	}

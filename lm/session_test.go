@@ -32,13 +32,13 @@ func (kindGraphs) Build(k capture.Key) (*graph.Graph, error) {
 	e := ops.Embed(b, b.Weight("table", graph.F32, vocab, width), ids)
 	ops.KVWrite(b, e, b.State("slot", graph.F32, graph.Dyn, width), call, ops.SlotAttrs{})
 	ops.KVWrite(b, e, b.State("ring", graph.F32, graph.Dyn, width), call, ops.SlotAttrs{Ring: true})
-	ops.Store(b, ops.SliceRows(b, e, key.Rows-1, key.Rows), b.State("rec", graph.F32, 1, width))
+	ops.Store(b, ops.LastRow(b, e, call), b.State("rec", graph.F32, 1, width))
 	ops.Store(b, e, b.State("scratch", graph.F32, key.Rows, width))
 	if key.Want == "none" {
 		return b.Graph()
 	}
 	if key.Want == "last" && key.Rows > 1 {
-		e = ops.SliceRows(b, e, key.Rows-1, key.Rows)
+		e = ops.LastRow(b, e, call)
 	}
 	b.Output(e)
 	return b.Graph()

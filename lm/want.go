@@ -25,9 +25,9 @@
 //     weights for the same declarations;
 //   - Session: the backend, the weights on it and the capture engine (a
 //     Core), the states made on first use and bound by name, slots that
-//     double their capacity, prompt chunking, the call record, logits read
-//     into reused memory and checked for NaN, rollback by the states'
-//     kinds, snapshots, and closing;
+//     double their capacity, prompt chunking (on row buckets: BucketRows),
+//     the call record, logits read into reused memory and checked for
+//     NaN, rollback by the states' kinds, snapshots, and closing;
 //   - Want, RunChunks, CheckTokens: the pieces Session is made of, for a
 //     model whose forward runs more than one graph per chunk.
 //

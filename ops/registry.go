@@ -15,7 +15,7 @@ var defs = func() map[string]*Def {
 		OpAdd, OpSub, OpMul, OpSigmoid, OpSiLU, OpScale,
 		OpL2Norm, OpRMSNorm,
 		OpRope, OpKVWrite, OpAttention,
-		OpSliceRows, OpArgmax, OpStore,
+		OpSliceRows, OpLastRow, OpArgmax, OpStore,
 		OpSlerp, OpMix, OpSwiGLU, OpGatedNorm, OpNormRope,
 	} {
 		m[d.Op] = d

@@ -37,6 +37,33 @@ func SliceRows(b *graph.Builder, x *graph.Value, from, to int) *graph.Value {
 	return apply1(b, OpSliceRows, SliceAttrs{From: from, To: to}, x)
 }
 
+// OpLastRow takes the last row a call computes.
+var OpLastRow = &Def{
+	Op: "last_row",
+	Doc: "last_row(x[T, N], call) = x[u−1 : u, :], u = call[rows] (T when 0): the last row the call computes, as [1, N]. " +
+		"A plan built for a bucket of T rows reads out the last row in use of a shorter call.",
+	Arity: 2,
+	Rule: func(_ any, in []*graph.Value) (graph.Signature, error) {
+		x := in[0]
+		if err := wantF32("x", x); err != nil {
+			return graph.Signature{}, err
+		}
+		if len(x.Shape) != 2 || x.Shape[0] < 1 {
+			return graph.Signature{}, fmt.Errorf("x %s must be [rows ≥ 1, width]", x)
+		}
+		if err := checkCall(in[1]); err != nil {
+			return graph.Signature{}, err
+		}
+		return one(graph.F32, graph.Shape{1, x.Shape[1]}), nil
+	},
+}
+
+// LastRow is the last row of x that the call record's rows cover: the
+// last row in use of a plan built for a bucket of rows.
+func LastRow(b *graph.Builder, x, call *graph.Value) *graph.Value {
+	return apply1(b, OpLastRow, nil, x, call)
+}
+
 // OpArgmax finds each row's largest entry.
 var OpArgmax = &Def{
 	Op:    "argmax",

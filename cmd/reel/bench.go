@@ -20,7 +20,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mf := modelFlags{reuseLogits: true}
 	fs := newFlags("bench", "[--model DIR | --synthetic "+strings.Join(models.SyntheticNames(), "|")+"] [--prompt N] [--tokens N] [--device cpu|cuda]", `
 Bench measures prefill and decode speed: a prompt of --prompt tokens in
-chunks (run twice: the first builds the plans, the second is timed), then
+chunks (run twice: the first builds the plans, the second is timed; with
+--after, a prompt of that many tokens runs before both, as a process that
+has served another length: the first then builds only what that one's
+plans do not serve, a prompt chunk running the plan of its row bucket), then
 --tokens one-token forwards. With --synthetic it makes a model of
 a known shape with random weights (--dtype bf16 or f32), needing no file.
 It prints tokens/s, the plan's launches per decode token, the bytes of
@@ -37,6 +40,7 @@ timed the same way.`, stderr)
 	synthetic := fs.String("synthetic", "", "random-weight model of a known shape: "+strings.Join(models.SyntheticNames(), ", "))
 	dtype := fs.String("dtype", "bf16", "weight dtype of a synthetic model: bf16 or f32")
 	promptN := fs.Int("prompt", 128, "prompt tokens")
+	after := fs.Int("after", 0, "first run (untimed) a prompt of this many tokens, whose plans the timed prompts may share (see --buckets)")
 	tokens := fs.Int("tokens", 64, "decode tokens")
 	context := fs.Int("context", 32768, "the positions the states (KV caches) are sized for in the report's context line")
 	profile := fs.Bool("profile", false, "also time the last prompt chunk's and the decode plan's launches op by op (each followed by a sync)")
@@ -47,6 +51,9 @@ timed the same way.`, stderr)
 	}
 	if *promptN < 1 || *tokens < 1 {
 		return usagef("--prompt and --tokens must be positive")
+	}
+	if *after < 0 {
+		return usagef("--after %d is negative", *after)
 	}
 	if *context < 1 {
 		return usagef("--context %d: want at least one position", *context)
@@ -75,14 +82,25 @@ timed the same way.`, stderr)
 	}
 	defer l.Close()
 	s, vocab := l.session, l.model.Vocab()
-	ids := make([]int, *promptN)
+	ids := make([]int, max(*promptN, *after))
 	for i := range ids {
 		ids[i] = (i*31 + 7) % vocab
 	}
+	if *after > 0 {
+		bar := newProgress(mf.progressTo(), "prompt (--after)", int64(*after), progressTokens)
+		_, err = prefill(ctx, progressSession{s, bar}, ids[:*after], mf.chunkRows())
+		bar.Done()
+		if err != nil {
+			return err
+		}
+		s.Reset()
+	}
+	ids = ids[:*promptN]
 	// The prompt runs twice: first cold (its plans built, recorded and
 	// their memory allocated, as a process's first prompt of a length),
 	// then, after a reset, warm (every later prompt of that length).
 	var cold, prefillTime time.Duration
+	plans := s.Stats().Plans
 	for pass := range 2 {
 		if pass == 1 {
 			s.Reset()
@@ -99,6 +117,7 @@ timed the same way.`, stderr)
 		}
 		if pass == 0 {
 			cold = time.Since(t0)
+			plans = s.Stats().Plans - plans
 		} else {
 			prefillTime = time.Since(t0)
 		}
@@ -161,8 +180,12 @@ timed the same way.`, stderr)
 			fmt.Fprintln(&b, line)
 		}
 	}
-	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms (the first prompt, plans built: %.1f ms)\n",
-		*promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3, cold.Seconds()*1e3)
+	first := "the first prompt"
+	if *after > 0 {
+		first = fmt.Sprintf("the first prompt after one of %d tokens", *after)
+	}
+	fmt.Fprintf(&b, "prefill      %d tokens in %.3f s: %.1f tok/s, first token after %.1f ms (%s, plans built: %d, %.1f ms)\n",
+		*promptN, prefillTime.Seconds(), float64(*promptN)/prefillTime.Seconds(), prefillTime.Seconds()*1e3, first, plans, cold.Seconds()*1e3)
 	free := int64(-1)
 	if mm, ok := l.be.(memoryMeter); ok {
 		used, total, err := mm.MemoryInUse()
@@ -263,7 +286,13 @@ func writePromptWork(b *strings.Builder, pl models.Planner, n, chunk int, be any
 		if !ok {
 			return nil // the session ran other plans (a model of its own stages)
 		}
-		flops += productFLOPs(p)
+		// a chunk on the plan of a bucket of more rows: its rows' share
+		// (the padding's products are not the prompt's work)
+		planRows := rows
+		if v := p.Graph.Lookup(lm.InputIDs); v != nil && len(v.Shape) == 1 && v.Shape[0] > rows {
+			planRows = v.Shape[0]
+		}
+		flops += productFLOPs(p) * float64(rows) / float64(planRows)
 		a += rows
 	}
 	rate := flops / t.Seconds()

@@ -78,3 +78,24 @@ func TestBenchWindows(t *testing.T) {
 		require.Contains(t, errOut, "--windows", bad)
 	}
 }
+
+// TestBenchAfter: a prompt after one of another length of its row bucket
+// builds no plan; with --buckets off it builds its own.
+func TestBenchAfter(t *testing.T) {
+	for _, tc := range []struct {
+		buckets, want string
+	}{
+		{"2", "(the first prompt after one of 18 tokens, plans built: 0, "},
+		{"off", "(the first prompt after one of 18 tokens, plans built: 1, "},
+		{"0", "(the first prompt after one of 18 tokens, plans built: 1, "}, // the CPU's default: off
+	} {
+		code, out, errOut := reel("bench", "--model", "../../testdata/dense/llama3-13", "--prompt", "21", "--after", "18", "--tokens", "2", "--buckets", tc.buckets)
+		require.Equal(t, exitOK, code, errOut)
+		require.Contains(t, out, tc.want, "--buckets %s", tc.buckets)
+	}
+	for _, args := range [][]string{{"--after", "-1"}, {"--buckets", "9"}, {"--buckets", "x"}} {
+		code, _, errOut := reel(append([]string{"bench"}, args...)...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)
+		require.Contains(t, errOut, args[0][2:], "%v", args)
+	}
+}

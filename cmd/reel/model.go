@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"unicode"
@@ -30,6 +31,7 @@ type modelFlags struct {
 	device  string
 	threads int
 	chunk   int
+	buckets bucketsFlag
 	quant   string // --quant: the format to quantize at load, or ""
 	cuda    cudaFlags
 	params  map[string]*string
@@ -53,6 +55,9 @@ func (f *modelFlags) register(fs *flag.FlagSet, defaultModel bool) {
 	fs.StringVar(&f.device, "device", "cpu", "backend: cpu or cuda")
 	fs.IntVar(&f.threads, "threads", 0, "CPU goroutines per kernel (0: every core)")
 	fs.IntVar(&f.chunk, "chunk", 0, fmt.Sprintf("rows of a prompt chunk (0: %d on cuda, the fastest measured on the H200; %d on cpu)", cudaChunk, lm.DefaultChunk))
+	fs.Var(&f.buckets, "buckets", fmt.Sprintf("a prompt chunk runs the plan of the smallest row bucket that holds it, so prompts of nearby lengths share one plan: "+
+		"N buckets per doubling of rows from %d, up to the chunk (%d: %s; 1: %s), or off: a plan per length (0: the device's default, %d on cuda, off on cpu, where a plan costs little to build and a padded row its whole arithmetic)",
+		lm.MinBucket, lm.DefaultBuckets, bucketLadder(lm.DefaultBuckets), bucketLadder(1), lm.DefaultBuckets))
 	registerQuant(fs, &f.quant)
 	fs.BoolVar(&f.cuda.graphs, "graphs", true, "cuda: record decode plans as CUDA graphs and replay them (false: launch eagerly; REEL_GRAPHS=0 too)")
 	fs.BoolVar(&f.cuda.f32AsBF16, "f32-as-bf16", false, "cuda: store f32 matrices as bf16")
@@ -110,6 +115,7 @@ func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options
 	o := models.Options{SessionOptions: lm.SessionOptions{
 		Options:     lm.Options{Backend: be, Logger: logger(ctx), Progress: progressFunc(f.progressTo(), "loading weights", progressBytes)},
 		Chunk:       f.chunkRows(),
+		Buckets:     f.buckets.n,
 		ReuseLogits: f.reuseLogits,
 	}, Params: map[string]string{}, Drafting: f.drafting}
 	for n, v := range f.params {
@@ -118,6 +124,45 @@ func (f *modelFlags) options(ctx context.Context, be ops.Backend) models.Options
 		}
 	}
 	return o
+}
+
+// bucketsFlag is --buckets: the row buckets per doubling that prompt
+// chunks' plans are built for (lm.SessionOptions.Buckets), or off; set
+// says the flag was given.
+type bucketsFlag struct {
+	n   int
+	set bool
+}
+
+func (f *bucketsFlag) String() string {
+	if f.n < 0 {
+		return "off"
+	}
+	return strconv.Itoa(f.n)
+}
+
+func (f *bucketsFlag) Set(s string) error {
+	if s == "off" {
+		f.n, f.set = lm.BucketsOff, true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > lm.MaxBuckets {
+		return fmt.Errorf("want off, or 0 to %d buckets per doubling of rows", lm.MaxBuckets)
+	}
+	f.n, f.set = n, true
+	return nil
+}
+
+// bucketLadder writes the first buckets of steps per doubling.
+func bucketLadder(steps int) string {
+	var out []string
+	for n := lm.MinBucket; len(out) < 2*steps+1; n++ {
+		if b := lm.BucketRows(n, math.MaxInt32, steps); b == n {
+			out = append(out, strconv.Itoa(b))
+		}
+	}
+	return strings.Join(out, ", ") + ", ..."
 }
 
 // cudaChunk is the default prompt chunk on CUDA: on the H200 Dory 4B

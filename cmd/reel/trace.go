@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/planner"
 	"github.com/reel-runtime/reel/trace"
@@ -166,18 +167,25 @@ func (f *modelFlags) openTraced(ctx context.Context, po *planner.Options) (*load
 	if err != nil {
 		return nil, err
 	}
-	return f.start(ctx, dir, tracedModel{m, po})
+	return f.start(ctx, dir, tracedModel{m, po, !f.buckets.set})
 }
 
-// tracedModel is a model whose sessions plan with its planner options.
+// tracedModel is a model whose sessions plan with its planner options
+// and, unless --buckets was given, run every chunk on a plan of its own
+// rows (lm.BucketsOff), so that each traced value holds the call's rows
+// and no padding.
 type tracedModel struct {
 	models.Model
-	po *planner.Options
+	po    *planner.Options
+	exact bool
 }
 
 // NewSession starts a session of the model with the planner options set.
 func (m tracedModel) NewSession(o models.Options) (models.Session, error) {
 	o.Planner = m.po
+	if m.exact {
+		o.Buckets = lm.BucketsOff
+	}
 	return m.Model.NewSession(o)
 }
 

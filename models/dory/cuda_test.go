@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/ops/cuda"
 	"github.com/reel-runtime/reel/ops/cuda/cudatest"
@@ -138,5 +139,28 @@ func TestCUDAPromptPrecision(t *testing.T) {
 		t.Logf("exact activations %v: max abs logit diff from the CPU %.3g; %d of %d greedy ids missed", c.exact, worst, misses, len(g.GreedyIDs))
 		require.Less(t, worst, c.bound)
 		require.LessOrEqual(t, misses, len(g.GreedyIDs)/100)
+	}
+}
+
+// TestCUDABuckets is TestBuckets on the card, within 1e-3, and the golden
+// prompts on a bucket's plan (23 rows on 24).
+func TestCUDABuckets(t *testing.T) {
+	be := cudaBackend(t, cuda.Options{})
+	raw, err := os.ReadFile(filepath.Join(testdata, "dory", "golden.json"))
+	require.NoError(t, err)
+	var cases []goldenCase
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	for _, c := range cases {
+		if c.Chunk != len(c.IDs) {
+			continue
+		}
+		m := loadModel(t, filepath.Join(testdata, "dory", c.Model))
+		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: 64, Buckets: lm.DefaultBuckets}})
+		out, err := s.ForwardLoops(c.IDs, 0, c.Loops, lm.WantLast)
+		require.NoError(t, err)
+		d := maxAbsDiff(rowsOf(t, out)[0], c.LogitsLast)
+		t.Logf("%s on a bucket's plan: max abs diff %.3g", c.Model, d)
+		require.Less(t, d, 1e-3, c.Model)
+		modeltest.CheckBuckets(t, m, be, "", 1e-3)
 	}
 }

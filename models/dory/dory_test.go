@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models/modeltest"
 	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/sample"
 )
@@ -79,18 +80,41 @@ func TestGolden(t *testing.T) {
 			m = loadModel(t, filepath.Join(testdata, "dory", c.Model))
 			models[c.Model] = m
 		}
-		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: c.Chunk}})
-		var last []float32
-		for a := 0; a < len(c.IDs); a += c.Chunk {
-			b := min(a+c.Chunk, len(c.IDs))
-			out, err := s.ForwardLoops(c.IDs[a:b], a, c.Loops, lm.WantLast)
-			require.NoError(t, err)
-			last = rowsOf(t, out)[0]
+		chunks := []int{c.Chunk}
+		if c.Chunk == len(c.IDs) {
+			// also on row buckets: the whole prompt on a plan of 24 rows
+			chunks = append(chunks, 64)
+			if m.Config.KV == PerLoop {
+				// and 14 rows then 9 on the plan of 14 (a last_loop
+				// cache's logits depend on the chunks: its golden is
+				// the one chunk's)
+				chunks = append(chunks, 14)
+			}
 		}
-		require.Len(t, last, len(c.LogitsLast))
-		d := maxAbsDiff(last, c.LogitsLast)
-		t.Logf("%s chunk %d: max abs diff %.3g", c.Model, c.Chunk, d)
-		require.Less(t, d, 1e-4, "%s chunk %d", c.Model, c.Chunk)
+		for _, chunk := range chunks {
+			s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk, Buckets: lm.DefaultBuckets}})
+			var last []float32
+			for a := 0; a < len(c.IDs); a += chunk {
+				b := min(a+chunk, len(c.IDs))
+				out, err := s.ForwardLoops(c.IDs[a:b], a, c.Loops, lm.WantLast)
+				require.NoError(t, err)
+				last = rowsOf(t, out)[0]
+			}
+			require.Len(t, last, len(c.LogitsLast))
+			d := maxAbsDiff(last, c.LogitsLast)
+			t.Logf("%s chunk %d: max abs diff %.3g", c.Model, chunk, d)
+			require.Less(t, d, 1e-4, "%s chunk %d", c.Model, chunk)
+		}
+	}
+}
+
+// TestBuckets: two prompt lengths of one row bucket share its plan, and
+// their logits are those of plans of their own rows, on both KV modes.
+func TestBuckets(t *testing.T) {
+	for _, name := range []string{"dory-tiny-per_loop", "dory-tiny-last_loop"} {
+		t.Run(name, func(t *testing.T) {
+			modeltest.CheckBuckets(t, loadModel(t, filepath.Join(testdata, "dory", name)), cpu.New(2), "", 1e-5)
+		})
 	}
 }
 

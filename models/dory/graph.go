@@ -191,7 +191,7 @@ func (g *builder) head(h *graph.Value, want lm.Want) *graph.Value {
 	c, b := g.c, g.b
 	defer b.Push("head")()
 	if want == lm.WantLast && g.rows > 1 {
-		h = ops.SliceRows(b, h, g.rows-1, g.rows)
+		h = ops.LastRow(b, h, g.call) // the last row in use: a chunk may run on a bucket's plan
 	}
 	logits := ops.MatMul(b, h, g.matrix("lm_head.weight", c.Vocab, c.Hidden))
 	return b.Label(ops.Mul(b, logits, g.vector("lm_head.logit_scale", c.Vocab)), "logits")

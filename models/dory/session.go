@@ -189,7 +189,7 @@ func (s *Session) chunk(ids []int, pos, loops int, want lm.Want) ([]float32, err
 	if s.opts.Gate.Kind != NoGate && len(ids) == 1 && want != lm.WantNone && loops == 2 {
 		return s.gated(ids, pos, want)
 	}
-	return s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: len(ids)}, ids, pos)
+	return s.stage(Key{Stage: All, Loops: loops, Want: want, Rows: s.PlanRows(len(ids))}, ids, pos)
 }
 
 // gated runs one token under the early-exit gate.
@@ -235,9 +235,10 @@ func (s *Session) gated(ids []int, pos int, want lm.Want) ([]float32, error) {
 	}
 }
 
-// stage runs one stage plan and reads its logits.
+// stage runs one stage plan over ids (the plan's rows, or fewer: a
+// bucket's plan) and reads its logits.
 func (s *Session) stage(k Key, ids []int, pos int) ([]float32, error) {
-	logits, _, err := s.RunLogits(k, pos, k.Rows, k.Want, lm.Inputs{IDs: ids})
+	logits, _, err := s.RunLogits(k, pos, len(ids), k.Want, lm.Inputs{IDs: ids})
 	return logits, err
 }
 

@@ -138,7 +138,7 @@ func Build(c *Config, k Key, st lm.Stored) (*graph.Graph, error) {
 	}
 	defer b.Push("head")()
 	if k.Want == lm.WantLast && k.Rows > 1 {
-		x = ops.SliceRows(b, x, k.Rows-1, k.Rows)
+		x = ops.LastRow(b, x, g.call) // the last row in use: a chunk may run on a bucket's plan
 	}
 	head := embed
 	if !c.Tied {

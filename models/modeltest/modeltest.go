@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,6 +127,82 @@ func CheckChunks(t testing.TB, m models.Model, be ops.Backend, ids []int, prompt
 		}
 		if !(d < tol) {
 			t.Fatalf("chunks of %d: |logit - one forward's| %.3g: want below %g", size, d, tol)
+		}
+	}
+}
+
+// BucketChunks are the chunk sizes CheckBuckets runs goldens in (on
+// lm.DefaultBuckets, whatever the backend's default): the default (64
+// rows), where a golden's whole sequence and its
+// first half run padded to a bucket (17 rows on 24, 40 on 48), and 15,
+// where remainders of 9 to 14 rows run on a plan of 15.
+var BucketChunks = []int{0, 15}
+
+// CheckBuckets checks m's prompt chunks on row buckets (lm.BucketRows) on
+// be: with dir, its golden.json within tol (CheckGolden) on sessions of
+// BucketChunks; and prompts of 18 and 21 ids (one bucket of 24 rows) on a
+// session of chunks of 64, the second built no plan, their logits (every
+// row's, and the last row's alone) and a decode token's after them within
+// tol of a session of exact rows (lm.BucketsOff).
+func CheckBuckets(t testing.TB, m models.Model, be ops.Backend, dir string, tol float64) {
+	t.Helper()
+	open := func(chunk, buckets int) models.Session {
+		s, err := m.NewSession(models.Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: chunk, Buckets: buckets}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	if dir != "" {
+		for _, chunk := range BucketChunks {
+			CheckGolden(t, open(chunk, lm.DefaultBuckets), dir, tol)
+		}
+	}
+	ids := make([]int, 21)
+	for i := range ids {
+		ids[i] = (i*7919 + 3) % m.Vocab()
+	}
+	s, exact := open(64, lm.DefaultBuckets), open(64, lm.BucketsOff)
+	plans := 0
+	for _, n := range []int{18, 21} {
+		if b := lm.BucketRows(n, 64, lm.DefaultBuckets); b != 24 {
+			t.Fatalf("%d rows run on a plan of %d, not of 24", n, b)
+		}
+		var res [2][]float32 // the bucket's plan's logits, then exact rows'
+		for i, ses := range []models.Session{s, exact} {
+			ses.Reset()
+			out, err := ses.Forward(ids[:n], 0, lm.WantAll)
+			if err != nil {
+				t.Fatalf("%d rows: %v", n, err)
+			}
+			next, err := ses.Forward(ids[:1], n, lm.WantLast)
+			if err != nil {
+				t.Fatalf("a token after %d rows: %v", n, err)
+			}
+			ses.Reset()
+			last, err := ses.Forward(ids[:n], 0, lm.WantLast) // the last row in use
+			if err != nil {
+				t.Fatalf("%d rows, the last's logits: %v", n, err)
+			}
+			res[i] = slices.Concat(out.Data().([]float32), next.Data().([]float32), last.Data().([]float32))
+		}
+		got, want := res[0], res[1]
+		if len(got) != (n+2)*m.Vocab() || len(want) != len(got) {
+			t.Fatalf("%d rows: %d and %d logits, want %d", n, len(got), len(want), (n+2)*m.Vocab())
+		}
+		var d float64
+		for i := range want {
+			d = max(d, math.Abs(float64(got[i]-want[i])))
+		}
+		if !(d < tol) {
+			t.Fatalf("%d rows on a bucket's plan: |logit - exact rows'| %.3g: want below %g", n, d, tol)
+		}
+		t.Logf("%d rows on a bucket's plan: |logit - exact rows'| %.3g", n, d)
+		if n == 18 {
+			plans = s.Stats().Plans
+		} else if p := s.Stats().Plans; p != plans {
+			t.Fatalf("a prompt of 21 rows after one of 18 built %d plans: want none (one bucket of 24)", p-plans)
 		}
 	}
 }

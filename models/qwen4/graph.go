@@ -341,7 +341,7 @@ func (g *builder) head(mixer string, x *graph.Value, want lm.Want) *graph.Value 
 	c, b := g.c, g.b
 	defer b.Push("head")()
 	if want == lm.WantLast && g.rows > 1 {
-		x = ops.SliceRows(b, x, g.rows-1, g.rows)
+		x = ops.LastRow(b, x, g.call) // the last row in use: a chunk may run on a bucket's plan
 	}
 	u, _ := g.residualIn(mixer, x)
 	return b.Label(ops.MatMul(b, u, g.weight("lm_head.weight", c.Vocab, c.Hidden)), "logits")

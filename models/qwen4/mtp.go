@@ -24,7 +24,7 @@ func (s *Session) feedHead(prev []float32, ids []int, pos int, hs []float32) err
 		first, next = pos, ids[1:]
 	}
 	if len(next) > 0 {
-		k := Key{Stage: Draft, Want: lm.WantNone, Rows: len(next)}
+		k := Key{Stage: Draft, Want: lm.WantNone, Rows: s.PlanRows(len(next))} // a bucket's plan, the hidden rows padded
 		if _, err := s.Run(k, first, len(next), lm.Inputs{IDs: next, F32: map[string][]float32{InputHidden: pairs}}); err != nil {
 			return fmt.Errorf("mtp (the forward itself ran: the cache holds %d positions): %w", s.Pos(), err)
 		}

@@ -1,6 +1,7 @@
 package qwen4
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -296,17 +297,25 @@ func TestVerify(t *testing.T) {
 	wrong := func(tok int) int { return (tok + 1) % m.Config.Vocab }
 
 	for _, c := range []struct {
-		name   string
-		drafts []int // after want[0]
-		accept int
+		name    string
+		drafts  []int // after want[0]
+		accept  int
+		buckets int
 	}{
-		{"all", want[1:5], 4},
-		{"some", []int{want[1], want[2], wrong(want[3]), want[4]}, 2},
-		{"none", []int{wrong(want[1]), want[2]}, 0},
-		{"no drafts", nil, 0},
+		{"all", want[1:5], 4, 0},
+		{"some", []int{want[1], want[2], wrong(want[3]), want[4]}, 2, 0},
+		{"none", []int{wrong(want[1]), want[2]}, 0, 0},
+		{"no drafts", nil, 0, 0},
+		// the prompt of 9 rows on a bucket's plan of 16: the windows, and
+		// what they leave, are the same
+		{"some/buckets", []int{want[1], want[2], wrong(want[3]), want[4]}, 2, lm.DefaultBuckets},
+		{"none/buckets", []int{wrong(want[1]), want[2]}, 0, lm.DefaultBuckets},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSession(t, m, Options{})
+			s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Buckets: c.buckets}})
+			if c.buckets > 0 {
+				require.Equal(t, 16, s.PlanRows(len(ids)))
+			}
 			_, err := s.Forward(ids, 0, lm.WantLast)
 			require.NoError(t, err)
 			require.NoError(t, s.Snapshot())
@@ -360,9 +369,18 @@ func TestVerifyFunc(t *testing.T) {
 // TestSpeculativeGreedy: greedy decoding with MTP drafts and windows gives
 // the tokens of plain greedy decoding.
 func TestSpeculativeGreedy(t *testing.T) {
-	m, ids, want, _ := speculation(t, 24)
+	for _, buckets := range []int{lm.BucketsOff, lm.DefaultBuckets} {
+		t.Run(fmt.Sprintf("buckets=%d", buckets), func(t *testing.T) { speculativeGreedy(t, buckets) })
+	}
+}
 
-	s := newSession(t, m, Options{})
+// speculativeGreedy is TestSpeculativeGreedy with the prompt's chunks on
+// the plans of a session of buckets (lm.SessionOptions.Buckets).
+func speculativeGreedy(t *testing.T, buckets int) {
+	m, ids, want, _ := speculation(t, 24)
+	opts := Options{SessionOptions: lm.SessionOptions{Buckets: buckets}}
+
+	s := newSession(t, m, opts)
 	out, err := s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	next := sample.Argmax(rowsOf(t, out)[0])
@@ -385,7 +403,7 @@ func TestSpeculativeGreedy(t *testing.T) {
 	// drafts from an oracle that knows the greedy tokens and errs at
 	// random: windows of 0 to 5 drafts, every prefix length accepted
 	rng := rand.New(rand.NewPCG(5, 9))
-	s = newSession(t, m, Options{})
+	s = newSession(t, m, opts)
 	out, err = s.Forward(ids, 0, lm.WantLast)
 	require.NoError(t, err)
 	next = sample.Argmax(rowsOf(t, out)[0])

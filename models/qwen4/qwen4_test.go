@@ -171,8 +171,8 @@ func TestChunkedPrefill(t *testing.T) {
 			st := one.Stats()
 			t.Logf("one row per call: %s", st)
 			require.Equal(t, capture.Stats{Plans: 1, Records: 1, Updates: 3, Hits: len(ids) - 4}, st)
-			for _, chunk := range []int{3, 7, 64} {
-				s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk, Capacity: 4}})
+			for _, chunk := range []int{3, 7, 20, 64} { // 20: 13 rows on a bucket of 16; 64: 33 on 48
+				s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Chunk: chunk, Capacity: 4, Buckets: lm.DefaultBuckets}})
 				out, err := s.Forward(ids, 0, lm.WantAll)
 				require.NoError(t, err)
 				d := maxDiff(t, rowsOf(t, out), ref)

@@ -85,11 +85,12 @@ func (s *Session) Forward(ids []int, pos0 int, want lm.Want) (*tensor.Dense, err
 	return d, nil
 }
 
-// chunk runs one plan of the forward over ids at pos (and the MTP head over
-// the pairs it completes).
+// chunk runs one plan of the forward over ids at pos (the plan of their
+// bucket's rows, lm.Session.PlanRows; a speculation window's own) and the
+// MTP head over the pairs it completes.
 func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	rows := len(ids)
-	k := Key{Stage: Forward, Want: want, Rows: rows, Hidden: s.mtp, Tape: s.Windowed() && s.c.Recurrent()}
+	k := Key{Stage: Forward, Want: want, Rows: s.PlanRows(rows), Hidden: s.mtp, Tape: s.Windowed() && s.c.Recurrent()}
 	outs, err := s.Run(k, pos, rows, lm.Inputs{IDs: ids})
 	if err != nil {
 		return nil, err
@@ -109,7 +110,7 @@ func (s *Session) chunk(ids []int, pos int, want lm.Want) ([]float32, error) {
 	if !s.mtp {
 		return logits, nil
 	}
-	hs, err := s.Core().ReadF32(outs[len(outs)-1])
+	hs, err := s.Core().ReadF32N(outs[len(outs)-1], rows*s.c.Streams*s.c.Hidden, nil) // the rows in use
 	if err != nil {
 		return nil, err
 	}

@@ -200,6 +200,30 @@ func sliceRowsKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, e
 	}), nil
 }
 
+// lastRowKernel copies the last row the call record covers.
+func lastRowKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	x, y, err := xAndOutput(in[0], out[0])
+	if err != nil {
+		return nil, err
+	}
+	w := n.Inputs[0].Shape.Last()
+	if w <= 0 || len(x)%w != 0 || len(y) != w {
+		return nil, fmt.Errorf("the last row of %d-element rows: x has %d elements, output %d", w, len(x), len(y))
+	}
+	rows, call := len(x)/w, in[1]
+	return ops.StepFunc(func() error {
+		_, used, err := callRecord(n.Op, call, rows)
+		if err != nil {
+			return err
+		}
+		if used == 0 {
+			return fmt.Errorf("%s: a plan of no rows", n.Op)
+		}
+		copy(y, x[(used-1)*w:used*w])
+		return nil
+	}), nil
+}
+
 // argmaxKernel finds each row's largest entry: the lowest index on ties, NaN
 // entries skipped, -1 for a row of NaNs only.
 func argmaxKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {

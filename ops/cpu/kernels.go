@@ -41,6 +41,7 @@ var commonKernels = map[string]kernelFunc{
 	"kv_write":       kvWriteKernel,
 	"attention":      attentionKernel,
 	"slice_rows":     sliceRowsKernel,
+	"last_row":       lastRowKernel,
 	"argmax":         argmaxKernel,
 	"slerp":          slerpKernel,
 	"mix":            mixKernel,

@@ -11,8 +11,8 @@ import (
 )
 
 // Binders of the elementwise ops (add, sub, mul, sigmoid, silu, scale, the
-// fused elementwise_chain and swiglu) and of the row gathers slice_rows and
-// argmax; the kernels are in kernels/elementwise.cu.
+// fused elementwise_chain and swiglu) and of the row gathers slice_rows,
+// last_row and argmax; the kernels are in kernels/elementwise.cu.
 
 func bindBinary(op int32) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
@@ -163,6 +163,27 @@ func bindSliceRows(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 	}
 	s := be.newSteps()
 	s.copyBytes(y.ptr, x.ptr.Offset(uint64(4*at.From*w)), 4*y.n)
+	return s, nil
+}
+
+// bindLastRow copies the last row the call record covers (kernel
+// last_row: the row is read on the device, so one recording serves every
+// call of a bucket).
+func bindLastRow(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	x, call, y := in[0], in[1], out[0]
+	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+		return nil, err
+	}
+	if err := checkCall(call); err != nil {
+		return nil, err
+	}
+	w := n.Inputs[0].Shape.Last()
+	if w <= 0 || x.n%w != 0 || x.n == 0 || y.n != w {
+		return nil, fmt.Errorf("the last row of %d-element rows: x has %d elements, output %d", w, x.n, y.n)
+	}
+	s := be.newSteps()
+	g, b := grid1(int64(w))
+	s.add("last_row", g, b, 0, x.ptr, y.ptr, call.ptr, be.errRec, int32(x.n/w), int64(w))
 	return s, nil
 }
 

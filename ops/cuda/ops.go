@@ -35,6 +35,7 @@ var binders = map[string]binder{
 	"qkv_prep":            bindQKVPrep,
 	"norm_matmul":         bindNormMatMul,
 	"slice_rows":          bindSliceRows,
+	"last_row":            bindLastRow,
 	"argmax":              bindArgmax,
 	"store":               bindStore,
 	"slerp":               bindRowFuse(0),

@@ -397,6 +397,11 @@ func kvWriteCases() []Case {
 		{3, 16, 4, 6, 0, true, ""}, // wraps
 		{6, 8, 4, 1, 0, true, ""},  // more rows than the ring holds
 		{4, 8, 8, 6, 2, false, ""}, // padded: only two rows are real
+		// a plan built for a bucket of rows: the call's rows fit the
+		// slot, the plan's would not; a ring of fewer rows than the plan's
+		{40, 32, 24, 0, 23, false, ""},
+		{40, 16, 32, 50, 29, true, ""},
+		{6, 8, 4, 1, 3, true, ""},
 		{3, 32, 8, 6, 0, false, "capacity"},
 		{1, 8, 8, 8, 0, false, "capacity"},
 	} {
@@ -480,6 +485,13 @@ func attentionCases() []Case {
 		{heads: 4, kvHeads: 4, hd: 64, rows: 20, pos: 3, capacity: 32, used: 18},
 		{heads: 12, kvHeads: 1, hd: 64, rows: 16, pos: 0, capacity: 16},
 		{heads: 16, kvHeads: 1, hd: 40, rows: 19, pos: 60, capacity: 80, unscaled: true},
+		// plans built for a bucket of rows: fewer rows in use than the
+		// plan's (below 16 too), slots that hold the call's positions
+		// but not the plan's, windows and rings
+		{heads: 4, kvHeads: 2, hd: 32, rows: 16, pos: 5, capacity: 14, used: 9},
+		{heads: 8, kvHeads: 2, hd: 64, rows: 48, pos: 90, capacity: 96, window: 40, ring: true, used: 37},
+		{heads: 16, kvHeads: 4, hd: 128, rows: 64, pos: 0, capacity: 40, window: 32, used: 40},
+		{heads: 12, kvHeads: 1, hd: 64, rows: 24, pos: 300, capacity: 317, used: 17},
 		{heads: 4, kvHeads: 2, hd: 32, rows: 20, pos: 10, capacity: 24, err: "capacity"},
 		// several blocks and tiles of keys: tiles every row of a block
 		// sees whole (no mask), windows, a ring that wraps, rows left
@@ -557,6 +569,35 @@ func rowCases() []Case {
 			},
 			Ref: func(in [][]float64) [][]float64 { return [][]float64{append([]float64(nil), in[0][from*n:to*n]...)} },
 			Tol: 0,
+		})
+	}
+	// last_row: every row in use (0), fewer (a bucket's plan), one row, and
+	// a record asking for more rows than the plan has
+	for _, s := range []struct {
+		rows, n, pos, used int
+		err                string
+	}{
+		{5, 33, 0, 0, ""}, {5, 33, 7, 3, ""}, {1, 7, 0, 0, ""}, {1, 7, 4, 1, ""},
+		{16, 65, 0, 9, ""}, {48, 129, 100, 37, ""}, {24, 4099, 3, 24, ""},
+		{5, 33, 0, 6, "asks for 6 rows of a 5-row plan"},
+	} {
+		name := fmt.Sprintf("last_row/%dx%d/pos=%d/used=%d", s.rows, s.n, s.pos, s.used)
+		if s.err != "" {
+			name = "last_row/error/" + name[len("last_row/"):]
+		}
+		m := newMaker(name)
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{m.in("x", s.rows, s.n), call(s.pos, s.used)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return []*graph.Value{ops.LastRow(b, in[0], in[1])}
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				_, used := callRows(in[1], s.rows)
+				return [][]float64{append([]float64(nil), in[0][(used-1)*s.n:used*s.n]...)}
+			},
+			Tol:     0,
+			WantErr: s.err,
 		})
 	}
 	for _, s := range [][2]int{{1, 1}, {5, 33}, {3, 129}, {2, 20000}} {
@@ -788,23 +829,30 @@ func plannerCases() []Case {
 	}
 	cs = append(cs, swigluNormMatMulCases()...)
 	for i, s := range []struct {
-		rows, heads, hd, rot, pos, capacity int
-		ring                                bool
-		scaling                             ops.RopeScaling
+		rows, heads, hd, rot, pos, capacity, used int
+		ring                                      bool
+		scaling                                   ops.RopeScaling
 	}{
-		{1, 2, 16, 16, 5, 8, false, ops.RopeScaling{}}, {3, 1, 66, 32, 9, 4, true, ops.RopeScaling{}}, {4, 4, 8, 8, 0, 4, false, ops.RopeScaling{}},
-		{2, 2, 16, 16, 6, 8, false, ropeScalings["yarn"]}, {3, 1, 66, 64, 9, 4, true, ropeScalings["llama3"]},
+		{1, 2, 16, 16, 5, 8, 0, false, ops.RopeScaling{}}, {3, 1, 66, 32, 9, 4, 0, true, ops.RopeScaling{}}, {4, 4, 8, 8, 0, 4, 0, false, ops.RopeScaling{}},
+		{2, 2, 16, 16, 6, 8, 0, false, ropeScalings["yarn"]}, {3, 1, 66, 64, 9, 4, 0, true, ropeScalings["llama3"]},
+		// padded: a plan built for a bucket of rows, the slot holding the
+		// call's positions only; a ring of fewer rows than the plan's
+		{6, 2, 16, 16, 5, 8, 3, false, ops.RopeScaling{}}, {40, 2, 64, 32, 10, 36, 25, false, ops.RopeScaling{}},
+		{24, 1, 32, 32, 50, 16, 19, true, ops.RopeScaling{}},
 	} {
 		scaled := i != 1
 		name := fmt.Sprintf("norm_rope_kv/%dx%dx%d/rot=%d/pos=%d/cap=%d/ring=%v/scaled=%v", s.rows, s.heads, s.hd, s.rot, s.pos, s.capacity, s.ring, scaled) +
 			ropeName(s.scaling)
+		if s.used > 0 {
+			name += fmt.Sprintf("/used=%d", s.used)
+		}
 		m := newMaker(name)
 		w := s.heads * s.hd
 		at := ops.NormRopeKVAttrs{
 			NormRope: ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: 1e4, Scaling: s.scaling}, Eps: 1e-6},
 			Slot:     ops.SlotAttrs{Ring: s.ring},
 		}
-		inputs := []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, w), call(s.pos, 0), m.slot("slot", s.capacity, w)}
+		inputs := []Tensor{m.tensor("x", graph.Input, graph.F32, 3, s.rows, w), call(s.pos, s.used), m.slot("slot", s.capacity, w)}
 		if scaled {
 			inputs = append(inputs, m.tensor("s", graph.Input, graph.F32, 2, w))
 		}
@@ -821,7 +869,8 @@ func plannerCases() []Case {
 					scale = in[3]
 				}
 				y := refNormRope(in[0], w, at.NormRope.Rope, s.pos, float64(float32(1e-6)), scale)
-				return [][]float64{refKVWrite(in[2], y, w, s.pos, s.rows, s.ring)}
+				pos, used := callRows(in[1], s.rows)
+				return [][]float64{refKVWrite(in[2], y, w, pos, used, s.ring)}
 			},
 			Tol: TolF32,
 		})

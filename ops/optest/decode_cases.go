@@ -41,6 +41,10 @@ func qkvPrepCases() []Case {
 		{rows: 20, hq: 9, hk: 2, hd: 32, rot: 16, pos: 3, capacity: 32, scaled: true},
 		{rows: 18, hq: 8, hk: 4, hd: 64, rot: 64, pos: 0, capacity: 24, used: 17},
 		{rows: 16, hq: 4, hk: 2, hd: 16, rot: 16, pos: 40, capacity: 24, ring: true, scaled: true},
+		// a plan built for a bucket of rows: the slot holds the call's
+		// positions, not the plan's; a padded ring chunk
+		{rows: 32, hq: 8, hk: 2, hd: 64, rot: 32, pos: 3, capacity: 24, used: 21, scaled: true},
+		{rows: 24, hq: 4, hk: 2, hd: 32, rot: 32, pos: 70, capacity: 16, used: 19, ring: true},
 	} {
 		kind := "linear"
 		if s.ring {

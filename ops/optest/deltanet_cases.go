@@ -128,6 +128,11 @@ func convCases() []Case {
 		{12, 8, 2, 2, 40, 0, ops.ActSiLU, graph.F32, true}, // more rows than the ring holds
 		{1, 65, 4, 3, 100, 0, ops.ActSiLU, graph.BF16, true},
 		{40, 130, 4, 1, 10, 0, ops.ActSiLU, graph.BF16, true},
+		// plans built for a bucket of rows: the ring takes the call's
+		// last rows (a GDN conv, a PLE conv dilated by the n-gram)
+		{40, 24, 4, 1, 10, 27, ops.ActSiLU, graph.BF16, true},
+		{32, 16, 2, 3, 5, 11, ops.ActSiLU, graph.F32, true},
+		{16, 8, 4, 1, 0, 2, ops.ActSiLU, graph.F32, true},
 	} {
 		name := fmt.Sprintf("causal_conv/%s/%dx%d/k=%d/dil=%d/pos=%d/used=%d/act=%s", s.dt, s.rows, s.c, s.k, s.dil, s.pos, s.used, s.act)
 		m := newMaker(name)
@@ -225,6 +230,9 @@ func scanShapes() []scanShape {
 		{1, 3, 16, 16, 5, 2, 3, false, 1.5}, {1, 2, 8, 8, 1, 9, 0, false, 1.5}, {2, 8, 32, 16, 12, 0, 0, false, 1.5},
 		{1, 1, 16, 16, 16, 0, 0, true, 0.1}, {2, 2, 32, 32, 70, 0, 0, true, 0.05}, {1, 3, 64, 64, 130, 11, 0, true, 0.1},
 		{2, 6, 32, 64, 200, 0, 0, true, 1.5}, {1, 3, 64, 32, 200, 300, 141, true, 0.02}, {2, 2, 36, 40, 129, 5, 0, true, 0.3},
+		// plans built for a bucket of rows: fewer rows in use than a
+		// chunk (the chunked form runs from 16 plan rows), or than the plan
+		{1, 2, 16, 16, 32, 4, 9, true, 0.1}, {2, 4, 32, 32, 64, 7, 50, true, 0.1},
 	}
 }
 

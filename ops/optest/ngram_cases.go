@@ -57,6 +57,7 @@ func ngramCases() []Case {
 		{"tiny", tiny, []int{1}, []int{9, 8}, 7, 0, 0},                         // the token itself is EOS
 		{"tiny", tiny, []int{4, 5, 6, 7}, []int{1, 2}, 1, 3, 0},                // EOS in the history; padded
 		{"tiny", tiny, make([]int, 20), []int{3, 4}, 33, 0, 128},               // a chunk
+		{"tiny", tiny, make([]int, 24), []int{3, 4}, 33, 13, 128},              // a bucket's plan: 13 rows in use
 		{"release", release, make([]int, 20), []int{99, 248044}, 6, 0, 248320}, // large ids and products
 		{"ngram4", four, []int{3, 0, 8, 8, 9, 0, 1}, []int{5, 6, 7}, 2, 0, 0},
 	} {

@@ -29,6 +29,9 @@ func blockKeyCases() []Case {
 		{4, 16, 8, 2, 5, 2, 16, 8, false, graph.F32, "", ""},  // padded
 		{9, 16, 16, 3, 0, 0, 9, 3, false, graph.BF16, "", ""}, // blocks of 3, full rotary
 		{40, 64, 16, 4, 100, 0, 160, 40, false, graph.BF16, "", ""},
+		// a bucket's plan: the slot and the block keys hold the call's
+		// positions, not the plan's
+		{40, 64, 16, 4, 100, 27, 127, 32, false, graph.BF16, "", ""},
 		{6, 16, 16, 2, 3, 0, 16, 8, false, graph.F32, "", "yarn"},
 		{5, 64, 64, 4, 2, 0, 8, 4, true, graph.F32, "", "llama3"},
 		{3, 8, 4, 2, 6, 0, 8, 4, false, graph.F32, "capacity", ""}, // positions past the slot
@@ -85,6 +88,7 @@ func selectCases() []Case {
 		{3, 1, 16, 4, 2, 15, 2, 8, false, ""},
 		{1, 4, 16, 4, 8, 1199, 0, 300, false, ""},
 		{2, 4, 16, 4, 8, 300, 0, 300, false, ""},
+		{24, 4, 16, 4, 8, 300, 17, 80, false, ""}, // a bucket's plan: the keys hold the call's blocks only
 		{1, 4, 16, 2, 2, 20, 0, 8, false, "capacity"},
 		{1, 2, 8, 2, 2, 9, 0, 8, false, "NaN"},
 	} {
@@ -162,6 +166,7 @@ func sparseAttentionCases() []Case {
 		{24, 2, 256, 4, 96, 24, 500, 0, 524, nil, 0, 0, ""},
 		{12, 1, 36, 3, 100, 40, 290, 0, 330, nil, 0, 0, ""},
 		{8, 2, 30, 3, 64, 40, 150, 33, 200, nil, 5, 0, ""}, // d % 4 ≠ 0, padded, rows of no blocks
+		{8, 2, 32, 4, 32, 48, 200, 37, 237, nil, 0, 0, ""}, // a bucket's plan: the slots hold the call's positions only
 		{2, 2, 256, 4, 128, 24, 600, 0, 640, nil, 0, 0, ""},
 		{16, 4, 64, 2, 40, 40, 0, 0, 40, nil, 7, 0, ""}, // dense from the start: rows of 1 .. 40 keys, some of none
 		{24, 2, 256, 4, 32, 24, 200, 0, 224, nil, 0, 18, "not ascending"},

@@ -109,6 +109,16 @@ extern "C" __global__ void argmax(const float* x, int* y, int n) {
 	}
 }
 
+// last_row: y[n] = x[used − 1], the last row (of n floats) the call
+// computes, of a plan of rows rows; 1-D grid-stride.
+extern "C" __global__ void last_row(const float* x, float* y, const int* call, int* err, int rows, long long n) {
+	pdl_entry();
+	int pos, used;
+	if (!read_call(call, rows, err, &pos, &used)) return;
+	const float* src = x + (long long)(used - 1) * n;
+	GRID_STRIDE(i, n) y[i] = src[i];
+}
+
 // kv_write: one block per row of the chunk.
 extern "C" __global__ void kv_write(const float* rows, float* slot, const int* call, int* err, int t, int w, int cap, int ring) {
 	pdl_entry();
