@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -336,9 +337,14 @@ func productFLOPs(p *planner.Planned) float64 {
 			total += 2 * float64(rows) * float64(k) * float64(n.Outputs[0].Shape.Last())
 			continue
 		}
+		// A weight [out, in] multiplies the node's input (in = k) or,
+		// in a fused chain (swiglu_norm_matmul's down product), the
+		// output of a product before it (in = that product's out).
+		widths := []int{k}
 		for _, v := range n.Inputs[1:] {
-			if v.Kind == graph.Weight && len(v.Shape) == 2 && v.Shape[1] == k {
-				total += 2 * float64(rows) * float64(v.Shape[0]) * float64(k)
+			if v.Kind == graph.Weight && len(v.Shape) == 2 && slices.Contains(widths, v.Shape[1]) {
+				total += 2 * float64(rows) * float64(v.Shape[0]) * float64(v.Shape[1])
+				widths = append(widths, v.Shape[0])
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
+	"github.com/reel-runtime/reel/models"
 	"github.com/reel-runtime/reel/models/qwen4"
 	"github.com/reel-runtime/reel/planner"
 )
@@ -259,4 +260,26 @@ func TestRunDraftTinyMTP(t *testing.T) {
 		require.Contains(t, errOut, "drafts:")
 	}
 	require.Len(t, strings.Fields(plain), 3+24)
+}
+
+// TestProductFLOPsFused: a prompt chunk's product work is the same whether
+// the planner fuses the products (grouped, with SwiGLU, with the norm and
+// the down product after it, with the slerp before them) or not, for each
+// synthetic shape.
+func TestProductFLOPsFused(t *testing.T) {
+	for _, name := range []string{"dory-4b", "qwen4-12l"} {
+		a, ok := models.Synthetic(name)
+		require.True(t, ok, name)
+		m, err := a.Shapes[name]()
+		require.NoError(t, err)
+		g, err := m.Graph(m.Stages()[0], 64, lm.WantLast, models.Options{Params: map[string]string{}})
+		require.NoError(t, err)
+		fused, _, err := planner.Plan(g, planner.Options{Fuse: true})
+		require.NoError(t, err)
+		plain, _, err := planner.Plan(g, planner.Options{})
+		require.NoError(t, err)
+		require.Positive(t, productFLOPs(plain), name)
+		require.InEpsilon(t, productFLOPs(plain), productFLOPs(fused), 1e-12, name)
+		require.NoError(t, m.Close())
+	}
 }
