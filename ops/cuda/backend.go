@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -202,9 +201,6 @@ type Backend struct {
 	// narrow, wide, widep, split or split4; REEL_FLASH_NARROW=1 is
 	// narrow); "" takes flashOrder.
 	flashVariant string
-	// slerpRows is the most rows a slerp_matmul's slerp is computed inside
-	// its matvec (slerpMatvecRows; REEL_SLERP_MV_ROWS, 0 for never).
-	slerpRows int
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
@@ -261,14 +257,6 @@ func New(opts Options) (*Backend, error) {
 		}
 		opts.Precision = p
 	}
-	slerpRows := slerpMatvecRows
-	if v := os.Getenv("REEL_SLERP_MV_ROWS"); v != "" {
-		r, err := strconv.Atoi(v)
-		if err != nil || r < 0 {
-			return nil, fmt.Errorf("REEL_SLERP_MV_ROWS=%q: want a number of rows, 0 or more", v)
-		}
-		slerpRows = r
-	}
 	qh, err := parseQuantHalf(os.Getenv("REEL_QUANT_HALF"))
 	if err != nil {
 		return nil, err
@@ -292,7 +280,6 @@ func New(opts Options) (*Backend, error) {
 	if v := os.Getenv("REEL_FLASH_VARIANT"); v != "" {
 		be.flashVariant = v
 	}
-	be.slerpRows = slerpRows
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)

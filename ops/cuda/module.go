@@ -115,13 +115,6 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 		}
 	}
-	if mvsSharedMax > 48<<10 {
-		for _, n := range mvsKernelNames() {
-			if err := ks.fn[n].SetMaxDynamicSharedBytes(mvsSharedMax); err != nil {
-				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
-			}
-		}
-	}
 	if qmvSharedMax > 48<<10 {
 		for _, n := range qmvsKernelNames() {
 			if err := ks.fn[n].SetMaxDynamicSharedBytes(qmvSharedMax); err != nil {
