@@ -198,8 +198,8 @@ type Backend struct {
 	act  reused
 	half [2]reused
 	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
-	// narrow, wide, widep, split or split4; REEL_FLASH_NARROW=1 is
-	// narrow); "" takes flashOrder.
+	// narrow, wide or widep; REEL_FLASH_NARROW=1 is narrow); "" takes
+	// flashOrder.
 	flashVariant string
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
