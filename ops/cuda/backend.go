@@ -264,6 +264,10 @@ func New(opts Options) (*Backend, error) {
 	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
 		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
 	}
+	qmmaRows, err := parseQMMARows(os.Getenv("REEL_QMMA_ROWS"))
+	if err != nil {
+		return nil, fmt.Errorf("REEL_QMMA_ROWS: %w", err)
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -285,8 +289,10 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)
 	}
 	// REEL_QMMA=0 takes quant_matmul's decode rows on the CUDA cores
-	// (qmvs_*) rather than the tensor cores (qmma_*).
+	// (qmvs_*) rather than the tensor cores (qmma_*); REEL_QMMA_ROWS sets
+	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
+	be.mv.quantMMARows = qmmaRows
 	// REEL_MVMMA=0 keeps the decode windows of 16-bit weights on the CUDA
 	// cores (mv_*) rather than the tensor cores (mvmma_*).
 	be.mv.noMVMMA = os.Getenv("REEL_MVMMA") == "0"

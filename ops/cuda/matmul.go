@@ -51,7 +51,10 @@ type mvTuning struct {
 	// quantNoMMA takes the CUDA-core kernels (qmvs_*) where the tensor-core
 	// ones (qmma_*, qmmaPlan) could run; for them warps and split are the
 	// block's warps (up to qmmaMaxWarps) and the warps sharing a tile.
-	quantNoMMA bool
+	// quantMMARows, when positive, is the fewest rows that take qmma (else
+	// qmmaMinRows).
+	quantNoMMA   bool
+	quantMMARows int
 	// The tensor-core products of 16-bit weights (mvmma_*, mvmmaPlan):
 	// noMVMMA keeps every row count on mv_*; mmaMinRows, when positive,
 	// is the fewest rows that take mvmma (else mvmmaMinRows); mmaDirect
