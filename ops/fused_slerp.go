@@ -9,10 +9,9 @@ import (
 // Fused ops of an nGPT residual and the product after it, which only the
 // planner makes (its rule slerp_matmul). The slerp's output h is both the
 // next sub-layer's input and the next slerp's x, so the fused op gives h as
-// well as the products: a decode kernel computes the slerp of its rows in
-// every block, writes its share of h and multiplies from the h it holds,
-// which saves the slerp's own launch; a prompt chunk's slerp also writes
-// the 16-bit copy of h its products read. Each keeps a Decompose into the
+// well as the products. The planner makes them for prompt chunks, whose
+// slerp also writes the 16-bit copy of h the products read (on CUDA), so
+// that the products need not convert it. Each keeps a Decompose into the
 // slerp and the product it replaces.
 
 // slerpDefs are the fused slerp ops; they are registered beside the others.

@@ -38,14 +38,14 @@ func TestRulesOnTiny(t *testing.T) {
 		planner.RuleQKVPrep:       1, // q with its scale, k and its slot write, v's slot write
 		planner.RuleAttentionGate: 1, // attention and the output gate
 		planner.RuleNormMatMul:    2, // the gate's norm and wo, the SwiGLU's norm and wdown
-		planner.RuleSlerp:         1, // the MLP's, into the loop mix
-		planner.RuleSlerpMatMul:   1, // the attention's slerp and the MLP's gate/up with SwiGLU
+		planner.RuleSlerp:         2, // decode rows: slerp_matmul is for prompt rows
+		planner.RuleMatMulSwiGLU:  1,
 		planner.RuleMix:           1,
 		planner.RuleChain:         1, // logits ⊙ scale + bias, ×2
 	}, rep.Fusions)
 	require.Equal(t, map[string]int{
 		planner.RuleGroupMatMul: 4, planner.RuleQKVPrep: 7, planner.RuleAttentionGate: 4, planner.RuleNormMatMul: 4,
-		planner.RuleSlerp: 6, planner.RuleSlerpMatMul: 12, planner.RuleMix: 2, planner.RuleChain: 3,
+		planner.RuleSlerp: 12, planner.RuleMatMulSwiGLU: 6, planner.RuleMix: 2, planner.RuleChain: 3,
 	}, rep.Absorbed)
 	require.Equal(t, len(g.Nodes), rep.Nodes)
 	require.Equal(t, len(p.Graph.Nodes), rep.Launches)
@@ -120,7 +120,7 @@ func TestEachRule(t *testing.T) {
 				}
 			}
 			g, e, ref := g, e, ref
-			if rule == planner.RuleSwiGLUNormMatMul { // a rule for prompt rows
+			if rule == planner.RuleSwiGLUNormMatMul || rule == planner.RuleSlerpMatMul { // rules for prompt rows
 				c := tinyShape
 				c.rows = ops.AttentionChunkRows
 				g = buildTiny(t, c)

@@ -99,7 +99,7 @@ func TestDumps(t *testing.T) {
 	var dot bytes.Buffer
 	require.NoError(t, planner.WriteDOT(&dot, p))
 	require.True(t, strings.HasPrefix(dot.String(), "digraph"))
-	require.Contains(t, dot.String(), "slerp_matmul: l2norm l2norm sub mul add l2norm matmul matmul mul silu mul mul")
+	require.Contains(t, dot.String(), "matmul_swiglu: matmul matmul mul silu mul mul")
 
 	var js bytes.Buffer
 	require.NoError(t, planner.WriteJSON(&js, p))

@@ -82,9 +82,7 @@ func Rules(skip []string) []Rule {
 			Variants: []Example{{Inputs: []ExampleInput{f32(ops.AttentionChunkRows, 4), w(6, 4), w(6, 4), f32(6), f32(6), w(5, 6)}, Attrs: eps}},
 			Attrs: func(m *Match) (any, bool) {
 				// Prompt rows only: it saves a pass over the SwiGLU's output
-				// there, while decode rows run it as two matvecs anyway and
-				// gain more from the slerp folded into the gate/up product
-				// (SlerpProductRule).
+				// there, while decode rows run it as two matvecs anyway.
 				if x := m.bind[0]; len(x.Shape) == 0 || x.Shape[0] < ops.AttentionChunkRows {
 					return nil, false
 				}

@@ -89,7 +89,7 @@ func TestRunGenerates(t *testing.T) {
 func TestDumpDoryStages(t *testing.T) {
 	code, out, errOut := reel("dump", "--synthetic", "dory-4b", "--stats")
 	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, out, "nodes 2081, launches 347")
+	require.Contains(t, out, "nodes 2081, launches 455")
 	for _, stage := range []string{"all", "first", "firstread", "read", "secondread", "secondfresh"} {
 		want := "last"
 		if stage == "first" {

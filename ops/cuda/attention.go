@@ -210,9 +210,9 @@ func flashDim(d int) int {
 	return fd
 }
 
-// flashKernel is one compiled flash kernel: flash_body's or (split)
-// flash_split_body's template arguments, warps of 16 query rows and keys a
-// tile, and the variant it belongs to (REEL_FLASH_VARIANT).
+// flashKernel is one compiled flash kernel: flash_body's template
+// arguments (warps of 16 query rows, keys a tile) and the variant it belongs
+// to (REEL_FLASH_VARIANT).
 type flashKernel struct {
 	name        string
 	dim         int
@@ -221,28 +221,28 @@ type flashKernel struct {
 }
 
 // The flash variants: narrow and wide are flash_body with 4 and 8 warps,
-// each warp taking 16 rows against a whole tile (widep: wide with the
-// fragments loaded a step ahead of the products); split and split4 are
-// flash_split_body with 8 warps and 64 keys a tile, and 4 warps and 32
-// keys a tile (two blocks an SM), the products of a tile split among the
-// warps two ways with the probabilities through shared memory.
+// each warp taking 16 rows against a whole tile; widep is wide with the
+// fragments loaded a step ahead of the products.
 const (
 	flashNarrow = "narrow"
 	flashWide   = "wide"
 	flashWideP  = "widep"
-	flashSplit  = "split"
-	flashSplit4 = "split4"
 )
 
 // flashOrder is the variants' order of preference where the backend names
-// none or its choice is not compiled for a dimension: split, whose
-// fragments feed more products for each read of shared memory and whose
-// loads run ahead of the products, then wide (Dory 4B, 2048-token prompt:
-// attention 21.4 ms against 22.7 ms with narrow, one run), then narrow.
-var flashOrder = []string{flashSplit, flashWide, flashNarrow}
+// none or its choice is not compiled for a dimension: widep (compiled for
+// 256 dimensions), then wide, then narrow (the only one of 32). Measured
+// on the H200 at Dory 4B's 256-dimension shapes (TestFlashSweep, session
+// 5; TFLOP/s for the global layer of 2048, the window on its ring, the
+// ring at position 2048): widep 93.7/83.8/92.8, wide 91.8/81.9/91.6, narrow
+// 87.5/78.1/90.1. Two variants that split a tile's products among the
+// warps, with the probabilities through shared memory (8 warps: 91.4/81.7/
+// 88.8; 4 warps, two blocks an SM: 82.9/73.9/85.7), gained nothing and
+// were removed.
+var flashOrder = []string{flashWideP, flashWide, flashNarrow}
 
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashSplit, flashSplit4}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
@@ -250,27 +250,15 @@ var flashKernels = []flashKernel{
 	{"flash_d128", 128, 4, 64, flashNarrow}, {"flash_d256", 256, 4, 32, flashNarrow},
 	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
 	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
-	{"flash_split_d64", 64, 8, 64, flashSplit}, {"flash_split_d128", 128, 8, 64, flashSplit},
-	{"flash_split_d256", 256, 8, 64, flashSplit},
-	{"flash_split4_d256", 256, 4, 32, flashSplit4},
 }
-
-// split reports whether the kernel is flash_split_body's.
-func (k flashKernel) split() bool { return k.variant == flashSplit || k.variant == flashSplit4 }
 
 // rows is the query rows of a block.
 func (k flashKernel) rows() int { return 16 * k.warps }
 
 // shared is the kernel's dynamic shared memory: the Q tile and two K and
-// Vᵀ tiles of f16, rows padded by 8 elements, and for a split kernel the
-// probabilities (f16, rows padded by 8) and three floats a row (the
-// halves' maxima and the correction).
+// Vᵀ tiles of f16, rows padded by 8 elements.
 func (k flashKernel) shared() int {
-	b := 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
-	if k.split() {
-		b += 2*k.rows()*(k.keys+8) + 4*3*k.rows()
-	}
-	return b
+	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
 }
 
 // checkFlashVariant checks a variant's name ("" : the default order).

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -199,12 +198,9 @@ type Backend struct {
 	act  reused
 	half [2]reused
 	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
-	// narrow, wide, widep, split or split4; REEL_FLASH_NARROW=1 is
-	// narrow); "" takes flashOrder.
+	// narrow, wide or widep; REEL_FLASH_NARROW=1 is narrow); "" takes
+	// flashOrder.
 	flashVariant string
-	// slerpRows is the most rows a slerp_matmul's slerp is computed inside
-	// its matvec (slerpMatvecRows; REEL_SLERP_MV_ROWS, 0 for never).
-	slerpRows int
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
@@ -261,20 +257,16 @@ func New(opts Options) (*Backend, error) {
 		}
 		opts.Precision = p
 	}
-	slerpRows := slerpMatvecRows
-	if v := os.Getenv("REEL_SLERP_MV_ROWS"); v != "" {
-		r, err := strconv.Atoi(v)
-		if err != nil || r < 0 {
-			return nil, fmt.Errorf("REEL_SLERP_MV_ROWS=%q: want a number of rows, 0 or more", v)
-		}
-		slerpRows = r
-	}
 	qh, err := parseQuantHalf(os.Getenv("REEL_QUANT_HALF"))
 	if err != nil {
 		return nil, err
 	}
 	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
 		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
+	}
+	qmmaRows, err := parseQMMARows(os.Getenv("REEL_QMMA_ROWS"))
+	if err != nil {
+		return nil, fmt.Errorf("REEL_QMMA_ROWS: %w", err)
 	}
 	lib, err := cu.Load()
 	if err != nil {
@@ -292,14 +284,15 @@ func New(opts Options) (*Backend, error) {
 	if v := os.Getenv("REEL_FLASH_VARIANT"); v != "" {
 		be.flashVariant = v
 	}
-	be.slerpRows = slerpRows
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)
 	}
 	// REEL_QMMA=0 takes quant_matmul's decode rows on the CUDA cores
-	// (qmvs_*) rather than the tensor cores (qmma_*).
+	// (qmvs_*) rather than the tensor cores (qmma_*); REEL_QMMA_ROWS sets
+	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
+	be.mv.quantMMARows = qmmaRows
 	// REEL_MVMMA=0 keeps the decode windows of 16-bit weights on the CUDA
 	// cores (mv_*) rather than the tensor cores (mvmma_*).
 	be.mv.noMVMMA = os.Getenv("REEL_MVMMA") == "0"

@@ -49,7 +49,7 @@ func TestFlashVariantNames(t *testing.T) {
 			t.Errorf("checkFlashVariant(%q): %v", v, err)
 		}
 	}
-	if err := checkFlashVariant("fast"); err == nil || !strings.Contains(err.Error(), "split4") {
+	if err := checkFlashVariant("fast"); err == nil || !strings.Contains(err.Error(), "widep") {
 		t.Errorf("checkFlashVariant(fast): %v, want an error naming the variants", err)
 	}
 	for _, k := range flashKernels {
@@ -60,23 +60,22 @@ func TestFlashVariantNames(t *testing.T) {
 			t.Errorf("kernel %s: %d bytes of shared memory, over the 227 KiB of a block", k.name, b)
 		}
 	}
-	// Every dimension takes the default order's first compiled variant,
-	// and a variant compiled for it where one is asked.
+	// The measured defaults: widep at 256 dimensions, wide where it is
+	// compiled, narrow at 32 (the only one); a variant asked for where it
+	// is compiled, else the default.
 	be := &Backend{}
-	for _, fd := range []int{32, 64, 128, 256} {
-		if k := be.flashFor(fd); k.dim != fd {
-			t.Errorf("flashFor(%d) = %+v", fd, k)
+	for fd, want := range map[int]string{32: "flash_d32", 64: "flash_wide_d64", 128: "flash_wide_d128", 256: "flash_widep_d256"} {
+		if k := be.flashFor(fd); k.name != want || k.dim != fd {
+			t.Errorf("flashFor(%d) = %+v, want %s", fd, k, want)
 		}
 	}
-	if k := be.flashFor(256); k.variant != flashOrder[0] {
-		t.Errorf("flashFor(256) = %+v, want variant %s", k, flashOrder[0])
+	be.flashVariant = flashNarrow
+	if k := be.flashFor(256); k.name != "flash_d256" {
+		t.Errorf("narrow: flashFor(256) = %+v, want flash_d256", k)
 	}
-	be.flashVariant = flashSplit4
-	if k := be.flashFor(256); k.name != "flash_split4_d256" {
-		t.Errorf("split4: flashFor(256) = %+v", k)
-	}
-	if k := be.flashFor(32); k.name != "flash_d32" {
-		t.Errorf("split4: flashFor(32) = %+v, want the default's flash_d32", k)
+	be.flashVariant = flashWideP
+	if k := be.flashFor(128); k.name != "flash_wide_d128" {
+		t.Errorf("widep: flashFor(128) = %+v, want the default's flash_wide_d128", k)
 	}
 }
 

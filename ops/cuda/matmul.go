@@ -51,7 +51,10 @@ type mvTuning struct {
 	// quantNoMMA takes the CUDA-core kernels (qmvs_*) where the tensor-core
 	// ones (qmma_*, qmmaPlan) could run; for them warps and split are the
 	// block's warps (up to qmmaMaxWarps) and the warps sharing a tile.
-	quantNoMMA bool
+	// quantMMARows, when positive, is the fewest rows that take qmma (else
+	// qmmaMinRows).
+	quantNoMMA   bool
+	quantMMARows int
 	// The tensor-core products of 16-bit weights (mvmma_*, mvmmaPlan):
 	// noMVMMA keeps every row count on mv_*; mmaMinRows, when positive,
 	// is the fewest rows that take mvmma (else mvmmaMinRows); mmaDirect
@@ -127,12 +130,6 @@ type mvSeg struct {
 // swiglu's output instead; with norm (its epsilon) the product of each row
 // is divided by sqrt(Σx² + eps) of that row (norm_matmul).
 func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32) error {
-	return be.matvecOf(s, x, segs, rows, k, swiglu, norm, nil)
-}
-
-// matvecOf is matvec, of h = slerp(x, sl.y, sl.alpha) when sl is not nil
-// (the mvs_* kernels, which also write h).
-func (be *Backend) matvecOf(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32, sl *mvSlerp) error {
 	wt, err := wtype(segs[0].w)
 	if err != nil {
 		return err
@@ -142,7 +139,7 @@ func (be *Backend) matvecOf(s *steps, x *Buffer, segs []mvSeg, rows, k int, swig
 		elems = 4
 	}
 	vec := int32(0)
-	if k%elems == 0 && (x.ptr%16 == 0 || sl != nil) {
+	if k%elems == 0 && x.ptr%16 == 0 {
 		vec = 1
 	}
 	var w [mvSegs]cu.DevicePtr
@@ -231,16 +228,7 @@ func (be *Backend) matvecOf(s *steps, x *Buffer, segs []mvSeg, rows, k int, swig
 		name = "mvn_" + name[len("mv_"):]
 		args = append(args, *norm)
 	}
-	shared := uint32(0)
-	if sl != nil {
-		if norm != nil {
-			return fmt.Errorf("matvec: a normalized product of a slerp")
-		}
-		name = "mvs" + name[len("mv"):]
-		args = append(args, sl.eps, sl.y.ptr, sl.alpha.ptr, sl.h.ptr)
-		shared = uint32(4 * rows * k)
-	}
-	s.add(name, [3]uint32{uint32(shape.blocks), 1, 1}, [3]uint32{uint32(32 * shape.warps), 1, 1}, shared, args...)
+	s.add(name, [3]uint32{uint32(shape.blocks), 1, 1}, [3]uint32{uint32(32 * shape.warps), 1, 1}, 0, args...)
 	return nil
 }
 
@@ -253,21 +241,6 @@ func mvKernelNames() []string {
 				out = append(out, fmt.Sprintf("mv_%s_r%d_f%d", t, rb, f), fmt.Sprintf("mvn_%s_r%d_f%d", t, rb, f))
 			}
 			out = append(out, fmt.Sprintf("mvsw_%s_r%d", t, rb))
-		}
-	}
-	return append(out, mvsKernelNames()...)
-}
-
-// mvsKernelNames are the slerp matvecs' names (matvec.cu's mvs_* and
-// mvssw_* instances).
-func mvsKernelNames() []string {
-	var out []string
-	for _, t := range wtypeNames {
-		for _, rb := range []int{1, matvecMaxRows} {
-			for _, f := range []int{1, 2} {
-				out = append(out, fmt.Sprintf("mvs_%s_r%d_f%d", t, rb, f))
-			}
-			out = append(out, fmt.Sprintf("mvssw_%s_r%d", t, rb))
 		}
 	}
 	return out

@@ -105,21 +105,15 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 			if err := ks.fn[k.name].SetMaxDynamicSharedBytes(b); err != nil {
 				return nil, fmt.Errorf("cuda: kernel %s: %w", k.name, err)
 			}
-			// A hint, so that two blocks of split4 fit an SM: a driver
-			// that refuses it only leaves the choice to itself.
+			// A hint, so that two blocks fit an SM where their shared
+			// memory allows (wide at 128 dimensions, narrow at 256): a
+			// driver that refuses it only leaves the choice to itself.
 			_ = ks.fn[k.name].SetSharedCarveout(100)
 		}
 	}
 	for n, b := range gdnChunkKernels() {
 		if err := ks.fn[n].SetMaxDynamicSharedBytes(b); err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
-		}
-	}
-	if mvsSharedMax > 48<<10 {
-		for _, n := range mvsKernelNames() {
-			if err := ks.fn[n].SetMaxDynamicSharedBytes(mvsSharedMax); err != nil {
-				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
-			}
 		}
 	}
 	if qmvSharedMax > 48<<10 {

@@ -14,8 +14,9 @@ import (
 // (one row; gate/up also with 2, 4, 5 and 8, down with 5) in FP8 (128 x 128
 // blocks, f32 scales), q8 and q4 (groups of 32, f16 scales), each with the
 // old kernels (qmv_*, a warp a feature: <format>_old_<shape>), the split-K
-// ones on the CUDA cores (qmvs_*: <format>_new_<shape>) and the tensor-core
-// ones (qmma_*, the default: <format>_mma_<shape>): GB/s of codes, scales
+// ones on the CUDA cores (qmvs_*, the default at one row: <format>_new_<shape>)
+// and the tensor-core ones (qmma_*, the default from qmmaMinRows rows, here
+// at every row count: <format>_mma_<shape>): GB/s of codes, scales
 // and activations moved, and the share of the copy bound, as BenchmarkGEMV
 // reports the bf16 products; and the prompt path (dequantize, then the
 // GEMM) at quantPromptShapes, with TFLOP/s, e.g. ops_cuda.test -test.run
@@ -39,7 +40,7 @@ func BenchmarkQuantGEMV(b *testing.B) {
 			for _, k := range []struct {
 				name string
 				tune mvTuning
-			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true}}, {"mma", mvTuning{}}} {
+			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true}}, {"mma", mvTuning{quantMMARows: 1}}} {
 				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {
 					be.mv = k.tune
 					defer func() { be.mv = mvTuning{} }()
@@ -177,7 +178,7 @@ func TestQuantMatVecSweep(t *testing.T) {
 			for _, warps := range []int{4, 8, 16} {
 				for _, split := range []int{0, 1, 2, 4, 8, 16} {
 					if split <= warps {
-						tunes = append(tunes, mvTuning{warps: warps, split: split})
+						tunes = append(tunes, mvTuning{quantMMARows: 1, warps: warps, split: split})
 					}
 				}
 			}

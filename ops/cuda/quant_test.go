@@ -84,12 +84,15 @@ var qmvTunings = []mvTuning{
 	{quantNoMMA: true, quantNoStage: true}, {quantNoMMA: true, quantGrid: 1, warps: 8},
 	{quantNoMMA: true, quantGrid: 1, feats: 1, quantNoStage: true}, {quantNoMMA: true, split: 1},
 	{quantNoMMA: true, warps: 8, split: 8, feats: 4}, {quantNoMMA: true, warps: 1}, {quantNoMMA: true, warps: 2, split: 2, feats: 1},
-	// The tensor-core kernels' launch shapes.
-	{split: 1}, {warps: 16}, {warps: 16, split: 16}, {warps: 4, split: 2}, {warps: 1}, {warps: 2, split: 1},
+	// The tensor-core kernels' launch shapes, from one row (the default
+	// takes qmma from qmmaMinRows).
+	{quantMMARows: 1}, {quantMMARows: 1, split: 1}, {quantMMARows: 1, warps: 16}, {quantMMARows: 1, warps: 16, split: 16},
+	{quantMMARows: 1, warps: 4, split: 2}, {quantMMARows: 1, warps: 1}, {quantMMARows: 1, warps: 2, split: 1},
 }
 
 // TestQuantMatVec runs every quant_matmul case of the table with the
-// automatic launch (the tensor-core qmma kernels where they apply), against its reference and the CPU, then with every
+// automatic launch (the tensor-core qmma kernels where they apply, from
+// qmmaMinRows rows), against its reference and the CPU, then with every
 // qmvTunings launch; and checks that eager runs and a replay agree bit for
 // bit.
 func TestQuantMatVec(t *testing.T) {
@@ -190,12 +193,12 @@ func TestQuantPrompt(t *testing.T) {
 	}
 }
 
-// TestQmmaPlan needs no device: quant_matmul's 1..8 rows take the
-// tensor-core kernels exactly where 16-byte code vectors fit, in scale
-// groups of a power of two of them, and x's
-// fragments fit in qmmaSharedMax, with the kernel of the fewest row sets
-// that hold the rows, and a grid whose tiles of 16 features cover the
-// output.
+// TestQmmaPlan needs no device: quant_matmul's qmmaMinRows..8 rows (or
+// from the tuning's quantMMARows) take the tensor-core kernels exactly
+// where 16-byte code vectors fit, in scale groups of a power of two of
+// them, and x's fragments fit in qmmaSharedMax, with the kernel of the
+// fewest row sets that hold the rows, and a grid whose tiles of 16
+// features cover the output.
 func TestQmmaPlan(t *testing.T) {
 	u4 := func(rows, k, n, bc int, aligned bool) qmvIn {
 		return qmvIn{name: "u4", perVec: 32, rows: rows, k: k, nOut: n, stride: (k + 1) / 2, blockCols: bc, aligned: aligned}
@@ -223,9 +226,14 @@ func TestQmmaPlan(t *testing.T) {
 		// Not decode rows.
 		{u4(9, 2560, 2560, 32, true), false, 0},
 	} {
-		for _, tune := range []mvTuning{{}, {warps: 16}, {warps: 4, split: 1}, {split: 2}, {warps: 1}, {warps: 32, split: 64}, {quantNoMMA: true}, {quantOld: true}} {
+		for _, tune := range []mvTuning{{}, {warps: 16}, {warps: 4, split: 1}, {split: 2}, {warps: 1}, {warps: 32, split: 64},
+			{quantNoMMA: true}, {quantOld: true}, {quantMMARows: 1}, {quantMMARows: 1, warps: 4, split: 2}, {quantMMARows: 4}} {
 			l, ok := qmmaPlan(tune, tc.in, 132)
-			want := tc.ok && !tune.quantNoMMA && !tune.quantOld
+			minRows := qmmaMinRows
+			if tune.quantMMARows > 0 {
+				minRows = tune.quantMMARows
+			}
+			want := tc.ok && !tune.quantNoMMA && !tune.quantOld && tc.in.rows >= minRows
 			if ok != want {
 				t.Errorf("qmmaPlan(%+v, %+v): ok %v, want %v", tune, tc.in, ok, want)
 				continue
@@ -266,10 +274,12 @@ func TestQmmaPlan(t *testing.T) {
 const qmmaTol = 1e-9
 
 // TestQuantMMAPrecision runs the quant_matmul cases of 1..8 rows with the
-// automatic launch and reports each format's largest NMSE of a row of the
-// output against the float64 reference, which must stay within qmmaTol.
+// automatic launch, qmma from one row, and reports each format's largest
+// NMSE of a row of the output against the float64 reference, which must
+// stay within qmmaTol.
 func TestQuantMMAPrecision(t *testing.T) {
 	be := newTestBackend(t, Options{})
+	be.mv = mvTuning{quantMMARows: 1}
 	worst := map[string]float64{}
 	for _, c := range optest.Cases() {
 		if !strings.HasPrefix(c.Name, "quant_matmul/") || c.Inputs[0].Shape.Rows() > matvecMaxRows {
@@ -353,6 +363,21 @@ func TestMvmmaPlan(t *testing.T) {
 	for _, n := range mvmmaKernelNames() {
 		if !slices.Contains(kernelNames, n) {
 			t.Errorf("kernel %s is not registered", n)
+		}
+	}
+}
+
+// TestParseQMMARows needs no device: REEL_QMMA_ROWS is empty (the default)
+// or a number of decode rows.
+func TestParseQMMARows(t *testing.T) {
+	for v, want := range map[string]int{"": 0, "1": 1, "2": 2, "8": matvecMaxRows} {
+		if got, err := parseQMMARows(v); err != nil || got != want {
+			t.Errorf("parseQMMARows(%q) = %d, %v; want %d", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"0", "9", "-1", "two", "1.5"} {
+		if _, err := parseQMMARows(v); err == nil || !strings.Contains(err.Error(), "number of rows") {
+			t.Errorf("parseQMMARows(%q): %v, want an error naming the rows", v, err)
 		}
 	}
 }

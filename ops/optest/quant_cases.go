@@ -72,9 +72,10 @@ func quantCases() []Case {
 		}
 		qs = append(qs, qcase{dt, graph.F32, 2, 96, 17, 1, 32})
 	}
-	// The decode kernels of 16-byte code vectors (CUDA's qmma_* on the
-	// tensor cores, and qmvs_*): 1 to 8 rows (one, two and four sets of
-	// two rows for qmma, the last set half used); K of one vector's worth
+	// The decode kernels of 16-byte code vectors (CUDA's qmvs_* at one
+	// row, qmma_* on the tensor cores from two; ops/cuda's tests run qmma
+	// at one row too): 1 to 8 rows (one, two and four sets of two rows for
+	// qmma, the last set half used); K of one vector's worth
 	// to Dory-4B's 2560 and 7168 (x staged in shared memory or too large
 	// for it), K not a multiple of a step of four vectors; outputs not a
 	// multiple of a unit of 1, 2 or 4 features or of a tile of 16; groups

@@ -9,10 +9,10 @@ import (
 )
 
 // slerpCases are the fused slerp ops (ops/fused_slerp.go): decode rows (1
-// to 8: CUDA's matvec that computes the slerp in every block), prompt rows
-// (the slerp row kernel with the 16-bit copy the products read), K a
-// multiple of the 16-byte vectors and odd, one to five weights of one or
-// mixed stored types.
+// to 8: the planner fuses prompt rows only, but the op takes any; CUDA's
+// slerp row kernel then its matvec), prompt rows (the slerp row kernel with
+// the 16-bit copy the products read), K a multiple of the 16-byte vectors
+// and odd, one to five weights of one or mixed stored types.
 func slerpCases() []Case {
 	const eps = 1e-6
 	var cs []Case

@@ -1,11 +1,9 @@
 // The nGPT residual folded into the product after it (slerp_matmul,
-// slerp_matmul_swiglu). slerp_row is one block's slerp of one row, used by
-// the mvs_* matvecs (matvec.cu: every block computes its rows' slerp into
-// shared memory and multiplies from there) and by slerp_rows, the row
-// kernel of prompt chunks, which also writes the 16-bit copy of h the
-// products read. Sums of squares in f64 as the CPU reference does; a
-// block's threads add in a fixed order, so every block of a launch
-// computes the same h, bit for bit.
+// slerp_matmul_swiglu): slerp_rows, the row kernel that runs before the
+// product (cuBLAS for prompt rows, the matvec otherwise), also writes the
+// 16-bit copy of h the prompt products read. Sums of squares in f64 as the
+// CPU reference does; a block's threads add in a fixed order, so h is the
+// same bit for bit on every run.
 
 // slerp_row computes dst[0..n) = n(n(x) + a ⊙ (n(y) − n(x))) with the
 // whole block, and when hi is not null writes it rounded to 16 bits of type

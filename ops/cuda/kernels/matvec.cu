@@ -9,11 +9,7 @@
 // the x it reads for its unit, which is the whole row (in f32, by fma: the
 // conversions an f64 sum needs would cost more than the stream), and scales
 // its sums by 1/sqrt(Σx² + eps); every group adds the same terms in the same
-// order, so every feature of a row gets the same norm. mvs_*, mvssw_*:
-// mv_* and mvsw_* of h = slerp(x, y, α) (slerp_matmul, slerp_matmul_swiglu):
-// every block computes the slerp of the R rows into shared memory
-// (slerp_row, the same bits in every block), writes its share of h (the
-// next residual's x) and multiplies from shared memory.
+// order, so every feature of a row gets the same norm.
 //
 // Work: a block of W warps (blockDim.x = 32·W) holds W/S groups of S
 // warps; a group computes one unit (MF consecutive rows of the virtual
@@ -47,14 +43,13 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 	return r;
 }
 
-// mv_x reads the E elements of x that one 16-byte weight vector multiplies
-// (from shared memory with SH, else through L1).
-template <int WT, bool SH = false>
+// mv_x reads the E elements of x that one 16-byte weight vector multiplies.
+template <int WT>
 __device__ __forceinline__ void mv_x(const float* xs, float* xv) {
-	float4 a = SH ? *(const float4*)xs : __ldg((const float4*)xs);
+	float4 a = __ldg((const float4*)xs);
 	xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
 	if (WT != WT_F32) {
-		float4 b = SH ? *((const float4*)xs + 1) : __ldg((const float4*)xs + 1);
+		float4 b = __ldg((const float4*)xs + 1);
 		xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
 	}
 }
@@ -126,18 +121,12 @@ __device__ __forceinline__ float mv_group_sum(const float* red, int g, int S, in
 		const void *w3, float *y0, float *y1, float *y2, float *y3, int e0, int e1, int e2, const float *sg, const float *su
 #define MV_ARGS x, R, K, NF, S, vec, w0, w1, w2, w3, y0, y1, y2, y3, e0, e1, e2, sg, su
 
-// mv_smem is the dynamic shared memory of the mvs_* kernels: R rows of K
-// floats, h.
-extern __shared__ float4 mv_smem[];
-
 // mv_impl: RB is the row bucket (R <= RB), MF the features per unit, SW the
 // swiglu form (MF = 2: gate, up), NRM the normalized form (eps its
-// epsilon), SLP the slerp form (x, sy and sa the slerp's x, y and α, eps
-// its epsilon, h its output; R·K floats of dynamic shared memory). Grid:
-// ceil(units / (W/S)) blocks. It starts with pdl_entry, after prefetching
-// the first weights.
-template <int WT, int RB, int MF, bool SW, bool NRM, bool SLP = false>
-__device__ __forceinline__ void mv_impl(MV_PARAMS, float eps, const float* sy = 0, const float* sa = 0, float* h = 0) {
+// epsilon). Grid: ceil(units / (W/S)) blocks. It starts with pdl_entry,
+// after prefetching the first weights.
+template <int WT, int RB, int MF, bool SW, bool NRM>
+__device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	const int E = WT == WT_F32 ? 4 : 8;  // elements per 16-byte vector
 	const int ES = WT == WT_F32 ? 4 : 2; // bytes per element
 	const int U = MV_LOADS / MF > 0 ? MV_LOADS / MF : 1;
@@ -167,18 +156,6 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps, const float* sy = 
 	// for before waiting on the previous kernel.
 	if (vec) mv_prefetch<MF, 2 * U>(wr, ok, K / E, p, S);
 	pdl_entry();
-	const float* xr = x;
-	if (SLP) {
-		float* xs = (float*)mv_smem;
-		for (int r = 0; r < R; r++)
-			slerp_row(x + (long long)r * K, sy + (long long)r * K, sa, xs + r * K, K, eps, (u16*)0, (u16*)0, 0);
-		__syncthreads();
-		// This block's share of h.
-		int n = R * K, per = (n + gridDim.x - 1) / gridDim.x;
-		int lo = per * blockIdx.x, hi = min(n, lo + per);
-		for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) h[i] = xs[i];
-		xr = xs;
-	}
 	float acc[MF][RB];
 	float ss[RB]; // NRM: Σx² of the x this lane read
 #pragma unroll
@@ -205,7 +182,7 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps, const float* sy = 
 					for (int r = 0; r < RB; r++) {
 						if (r < R) {
 							float xv[8];
-							mv_x<WT, SLP>(xr + (long long)r * K + v * E, xv);
+							mv_x<WT>(x + (long long)r * K + v * E, xv);
 							if (NRM)
 #pragma unroll
 								for (int e = 0; e < E; e++) ss[r] = fmaf(xv[e], xv[e], ss[r]);
@@ -224,7 +201,7 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps, const float* sy = 
 #pragma unroll
 			for (int r = 0; r < RB; r++) {
 				if (r < R) {
-					float xv = xr[(long long)r * K + k];
+					float xv = x[(long long)r * K + k];
 					if (NRM) ss[r] = fmaf(xv, xv, ss[r]);
 #pragma unroll
 					for (int i = 0; i < MF; i++) acc[i][r] += xv * wv[i];
@@ -295,28 +272,6 @@ extern "C" __global__ void mvn_f16_r1_f1(MV_PARAMS, float eps) { mv_impl<WT_F16,
 extern "C" __global__ void mvn_f16_r1_f2(MV_PARAMS, float eps) { mv_impl<WT_F16, 1, 2, false, true>(MV_ARGS, eps); }
 extern "C" __global__ void mvn_f16_r8_f1(MV_PARAMS, float eps) { mv_impl<WT_F16, 8, 1, false, true>(MV_ARGS, eps); }
 extern "C" __global__ void mvn_f16_r8_f2(MV_PARAMS, float eps) { mv_impl<WT_F16, 8, 2, false, true>(MV_ARGS, eps); }
-
-// mvs_<type>_r<RB>_f<MF> and mvssw_<type>_r<RB>: the slerp forms.
-#define MVS_PARAMS MV_PARAMS, float eps, const float *sy, const float *sa, float *h
-#define MVS_ARGS MV_ARGS, eps, sy, sa, h
-extern "C" __global__ void mvs_f32_r1_f1(MVS_PARAMS) { mv_impl<WT_F32, 1, 1, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f32_r1_f2(MVS_PARAMS) { mv_impl<WT_F32, 1, 2, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvssw_f32_r1(MVS_PARAMS) { mv_impl<WT_F32, 1, 2, true, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f32_r8_f1(MVS_PARAMS) { mv_impl<WT_F32, 8, 1, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f32_r8_f2(MVS_PARAMS) { mv_impl<WT_F32, 8, 2, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvssw_f32_r8(MVS_PARAMS) { mv_impl<WT_F32, 8, 2, true, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_bf16_r1_f1(MVS_PARAMS) { mv_impl<WT_BF16, 1, 1, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_bf16_r1_f2(MVS_PARAMS) { mv_impl<WT_BF16, 1, 2, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvssw_bf16_r1(MVS_PARAMS) { mv_impl<WT_BF16, 1, 2, true, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_bf16_r8_f1(MVS_PARAMS) { mv_impl<WT_BF16, 8, 1, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_bf16_r8_f2(MVS_PARAMS) { mv_impl<WT_BF16, 8, 2, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvssw_bf16_r8(MVS_PARAMS) { mv_impl<WT_BF16, 8, 2, true, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f16_r1_f1(MVS_PARAMS) { mv_impl<WT_F16, 1, 1, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f16_r1_f2(MVS_PARAMS) { mv_impl<WT_F16, 1, 2, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvssw_f16_r1(MVS_PARAMS) { mv_impl<WT_F16, 1, 2, true, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f16_r8_f1(MVS_PARAMS) { mv_impl<WT_F16, 8, 1, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvs_f16_r8_f2(MVS_PARAMS) { mv_impl<WT_F16, 8, 2, false, false, true>(MVS_ARGS); }
-extern "C" __global__ void mvssw_f16_r8(MVS_PARAMS) { mv_impl<WT_F16, 8, 2, true, false, true>(MVS_ARGS); }
 
 #define TILE 16
 
