@@ -17,17 +17,29 @@ import (
 // slerpDefs are the fused slerp ops; they are registered beside the others.
 var slerpDefs = []*Def{OpSlerpMatMul, OpSlerpMatMulSwiGLU}
 
-// slerpRule checks the slerp part (x, y, alpha) of a fused slerp op and
-// gives h's spec.
-func slerpRule(op string, a any, in []*graph.Value) (graph.Spec, error) {
-	if _, err := attrsAs[EpsAttrs](op, a); err != nil {
-		return graph.Spec{}, err
+// slerpThen is the Rule of a fused slerp op whose product, checked by
+// product's Rule, takes h = slerp(x, y, α) and the inputs after α: h's
+// spec, then the product's outputs.
+func slerpThen(op string, product *Def) func(a any, in []*graph.Value) (graph.Signature, error) {
+	return func(a any, in []*graph.Value) (graph.Signature, error) {
+		if len(in) < 4 {
+			return graph.Signature{}, fmt.Errorf("%s takes x, y, alpha and at least one weight, got %d inputs", op, len(in))
+		}
+		if _, err := attrsAs[EpsAttrs](op, a); err != nil {
+			return graph.Signature{}, err
+		}
+		slerp, err := OpSlerp.Rule(EpsAttrs{}, in[:3])
+		if err != nil {
+			return graph.Signature{}, fmt.Errorf("slerp: %w", err)
+		}
+		h := slerp.Outputs[0]
+		sig, err := product.Rule(nil, append([]*graph.Value{specValue(h)}, in[3:]...))
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig.Outputs = append([]graph.Spec{h}, sig.Outputs...)
+		return sig, nil
 	}
-	sig, err := OpSlerp.Rule(EpsAttrs{}, in[:3])
-	if err != nil {
-		return graph.Spec{}, fmt.Errorf("slerp: %w", err)
-	}
-	return sig.Outputs[0], nil
 }
 
 // OpSlerpMatMul is the nGPT residual followed by the products of its
@@ -37,21 +49,7 @@ var OpSlerpMatMul = &Def{
 	Doc: "slerp_matmul(x[T,K], y[T,K], α[K], w1[N1,K], ..., wn[Nn,K]) = (h, h·w1ᵀ, ..., h·wnᵀ) with h = slerp(x, y, α) (Eps): " +
 		"a residual update and the grouped projections of its result (Dory's q/k/v/g) in one step; h is also an output, the next residual's x.",
 	Arity: -1,
-	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
-		if len(in) < 4 {
-			return graph.Signature{}, fmt.Errorf("slerp_matmul takes x, y, alpha and at least one weight, got %d inputs", len(in))
-		}
-		h, err := slerpRule("slerp_matmul", a, in)
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		sig, err := OpGroupedMatMul.Rule(nil, append([]*graph.Value{specValue(h)}, in[3:]...))
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		sig.Outputs = append([]graph.Spec{h}, sig.Outputs...)
-		return sig, nil
-	},
+	Rule:  slerpThen("slerp_matmul", OpGroupedMatMul),
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
 		h := apply1(b, OpSlerp, a, in[:3]...)
 		return append([]*graph.Value{h}, GroupedMatMul(b, h, in[3:]...)...)
@@ -65,18 +63,7 @@ var OpSlerpMatMulSwiGLU = &Def{
 	Doc: "slerp_matmul_swiglu(x[T,K], y[T,K], α[K], wg[F,K], wu[F,K], sg[F], su[F]) = (h, matmul_swiglu(h, wg, wu, sg, su)) with h = slerp(x, y, α) (Eps): " +
 		"a residual update and the gated gate/up projections of its result in one step; h is also an output, the next residual's x.",
 	Arity: 7,
-	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
-		h, err := slerpRule("slerp_matmul_swiglu", a, in)
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		sig, err := OpMatMulSwiGLU.Rule(nil, append([]*graph.Value{specValue(h)}, in[3:]...))
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		sig.Outputs = append([]graph.Spec{h}, sig.Outputs...)
-		return sig, nil
-	},
+	Rule:  slerpThen("slerp_matmul_swiglu", OpMatMulSwiGLU),
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
 		h := apply1(b, OpSlerp, a, in[:3]...)
 		return []*graph.Value{h, apply1(b, OpMatMulSwiGLU, nil, append([]*graph.Value{h}, in[3:]...)...)}
