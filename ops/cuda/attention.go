@@ -139,14 +139,10 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	}
 	chunk = min(chunk, attnChunkMax, limit)
 	splits = (span + chunk - 1) / chunk
-	parts := rows * at.Heads * splits
-	// m and l, then the sums 16-byte aligned for the kernels' vector loads.
-	mlBytes := (8*parts + 15) &^ 15
-	pm, err := be.scratchAlloc(mlBytes + 4*parts*d)
+	pm, pl, pacc, err := be.attnParts(rows*at.Heads*splits, d)
 	if err != nil {
 		return nil, err
 	}
-	pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
 	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, pacc)
 	part := "attn_part_s"
 	if vec {
@@ -312,4 +308,17 @@ func aligned16(ps ...cu.DevicePtr) bool {
 		}
 	}
 	return true
+}
+
+// attnParts allocates the partial results of split attention for parts
+// (row, head, chunk) triples of d dimensions: each one's running maximum m
+// and sum l, then its d sums, 16-byte aligned for the kernels' vector
+// loads and stores.
+func (be *Backend) attnParts(parts, d int) (m, l, acc cu.DevicePtr, err error) {
+	mlBytes := (8*parts + 15) &^ 15
+	m, err = be.scratchAlloc(mlBytes + 4*parts*d)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return m, m.Offset(uint64(4 * parts)), m.Offset(uint64(mlBytes)), nil
 }

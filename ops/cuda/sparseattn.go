@@ -361,14 +361,10 @@ func bindQSAAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 			return s, nil
 		}
 		if splits := qsaSplits(rows, at.KVHeads, maxKeys, be.kernels.sms, be.qsaSplit); splits > 0 {
-			// m and l, then the sums 16-byte aligned for the float4 stores
-			parts := rows * at.Heads * splits
-			mlBytes := (8*parts + 15) &^ 15
-			pm, err := be.scratchAlloc(mlBytes + 4*parts*d)
+			pm, pl, pacc, err := be.attnParts(rows*at.Heads*splits, d)
 			if err != nil {
 				return nil, err
 			}
-			pl, pacc := pm.Offset(uint64(4*parts)), pm.Offset(uint64(mlBytes))
 			s.add(strings.Replace(name, "_rows_", "_split_", 1), [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)},
 				[3]uint32{qsaRowsThreads, 1, 1}, uint32(shared), append(args, pm, pl, pacc)...)
 			addAttnFinish(s, pm, pl, pacc, y, call, rows, at.Heads, d, splits, 0, 0, vec)
