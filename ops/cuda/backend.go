@@ -223,6 +223,11 @@ type Backend struct {
 	// (qsaSplits), a positive number forces them, −1 takes the unsplit
 	// kernel (REEL_QSA_SPLIT: a number or off).
 	qsaSplit int
+	// moeWindowRows is the fewest rows of an expert product's window form
+	// (moe_expert_window; 0: never) and moeWindowFPW the features each of
+	// its warps takes (0: moeWindowFPW chooses); REEL_MOE_WINDOW and
+	// REEL_MOE_WINDOW_FPW (parseMoEWindow).
+	moeWindowRows, moeWindowFPW int
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
 	closed bool
@@ -276,6 +281,10 @@ func New(opts Options) (*Backend, error) {
 	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
 		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
 	}
+	moeRows, moeFPW, err := parseMoEWindow(os.Getenv("REEL_MOE_WINDOW"), os.Getenv("REEL_MOE_WINDOW_FPW"))
+	if err != nil {
+		return nil, err
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -293,6 +302,7 @@ func New(opts Options) (*Backend, error) {
 		be.flashVariant = v
 	}
 	be.slerpRows = slerpRows
+	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)
