@@ -138,7 +138,8 @@ func moeCases() []Case {
 	window := []expert{
 		{2, 10, 64, 24, 64, graph.BF16, false, 0}, {5, 10, 64, 16, 40, graph.BF16, true, 0},
 		{8, 10, 64, 20, 33, graph.F16, false, 0}, {7, 3, 9, 12, 24, graph.F32, true, 0},
-		{8, 4, 3, 12, 16, graph.F32, false, 0}, {6, 2, 1100, 8, 16, graph.BF16, false, 0},
+		{8, 4, 3, 12, 16, graph.F32, false, 0}, {8, 4, 4, 8, 24, graph.BF16, true, 0},
+		{6, 2, 1100, 8, 16, graph.BF16, false, 0},
 		{3, 4, 8, 8, 16, graph.BF16, false, 2}, {4, 2, 5, 8, 8, graph.F32, true, -1},
 	}
 	for _, glu := range []bool{false, true} {

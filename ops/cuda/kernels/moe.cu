@@ -1,7 +1,8 @@
 // Mixture-of-experts kernels (ops/moe.go), bound in moe.go:
 // moe_route (the router's softmax and top-k), expert_matmul (moe_expert_warp
-// for few units, moe_expert_group then moe_expert_tile for a few rows of many
-// units, and for many rows moe_expert_rank, moe_expert_group and the tensor-core
+// for a decode token, moe_expert_window for a decode window of 2 to 8 rows,
+// moe_expert_group then moe_expert_tile for a few rows of many units past
+// the window's bounds, and for many rows moe_expert_rank, moe_expert_group and the tensor-core
 // moe_expert_mma_bf16 / _f16; the quantized experts of quant_expert_matmul
 // share the grouping, moe_expert_tile's tile (kernels/quant.cu) and
 // moe_expert_mma (kernels/quant_prompt.cu), silu_glu
