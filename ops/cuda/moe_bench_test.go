@@ -152,6 +152,10 @@ func newMoEBench(tb testing.TB, be *Backend, s moeShape, f moeFormat) *gemvBench
 // token and speculation windows.
 var moeDecodeRows = []int{1, 2, 5, 8}
 
+// moeDecodeShape is qwen4-12l's routed experts: top k of e, hidden and
+// expert FFN features.
+const moeDecodeK, moeDecodeE, moeDecodeHidden, moeDecodeFFN = 10, 64, 2560, 640
+
 // BenchmarkMoEDecode measures one layer's routed experts of qwen4-12l at
 // decode (64 experts, top 10, hidden 2560, expert FFN 640, bf16): the
 // gate_up product with its activation (expert_matmul_glu) and the down
@@ -166,11 +170,25 @@ var moeDecodeRows = []int{1, 2, 5, 8}
 // -test.bench MoEDecode.
 func BenchmarkMoEDecode(b *testing.B) {
 	be := newTestBackend(b, Options{})
-	const k, e, hidden, ffn = 10, 64, 2560, 640
+	// The experts, one copy for every sub-benchmark: small finite bf16
+	// values.
+	weights := make([]ops.Buffer, 2)
+	for i, n := range []int{2 * moeDecodeFFN * moeDecodeHidden, moeDecodeHidden * moeDecodeFFN} {
+		host := make([]byte, 2*moeDecodeE*n)
+		for j := range host {
+			host[j] = byte(j*7+j>>9+i) & 0x3b
+		}
+		buf, err := be.Load(graph.BF16, moeDecodeE*n, host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer be.Free(buf)
+		weights[i] = buf
+	}
 	for _, form := range []string{"window", "old"} {
 		for _, rows := range moeDecodeRows {
 			b.Run(fmt.Sprintf("%s_%drows", form, rows), func(b *testing.B) {
-				mb := newMoEDecodeBench(b, be, rows, k, e, hidden, ffn)
+				mb := newMoEDecodeBench(b, be, rows, weights)
 				defer mb.free()
 				be.moeWindowRows = moeWindowMinRows
 				if form == "old" {
@@ -185,13 +203,14 @@ func BenchmarkMoEDecode(b *testing.B) {
 }
 
 // newMoEDecodeBench is a gemvBench of one layer's routed experts at decode
-// (BenchmarkMoEDecode): rows rows of x [rows, hidden], k of e experts a row,
-// gate_up [e, 2·ffn, hidden] and down [e, hidden, ffn] in bf16 (one copy,
-// small finite values), 8 instances each with its own ids and x; bytes is
-// the mean over the instances of their distinct experts' bytes and the
+// (BenchmarkMoEDecode): rows rows of x [rows, hidden], k of e experts a
+// row, the experts gate_up [e, 2·ffn, hidden] and down [e, hidden, ffn]
+// in weights (bf16), 8 instances each with its own ids and x; bytes is the
+// mean over the instances of their distinct experts' bytes and the
 // activations.
-func newMoEDecodeBench(tb testing.TB, be *Backend, rows, k, e, hidden, ffn int) *gemvBench {
+func newMoEDecodeBench(tb testing.TB, be *Backend, rows int, weights []ops.Buffer) *gemvBench {
 	tb.Helper()
+	const k, e, hidden, ffn = moeDecodeK, moeDecodeE, moeDecodeHidden, moeDecodeFFN
 	gb := graph.NewBuilder("moe_decode")
 	x := gb.Input("x", graph.F32, rows, hidden)
 	ids := gb.Input("ids", graph.I32, rows, k)
@@ -204,28 +223,15 @@ func newMoEDecodeBench(tb testing.TB, be *Backend, rows, k, e, hidden, ffn int) 
 		tb.Fatal(err)
 	}
 	const instances = 8
-	b := &gemvBench{s: gemvShape{name: fmt.Sprintf("qwen4_experts_%drows", rows)}, rows: rows, g: g, x: x, ws: []*graph.Value{wgu, wd}, be: be, copies: instances}
-	weights := map[int]ops.Buffer{}
-	for i, w := range b.ws {
-		host := make([]byte, w.Bytes())
-		for j := range host {
-			host[j] = byte(j*7+j>>9+i) & 0x3b // small finite bf16 values
-		}
-		buf := b.alloc(tb, graph.BF16, w.Shape.Elems())
-		if err := be.Write(buf, host); err != nil {
-			tb.Fatal(err)
-		}
-		weights[w.ID] = buf
-	}
+	b := &gemvBench{s: gemvShape{name: fmt.Sprintf("qwen4_experts_%drows", rows)}, rows: rows, g: g, x: x,
+		ws: []*graph.Value{wgu, wd}, be: be, copies: instances}
 	perExpert := (wgu.Bytes() + wd.Bytes()) / e
 	acts := 4 * (rows*hidden + rows*k + 2*rows*k*ffn + rows*k*ffn + rows*k*hidden)
 	r := rand.New(rand.NewPCG(5, 6))
 	total := 0
 	for range instances {
 		bufs := b.allocShared(tb)
-		for id, buf := range weights {
-			bufs[id] = buf
-		}
+		bufs[wgu.ID], bufs[wd.ID] = weights[0], weights[1]
 		raw := make([]byte, 0, 4*rows*k)
 		chosen := map[int]bool{}
 		for range rows {
