@@ -259,6 +259,10 @@ func New(opts Options) (*Backend, error) {
 	if os.Getenv("REEL_GLU_HALF") == "1" {
 		opts.HalfGLU = true
 	}
+	moeRows, moeFPW, err := parseMoEWindow(os.Getenv("REEL_MOE_WINDOW"), os.Getenv("REEL_MOE_WINDOW_FPW"))
+	if err != nil {
+		return nil, err
+	}
 	if v := os.Getenv("REEL_PRECISION"); v != "" {
 		p, err := ParsePrecision(v)
 		if err != nil {
@@ -281,10 +285,6 @@ func New(opts Options) (*Backend, error) {
 	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
 		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
 	}
-	moeRows, moeFPW, err := parseMoEWindow(os.Getenv("REEL_MOE_WINDOW"), os.Getenv("REEL_MOE_WINDOW_FPW"))
-	if err != nil {
-		return nil, err
-	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -295,6 +295,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
+	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if os.Getenv("REEL_FLASH_NARROW") == "1" {
 		be.flashVariant = flashNarrow
 	}
@@ -302,7 +303,6 @@ func New(opts Options) (*Backend, error) {
 		be.flashVariant = v
 	}
 	be.slerpRows = slerpRows
-	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)
