@@ -219,6 +219,11 @@ type Backend struct {
 	// (qsaSplits), a positive number forces them, −1 takes the unsplit
 	// kernel (REEL_QSA_SPLIT: a number or off).
 	qsaSplit int
+	// moeWindowRows is the fewest rows of an expert product's window form
+	// (moe_expert_window; 0: never) and moeWindowFPW the features each of
+	// its warps takes (0: moeWindowFPW chooses); REEL_MOE_WINDOW and
+	// REEL_MOE_WINDOW_FPW (parseMoEWindow).
+	moeWindowRows, moeWindowFPW int
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
 	closed bool
@@ -250,6 +255,10 @@ func New(opts Options) (*Backend, error) {
 	if os.Getenv("REEL_GLU_HALF") == "1" {
 		opts.HalfGLU = true
 	}
+	moeRows, moeFPW, err := parseMoEWindow(os.Getenv("REEL_MOE_WINDOW"), os.Getenv("REEL_MOE_WINDOW_FPW"))
+	if err != nil {
+		return nil, err
+	}
 	if v := os.Getenv("REEL_PRECISION"); v != "" {
 		p, err := ParsePrecision(v)
 		if err != nil {
@@ -278,6 +287,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
+	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if os.Getenv("REEL_FLASH_NARROW") == "1" {
 		be.flashVariant = flashNarrow
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -10,13 +11,15 @@ import (
 
 // Binders of the mixture-of-experts ops (ops/moe.go); the kernels are
 // in kernels/moe.cu. moe_route is one block per row; expert_matmul is
-// one warp per (unit, output feature) when there are few units (decode:
-// each unit streams its expert's rows), else a grouping of the units by
-// expert followed by a tiled product per (expert, block of features), which
-// reads each expert's rows once for all of its units: in f32 up to
-// matvecMaxRows rows and for f32 weights, on the tensor cores (bf16 or f16
-// weights) for more rows (a prompt chunk); silu_glu and moe_combine are
-// grid-stride elementwise kernels.
+// one warp per (unit, output feature) for a decode token (each unit streams
+// its expert's rows); for a decode window (2 to matvecMaxRows rows) one
+// launch whose blocks each take one chosen expert and stream its rows once
+// for all the window's units routed to it (moe_expert_window); else a
+// grouping of the units by expert followed by a tiled product per (expert,
+// block of features), which reads each expert's rows once for all of its
+// units: in f32 for f32 weights, on the tensor cores (bf16 or f16 weights)
+// for more rows (a prompt chunk); silu_glu and moe_combine are grid-stride
+// elementwise kernels.
 
 // moeBinders are the binders of the MoE ops, by op name.
 var moeBinders = map[string]binder{
@@ -30,7 +33,8 @@ var moeBinders = map[string]binder{
 
 // moeKernels are the kernels of kernels/moe.cu that the binders launch.
 var moeKernels = []string{"moe_route", "moe_expert_warp", "moe_expert_group", "moe_expert_tile", "moe_expert_rank",
-	"moe_expert_mma_bf16", "moe_expert_mma_f16", "moe_silu_glu", "moe_combine", "moe_expert_warp_glu"}
+	"moe_expert_mma_bf16", "moe_expert_mma_f16", "moe_silu_glu", "moe_combine", "moe_expert_warp_glu",
+	"moe_expert_window", "moe_expert_window_glu"}
 
 // The error codes of kernels/moe.cu (ERR_MOE_*).
 const (
@@ -57,6 +61,17 @@ const (
 	moeMMAUnits   = 64
 	moeMMAFeats   = 128
 	moeMMAThreads = 256
+	// moeWinMaxUnits and moeWinMaxExperts are MOE_WIN_MAXU and
+	// MOE_WIN_MAXE: the most units and experts of moe_expert_window.
+	moeWinMaxUnits   = 256
+	moeWinMaxExperts = 4096
+	// moeWindowMinRows is the fewest rows that take moe_expert_window by
+	// default (REEL_MOE_WINDOW): a 1-row token's units have an expert
+	// each, and the warp forms need no search for it.
+	moeWindowMinRows = 2
+	// moeWinBlocksPerSM is the blocks per SM that moeWindowFPW keeps
+	// while it gives each warp more features.
+	moeWinBlocksPerSM = 4
 )
 
 // moeKernelErr words the error record of the MoE kernels' codes; nil for
@@ -114,12 +129,12 @@ func bindMoERoute(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error)
 }
 
 // bindExpertMatMul binds expert_matmul. Over matvecMaxRows rows with bf16
-// or f16 weights it takes the tensor cores (expertMMA). Otherwise, with at
-// most as many units (rows·k) as experts it launches moe_expert_warp, a
-// warp per (unit, feature), with 16-byte weight loads when the rows allow
-// them; with more, the units are grouped by expert into scratch
-// (moe_expert_group) and moe_expert_tile reads each expert's rows once for
-// all of its units.
+// or f16 weights it takes the tensor cores (expertMMA). A decode window
+// takes moe_expert_window (expertWindow). Otherwise, with at most as many
+// units (rows·k) as experts it launches moe_expert_warp, a warp per (unit,
+// feature), with 16-byte weight loads when the rows allow them; with more,
+// the units are grouped by expert into scratch (moe_expert_group) and
+// moe_expert_tile reads each expert's rows once for all of its units.
 func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	x, w, ids, y := in[0], in[1], in[2], out[0]
 	wt, err := wtype(w)
@@ -140,6 +155,9 @@ func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 			vw = 1
 		}
 		return be.expertMMA(s, d, x, "moe_expert_mma_"+wtypeNames[wt], []any{w.ptr}, vw, ids, y)
+	}
+	if d.window(be.moeWindowRows) {
+		return be.expertWindow(s, d, "moe_expert_window", x, w, wt, ids, y, d.nOut)
 	}
 	if d.grouped() {
 		return be.expertGrouped(s, d, ids, func(offs, list cu.DevicePtr) {
@@ -162,8 +180,9 @@ func bindExpertMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, er
 }
 
 // bindExpertMatMulGLU binds expert_matmul_glu. Where expert_matmul would
-// take its warp form (decode), moe_expert_warp_glu computes each unit's
-// gate and up rows and the activation in one launch; otherwise
+// take its window form, moe_expert_window_glu computes each unit's gate and
+// up rows and the activation in one launch, and where it would take its
+// warp form (decode), moe_expert_warp_glu does; otherwise
 // expert_matmul's form writes the products into scratch shared with
 // matmul_swiglu's (be.glu) and moe_silu_glu follows.
 func bindExpertMatMulGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
@@ -192,6 +211,9 @@ func bindExpertMatMulGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps,
 	s := be.newSteps()
 	if d.units == 0 {
 		return s, nil
+	}
+	if d.window(be.moeWindowRows) {
+		return be.expertWindow(s, d, "moe_expert_window_glu", x, w, wt, ids, y, f)
 	}
 	if !d.mma(wt) && !d.grouped() {
 		dg := d
@@ -270,6 +292,75 @@ func (d expertShape) grouped() bool { return d.units > d.e && 4*d.e <= moeShared
 // shared memory.
 func (d expertShape) mma(wt int32) bool {
 	return wt != 0 && d.units/d.k > matvecMaxRows && 4*d.e <= moeSharedMax
+}
+
+// window says whether the product takes the window form
+// (moe_expert_window): a decode window of minRows (0: never) to
+// matvecMaxRows rows, within the kernel's bounds of units and experts.
+func (d expertShape) window(minRows int) bool {
+	rows := d.units / d.k
+	return minRows > 0 && rows >= minRows && rows <= matvecMaxRows && d.units <= moeWinMaxUnits && d.e <= moeWinMaxExperts
+}
+
+// moeWindowFPW is the features each warp of moe_expert_window takes, one
+// after the other, for f features an expert over slots slots (blocks of
+// experts) on sms SMs: force when positive (REEL_MOE_WINDOW_FPW), else
+// the most of 4, 2 and 1 that leaves at least moeWinBlocksPerSM blocks an
+// SM, so that a block's search for its expert is spread over more of its
+// expert's rows without leaving SMs idle.
+func moeWindowFPW(f, slots, sms, force int) int {
+	if force > 0 {
+		return force
+	}
+	for _, fpw := range []int{4, 2} {
+		if (f+moeWarps*fpw-1)/(moeWarps*fpw)*slots >= moeWinBlocksPerSM*sms {
+			return fpw
+		}
+	}
+	return 1
+}
+
+// parseMoEWindow reads REEL_MOE_WINDOW (the fewest rows of the window
+// form: a number from 1 to matvecMaxRows, or 0 or off for never; ""
+// keeps moeWindowMinRows) and REEL_MOE_WINDOW_FPW (the features a warp of
+// it takes: a positive number; "" chooses, moeWindowFPW).
+func parseMoEWindow(rows, fpw string) (minRows, force int, err error) {
+	minRows = moeWindowMinRows
+	switch rows {
+	case "":
+	case "off":
+		minRows = 0
+	default:
+		if minRows, err = strconv.Atoi(rows); err != nil || minRows < 0 || minRows > matvecMaxRows {
+			return 0, 0, fmt.Errorf("REEL_MOE_WINDOW=%q: want the fewest rows of the window form, 1 to %d, or 0 or off", rows, matvecMaxRows)
+		}
+	}
+	if fpw != "" {
+		if force, err = strconv.Atoi(fpw); err != nil || force < 1 || force > 64 {
+			return 0, 0, fmt.Errorf("REEL_MOE_WINDOW_FPW=%q: want the features a warp takes, 1 to 64", fpw)
+		}
+	}
+	return minRows, force, nil
+}
+
+// expertWindow appends the window form of an expert product to s:
+// kernel name (moe_expert_window or its glu form) over f features an
+// expert, a block for each (ceil(f / (moeWarps·fpw)) features, each of up
+// to min(e, units) chosen experts); blocks past the experts chosen exit.
+func (be *Backend) expertWindow(s *steps, d expertShape, name string, x, w *Buffer, wt int32, ids, y *Buffer, f int) (*steps, error) {
+	slots := min(d.e, d.units)
+	fpw := moeWindowFPW(f, slots, be.kernels.sms, be.moeWindowFPW)
+	blocks := (int64(f) + int64(moeWarps*fpw) - 1) / int64(moeWarps*fpw)
+	if blocks > 1<<31-1 {
+		return nil, fmt.Errorf("%s: %d features: %d blocks, over the grid's limit", d.op, f, blocks)
+	}
+	vec := int32(0)
+	if (d.nIn*w.store.Size())%16 == 0 && w.ptr%16 == 0 && x.ptr%16 == 0 {
+		vec = 1
+	}
+	s.add(name, [3]uint32{uint32(blocks), uint32(slots), 1}, [3]uint32{32 * moeWarps, 1, 1}, 0,
+		x.ptr, w.ptr, wt, ids.ptr, y.ptr, int32(d.units), int32(d.k), int32(d.e), int32(f), int32(d.nIn), d.perUnit, vec, int32(fpw), be.errRec)
+	return s, nil
 }
 
 // warpGrid is the grid of the warp form: a warp per (unit, feature).

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -144,5 +145,107 @@ func newMoEBench(tb testing.TB, be *Backend, s moeShape, f moeFormat) *gemvBench
 		}
 		b.inst = append(b.inst, bufs)
 	}
+	return b
+}
+
+// moeDecodeRows are the windows BenchmarkMoEDecode measures: a decode
+// token and speculation windows.
+var moeDecodeRows = []int{1, 2, 5, 8}
+
+// moeDecodeShape is qwen4-12l's routed experts: top k of e, hidden and
+// expert FFN features.
+const moeDecodeK, moeDecodeE, moeDecodeHidden, moeDecodeFFN = 10, 64, 2560, 640
+
+// BenchmarkMoEDecode measures one layer's routed experts of qwen4-12l at
+// decode (64 experts, top 10, hidden 2560, expert FFN 640, bf16): the
+// gate_up product with its activation (expert_matmul_glu) and the down
+// product (expert_matmul) over 1, 2, 5 and 8 rows, each row taking 10
+// distinct experts drawn uniformly, 8 instances of different ids cycled
+// over one copy of the experts (629 MB, past L2), replayed as one CUDA
+// graph; in the window form (window_<rows>rows, the default from 2 rows)
+// and in the forms before it (old_<rows>rows: the warp forms, and past 64
+// units moe_expert_group and moe_expert_tile; REEL_MOE_WINDOW=off). GB/s
+// counts each instance's distinct experts once (what it must read), so
+// %copy is the share of the copy bound, e.g. ops_cuda.test -test.run '^$'
+// -test.bench MoEDecode.
+func BenchmarkMoEDecode(b *testing.B) {
+	be := newTestBackend(b, Options{})
+	// The experts, one copy for every sub-benchmark: small finite bf16
+	// values.
+	weights := make([]ops.Buffer, 2)
+	for i, n := range []int{2 * moeDecodeFFN * moeDecodeHidden, moeDecodeHidden * moeDecodeFFN} {
+		host := make([]byte, 2*moeDecodeE*n)
+		for j := range host {
+			host[j] = byte(j*7+j>>9+i) & 0x3b
+		}
+		buf, err := be.Load(graph.BF16, moeDecodeE*n, host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer be.Free(buf)
+		weights[i] = buf
+	}
+	for _, form := range []string{"window", "old"} {
+		for _, rows := range moeDecodeRows {
+			b.Run(fmt.Sprintf("%s_%drows", form, rows), func(b *testing.B) {
+				mb := newMoEDecodeBench(b, be, rows, weights)
+				defer mb.free()
+				be.moeWindowRows = moeWindowMinRows
+				if form == "old" {
+					be.moeWindowRows = 0
+				}
+				st := mb.steps(b, be, false)
+				be.moeWindowRows = moeWindowMinRows
+				mb.report(b, be, st, form)
+			})
+		}
+	}
+}
+
+// newMoEDecodeBench is a gemvBench of one layer's routed experts at decode
+// (BenchmarkMoEDecode): rows rows of x [rows, hidden], k of e experts a
+// row, the experts gate_up [e, 2·ffn, hidden] and down [e, hidden, ffn]
+// in weights (bf16), 8 instances each with its own ids and x; bytes is the
+// mean over the instances of their distinct experts' bytes and the
+// activations.
+func newMoEDecodeBench(tb testing.TB, be *Backend, rows int, weights []ops.Buffer) *gemvBench {
+	tb.Helper()
+	const k, e, hidden, ffn = moeDecodeK, moeDecodeE, moeDecodeHidden, moeDecodeFFN
+	gb := graph.NewBuilder("moe_decode")
+	x := gb.Input("x", graph.F32, rows, hidden)
+	ids := gb.Input("ids", graph.I32, rows, k)
+	wgu := gb.Weight("gate_up", graph.BF16, e, 2*ffn, hidden)
+	wd := gb.Weight("down", graph.BF16, e, hidden, ffn)
+	h := gb.Apply(ops.OpExpertMatMulGLU, nil, 1, x, wgu, ids)[0]
+	gb.Output(ops.ExpertMatMul(gb, h, wd, ids))
+	g, err := gb.Graph()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const instances = 8
+	b := &gemvBench{s: gemvShape{name: fmt.Sprintf("qwen4_experts_%drows", rows)}, rows: rows, g: g, x: x,
+		ws: []*graph.Value{wgu, wd}, be: be, copies: instances}
+	perExpert := (wgu.Bytes() + wd.Bytes()) / e
+	acts := 4 * (rows*hidden + rows*k + 2*rows*k*ffn + rows*k*ffn + rows*k*hidden)
+	r := rand.New(rand.NewPCG(5, 6))
+	total := 0
+	for range instances {
+		bufs := b.allocShared(tb)
+		bufs[wgu.ID], bufs[wd.ID] = weights[0], weights[1]
+		raw := make([]byte, 0, 4*rows*k)
+		chosen := map[int]bool{}
+		for range rows {
+			for _, ex := range r.Perm(e)[:k] {
+				raw = binary.LittleEndian.AppendUint32(raw, uint32(ex))
+				chosen[ex] = true
+			}
+		}
+		if err := be.Write(bufs[ids.ID], raw); err != nil {
+			tb.Fatal(err)
+		}
+		total += len(chosen)*perExpert + acts
+		b.inst = append(b.inst, bufs)
+	}
+	b.bytes = float64(total) / instances
 	return b
 }

@@ -53,13 +53,18 @@ func moeCases() []Case {
 		bad                 int // != 0: an id of e + bad − 1 (bad > 0) or −1
 	}
 	// expertCase is an expert product of shape s: expert_matmul, or with glu
-	// expert_matmul_glu (the out rows of an expert its gate and up halves).
-	expertCase := func(s expert, glu bool) Case {
+	// expert_matmul_glu (the out rows of an expert its gate and up halves);
+	// same gives every row the first row's ids (each chosen expert has a
+	// unit in every row).
+	expertCase := func(s expert, glu, same bool) Case {
 		op, d := "expert_matmul", ops.OpExpertMatMul
 		if glu {
 			op, d = "expert_matmul_glu", ops.OpExpertMatMulGLU
 		}
 		name := fmt.Sprintf("%s/%s/rows=%d/k=%d/e=%d/%dx%d/per_unit=%v", op, s.dt, s.rows, s.k, s.e, s.out, s.in, s.perUnit)
+		if same {
+			name += "/same_ids"
+		}
 		if s.bad != 0 {
 			name = op + "/error/" + name[len(op)+1:]
 		}
@@ -67,6 +72,11 @@ func moeCases() []Case {
 		x := m.expertRows(s.rows, s.k, s.in, s.perUnit)
 		w := m.weight("w", s.dt, s.e, s.out, s.in)
 		ids, want := m.expertIDs(s.rows, s.k, s.e, s.bad)
+		if same {
+			for i := s.k; i < len(ids.Data); i++ {
+				ids.Data[i] = ids.Data[i%s.k]
+			}
+		}
 		return Case{
 			Name:   name,
 			Inputs: []Tensor{x, w, ids},
@@ -102,7 +112,7 @@ func moeCases() []Case {
 		{40, 3, 6, 140, 96, graph.BF16, true, 0}, {9, 2, 8, 20, 16, graph.BF16, false, 0},
 		{40, 2, 5, 24, 40, graph.F32, true, 0}, {40, 2, 5, 16, 24, graph.BF16, false, 1},
 	} {
-		cs = append(cs, expertCase(s, false))
+		cs = append(cs, expertCase(s, false, false))
 	}
 	// expert_matmul_glu: decode shapes (CUDA's fused warp form) with bf16,
 	// f16 and f32 weights, qwen4-12l's 10 of 64 experts, inputs of odd
@@ -115,7 +125,29 @@ func moeCases() []Case {
 		{40, 3, 7, 50, 72, graph.BF16, false, 0}, {40, 2, 5, 24, 40, graph.F32, true, 0},
 		{40, 2, 5, 16, 24, graph.BF16, false, 1},
 	} {
-		cs = append(cs, expertCase(s, true))
+		cs = append(cs, expertCase(s, true, false))
+	}
+	// decode windows of 2 to 8 rows (CUDA's window form: a block per chosen
+	// expert, its rows read once for the window's units routed to it), in
+	// both ops: qwen4-12l's 10 of 64 experts (more units than experts at 8
+	// rows, more than a warp's 32 ids at 5), both layouts of x, inputs of
+	// odd length (no vector loads), f16 and f32; experts with more units
+	// than a pass takes (8); over 1024 experts (ids past the first 32 words
+	// of the kernel's bitmap: the first pick is the last expert); every row
+	// routed alike; bad ids
+	window := []expert{
+		{2, 10, 64, 24, 64, graph.BF16, false, 0}, {5, 10, 64, 16, 40, graph.BF16, true, 0},
+		{8, 10, 64, 20, 33, graph.F16, false, 0}, {7, 3, 9, 12, 24, graph.F32, true, 0},
+		{8, 4, 3, 12, 16, graph.F32, false, 0}, {8, 4, 4, 8, 24, graph.BF16, true, 0},
+		{6, 2, 1100, 8, 16, graph.BF16, false, 0},
+		{3, 4, 8, 8, 16, graph.BF16, false, 2}, {4, 2, 5, 8, 8, graph.F32, true, -1},
+	}
+	for _, glu := range []bool{false, true} {
+		for _, s := range window {
+			cs = append(cs, expertCase(s, glu, false))
+		}
+		cs = append(cs, expertCase(expert{8, 10, 64, 16, 64, graph.BF16, false, 0}, glu, true),
+			expertCase(expert{3, 4, 6, 8, 24, graph.F16, true, 0}, glu, true))
 	}
 	for _, s := range []struct {
 		rows, k, h int

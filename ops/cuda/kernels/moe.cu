@@ -1,7 +1,8 @@
 // Mixture-of-experts kernels (ops/moe.go), bound in moe.go:
 // moe_route (the router's softmax and top-k), expert_matmul (moe_expert_warp
-// for few units, moe_expert_group then moe_expert_tile for a few rows of many
-// units, and for many rows moe_expert_rank, moe_expert_group and the tensor-core
+// for a decode token, moe_expert_window for a decode window of 2 to 8 rows,
+// moe_expert_group then moe_expert_tile for a few rows of many units past
+// the window's bounds, and for many rows moe_expert_rank, moe_expert_group and the tensor-core
 // moe_expert_mma_bf16 / _f16; the quantized experts of quant_expert_matmul
 // share the grouping, moe_expert_tile's tile (kernels/quant.cu) and
 // moe_expert_mma (kernels/quant_prompt.cu), silu_glu
@@ -216,6 +217,189 @@ extern "C" __global__ void moe_expert_warp_glu(const float* x, const void* w, in
 	}
 	if (lane == 0) *yo = (float)(silu_d((double)a) * (double)b);
 }
+
+// moe_expert_window, moe_expert_window_glu: expert_matmul and
+// expert_matmul_glu of a decode window (2 to 8 rows, up to MOE_WIN_MAXU
+// units over up to MOE_WIN_MAXE experts), reading each chosen expert's
+// rows once for all of its units (the warp forms read them once a unit).
+// Grid (ceil(F / (W·fpw)), min(E, units)), blockDim.x = 32·W (W warps):
+// block (b, j) takes the j-th expert, in ascending ids, of those that some
+// unit picks (blocks past the last exit), and warp i of it features f =
+// (b·fpw + p)·W + i of that expert for p < fpw, one after the other (fpw
+// spreads the block's start over more features): its row f (glu: its gate
+// row f and up row F + f), streamed once for up to MOE_WIN_MT of the
+// expert's units at a time (in unit order; an expert with more units takes
+// more passes).
+// Each unit's sum is moe_row_dot's, in the same order (lane i takes
+// vectors i, i + 32, ... in order, then warp_sum), so a unit gets the bits
+// the warp forms give it whatever the window: a window's rows are a 1-row
+// token's. Ids outside [0, E) join no expert: the blocks of slot 0 zero
+// their outputs and report the first (row, pick), as the warp forms do.
+// The weights cannot be prefetched before pdl_entry (the expert comes
+// from ids, the previous kernels' output).
+#define MOE_WIN_MT 8
+#define MOE_WIN_MAXU 256
+#define MOE_WIN_MAXE 4096
+
+// moe_win_dots adds a pass's sums: for each of the cnt units c (x rows
+// xr[c]), a[c] += w[ra] · x_c and with GLU b[c] += w[rb] · x_c, each
+// reduced over the warp (every lane gets them).
+template <int WT, bool GLU>
+__device__ __forceinline__ void moe_win_dots(const void* ra, const void* rb, const float* const* xr, int cnt, int n, int vec, int lane,
+                                             float* a, float* b) {
+#pragma unroll
+	for (int c = 0; c < MOE_WIN_MT; c++) a[c] = 0.f, b[c] = 0.f;
+	if (vec) {
+		const int E = WT == WT_F32 ? 4 : 8; // elements per vector
+		int V = n / E;
+		const uint4* wa = (const uint4*)ra;
+		const uint4* wb = (const uint4*)rb;
+		for (int v0 = lane; v0 < V; v0 += 32 * MOE_LOADS) {
+			uint4 qa[MOE_LOADS], qb[MOE_LOADS];
+#pragma unroll
+			for (int u = 0; u < MOE_LOADS; u++) {
+				int v = v0 + 32 * u;
+				qa[u] = v < V ? ld_stream(wa + v) : make_uint4(0u, 0u, 0u, 0u);
+				qb[u] = GLU && v < V ? ld_stream(wb + v) : make_uint4(0u, 0u, 0u, 0u);
+			}
+#pragma unroll
+			for (int u = 0; u < MOE_LOADS; u++) {
+				int v = v0 + 32 * u;
+				if (v < V) {
+#pragma unroll
+					for (int c = 0; c < MOE_WIN_MT; c++) {
+						if (c < cnt) {
+							float xv[8];
+							mv_x<WT>(xr[c] + (long long)v * E, xv);
+							a[c] = mv_fma<WT>(qa[u], xv, a[c]);
+							if (GLU) b[c] = mv_fma<WT>(qb[u], xv, b[c]);
+						}
+					}
+				}
+			}
+		}
+	} else {
+		for (int i = lane; i < n; i += 32) {
+			float wa = load_w(ra, WT, i), wb = GLU ? load_w(rb, WT, i) : 0.f;
+#pragma unroll
+			for (int c = 0; c < MOE_WIN_MT; c++) {
+				if (c < cnt) {
+					float xv = xr[c][i];
+					a[c] = fmaf(xv, wa, a[c]);
+					if (GLU) b[c] = fmaf(xv, wb, b[c]);
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int c = 0; c < MOE_WIN_MT; c++) {
+		if (c < cnt) {
+			a[c] = warp_sum(a[c]);
+			if (GLU) b[c] = warp_sum(b[c]);
+		}
+	}
+}
+
+// moe_window is both window kernels: GLU selects expert_matmul_glu (the
+// experts' rows 2F, y [units, F] of silu(gate)·up, in f64 as
+// moe_expert_warp_glu) over expert_matmul (rows F, y [units, F]).
+template <bool GLU>
+__device__ __forceinline__ void moe_window(const float* x, const void* w, int wt, const int* ids, float* y, int units, int K, int E,
+                                           int F, int nIn, int perUnit, int vec, int fpw, int* err) {
+	__shared__ unsigned sbits[MOE_WIN_MAXE / 32]; // the experts with units
+	__shared__ int su[MOE_WIN_MAXU];              // the slot's units, in unit order
+	__shared__ int sexp, scnt;                    // the slot's expert (-1: none) and its units
+	pdl_entry();
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int words = (E + 31) >> 5;
+	for (int i = tid; i < words; i += blockDim.x) sbits[i] = 0u;
+	__syncthreads();
+	for (int u = tid; u < units; u += blockDim.x) {
+		int id = ids[u];
+		if (id >= 0 && id < E) atomicOr(&sbits[id >> 5], 1u << (id & 31));
+	}
+	__syncthreads();
+	if (warp == 0) {
+		// The j-th expert with units: lanes take 32 words at a time, an
+		// inclusive scan of their counts finds the word that holds it.
+		int j = blockIdx.y, e = -1;
+		for (int c = 0; c < words && e < 0; c += 32) {
+			unsigned bits = c + lane < words ? sbits[c + lane] : 0u;
+			int cnt = __popc(bits), inc = cnt;
+			for (int d = 1; d < 32; d <<= 1) {
+				int o = __shfl_up_sync(0xffffffffu, inc, d);
+				if (lane >= d) inc += o;
+			}
+			int tot = __shfl_sync(0xffffffffu, inc, 31);
+			if (j < tot) {
+				int l = __ffs(__ballot_sync(0xffffffffu, j < inc)) - 1; // the lane of the word
+				int before = __shfl_sync(0xffffffffu, inc - cnt, l);
+				unsigned wb = __shfl_sync(0xffffffffu, bits, l);
+				for (int r = j - before; r > 0; r--) wb &= wb - 1; // drop the lower set bits
+				e = (c + l) * 32 + __ffs(wb) - 1;
+			} else {
+				j -= tot;
+			}
+		}
+		// Its units, in unit order.
+		int n = 0;
+		if (e >= 0)
+			for (int c = 0; c < units; c += 32) {
+				int u = c + lane;
+				bool hit = u < units && ids[u] == e;
+				unsigned m = __ballot_sync(0xffffffffu, hit);
+				if (hit) su[n + __popc(m & ((1u << lane) - 1u))] = u;
+				n += __popc(m);
+			}
+		if (lane == 0) sexp = e, scnt = n;
+	}
+	__syncthreads();
+	int e = sexp, n = scnt;
+	if (e < 0 && blockIdx.y != 0) return;
+	long long rows = GLU ? 2LL * F : (long long)F;
+	for (int i = 0; i < fpw; i++) {
+		int f = (blockIdx.x * fpw + i) * (blockDim.x >> 5) + warp;
+		if (f >= F) return;
+		long long ga = ((long long)max(e, 0) * rows + f) * nIn, gb = ga + (long long)F * nIn; // the rows' first elements
+		for (int c0 = 0; c0 < n; c0 += MOE_WIN_MT) {
+			int cnt = min(MOE_WIN_MT, n - c0);
+			const float* xr[MOE_WIN_MT];
+#pragma unroll
+			for (int c = 0; c < MOE_WIN_MT; c++) {
+				int u = su[c0 + min(c, cnt - 1)];
+				xr[c] = x + (long long)(perUnit ? u : u / K) * nIn;
+			}
+			float a[MOE_WIN_MT], b[MOE_WIN_MT];
+			if (wt == WT_BF16)
+				moe_win_dots<WT_BF16, GLU>((const u16*)w + ga, (const u16*)w + gb, xr, cnt, nIn, vec, lane, a, b);
+			else if (wt == WT_F16)
+				moe_win_dots<WT_F16, GLU>((const u16*)w + ga, (const u16*)w + gb, xr, cnt, nIn, vec, lane, a, b);
+			else
+				moe_win_dots<WT_F32, GLU>((const float*)w + ga, (const float*)w + gb, xr, cnt, nIn, vec, lane, a, b);
+			if (lane == 0) {
+#pragma unroll
+				for (int c = 0; c < MOE_WIN_MT; c++)
+					if (c < cnt) y[(long long)su[c0 + c] * F + f] = GLU ? (float)(silu_d((double)a[c]) * (double)b[c]) : a[c];
+			}
+		}
+		if (blockIdx.y != 0) continue;
+		// Slot 0's blocks: the units of bad ids.
+		for (int u = lane; u < units; u += 32) {
+			int id = ids[u];
+			if (id < 0 || id >= E) {
+				y[(long long)u * F + f] = 0.f;
+				if (f == 0) report5(err, ERR_MOE_ID, u / K, u % K, id, E, 0);
+			}
+		}
+	}
+}
+
+#define MOE_WIN_PARAMS \
+	const float *x, const void *w, int wt, const int *ids, float *y, int units, int K, int E, int F, int nIn, int perUnit, int vec, int fpw, \
+	    int *err
+#define MOE_WIN_ARGS x, w, wt, ids, y, units, K, E, F, nIn, perUnit, vec, fpw, err
+extern "C" __global__ void __launch_bounds__(256) moe_expert_window(MOE_WIN_PARAMS) { moe_window<false>(MOE_WIN_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_expert_window_glu(MOE_WIN_PARAMS) { moe_window<true>(MOE_WIN_ARGS); }
 
 // moe_expert_group: one block (blockDim.x a multiple of 32), dynamic shared
 // memory of E ints. It groups the units by expert: offs[e] .. offs[e+1]
