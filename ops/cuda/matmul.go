@@ -59,6 +59,10 @@ type mvTuning struct {
 	noMVMMA    bool
 	mmaMinRows int
 	mmaDirect  bool
+	// winRows, when not 0, overrides the fewest rows of a product of
+	// 16-bit weights that cuBLAS computes as a window (Backend.winRows,
+	// REEL_WINDOW_CUBLAS); negative: never (the matvec kernels above).
+	winRows int
 }
 
 // mvShape is a matvec launch: units of feats features, split warps each,
@@ -131,7 +135,8 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 }
 
 // matvecOf is matvec, of h = slerp(x, sl.y, sl.alpha) when sl is not nil
-// (the mvs_* kernels, which also write h).
+// (the mvs_* kernels, which also write h). Without sl, a window of 16-bit
+// weights (windowed) goes to cuBLAS (window).
 func (be *Backend) matvecOf(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32, sl *mvSlerp) error {
 	wt, err := wtype(segs[0].w)
 	if err != nil {
@@ -167,6 +172,9 @@ func (be *Backend) matvecOf(s *steps, x *Buffer, segs []mvSeg, rows, k int, swig
 	}
 	for i := len(segs); i < mvSegs-1; i++ {
 		ends[i] = int32(nf)
+	}
+	if sl == nil && k > 0 && be.windowed(wt, rows) {
+		return be.window(s, x, segs, rows, k, wt, swiglu, norm)
 	}
 	if vec == 0 {
 		elems = 1
