@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/reel-runtime/reel/half"
@@ -115,5 +116,39 @@ func TestWindowSplitBound(t *testing.T) {
 		if e := optest.NMSE(product(once), want); !(e > optest.TolSplit) {
 			t.Errorf("x of %g: NMSE %.3g of one bf16 rounding passes TolSplit %g", scale, e, optest.TolSplit)
 		}
+	}
+}
+
+// TestWindowDeterministic runs the op table's windows (optest's window/
+// cases) eagerly twice and recorded once on cuBLAS's route: the results
+// must agree bit for bit (cuBLAS picks one algorithm for a shape, its
+// alignment and workspace, with atomics off); each case must have taken
+// the route (its scratch grown) and pass its bound on the matvec kernels
+// too (REEL_WINDOW_CUBLAS=0).
+func TestWindowDeterministic(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	if !be.HasBLAS() {
+		t.Skip("no cuBLAS: windows stay on the matvec kernels")
+	}
+	n := 0
+	for _, c := range optest.Cases() {
+		if !strings.HasPrefix(c.Name, "window/") {
+			continue
+		}
+		n++
+		t.Run(c.Name, func(t *testing.T) {
+			be.mv = mvTuning{}
+			be.win = reused{}
+			checkDeterministic(t, be, c)
+			if be.win.bytes == 0 {
+				t.Errorf("%s did not take cuBLAS's window", c.Name)
+			}
+			be.mv = mvTuning{winRows: -1}
+			defer func() { be.mv = mvTuning{} }()
+			optest.Check(t, be, c)
+		})
+	}
+	if n == 0 {
+		t.Fatal("no window/ cases in the op table")
 	}
 }

@@ -4,14 +4,35 @@
 // 2R rows of ONE GEMM (the weight read once), then adding the two halves
 // of each output row.
 
+// win_pow2 gives, for a row whose largest magnitude over the block is
+// that of the threads' m (|x| as its bits: non-negative, ordered as ints)
+// times inv, the power of two sc = 2^e that takes it into [2^14, 2^15),
+// as qmma_stage scales for f16 (E the biased exponent of the largest
+// magnitude, 1 for subnormals and 0, and sc = 2^(141-E); at most 2^100 so
+// that 2^-e stays normal), and us = 2^-e. wmax holds 32 ints. Rounding is
+// monotonic: the largest normalized magnitude is the largest magnitude
+// normalized.
+__device__ __forceinline__ void win_pow2(int m, double inv, int* wmax, float* sc, float* us) {
+	for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	if (lane == 0) wmax[w] = m;
+	__syncthreads();
+	m = 0;
+	for (int i = 0; i < nw; i++) m = max(m, wmax[i]);
+	float mf = (float)((double)__int_as_float(m) * inv);
+	int be = max(1, (int)((__float_as_uint(mf) >> 23) & 0xff));
+	int e = min(100, 141 - be);
+	*sc = __uint_as_float((u32)(127 + e) << 23);
+	*us = __uint_as_float((u32)(127 - e) << 23);
+}
+
 // win_half writes row r (one block a row) of x [R, k] split hi + lo in
 // the weights' type wt: hi as row r and lo as row R + r of h [2R, k]
 // (half_split). With nrm the row is first divided by sqrt(Σx² + eps) (the
 // sum in f64, rounded to f32 as to_half_norm). For f16 (wt 2) the row is
-// first scaled by 2^e_r so that its largest magnitude lies in [2^14,
-// 2^15), as qmma_stage scales (f16's range and subnormals would lose the
-// bits of a row far from 1; a power of two changes no bit), and
-// unscale[r] = 2^-e_r; for bf16 unscale[r] = 1.
+// then scaled by a power of two (win_pow2: f16's range and subnormals
+// would lose the bits of a row far from 1; a power of two changes no bit)
+// and unscale[r] is its inverse; for bf16 unscale[r] = 1.
 extern "C" __global__ void win_half(const float* __restrict__ x, u16* __restrict__ h, float* __restrict__ unscale, int R, int k,
                                     int wt, int nrm, float eps) {
 	pdl_entry();
@@ -25,25 +46,9 @@ extern "C" __global__ void win_half(const float* __restrict__ x, u16* __restrict
 	if (nrm) inv = 1.0 / sqrt(sumsq_d(xr, k, scratch) + (double)eps);
 	float sc = 1.f, us = 1.f;
 	if (wt == WT_F16) {
-		int m = 0; // the largest |x| as its bits (non-negative: ordered as ints)
+		int m = 0;
 		for (int i = threadIdx.x; i < k; i += blockDim.x) m = max(m, __float_as_int(xr[i]) & 0x7fffffff);
-		for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-		int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-		if (lane == 0) wmax[w] = m;
-		__syncthreads();
-		m = 0;
-		for (int i = 0; i < nw; i++) m = max(m, wmax[i]);
-		float mf = __int_as_float(m);
-		// Rounding is monotonic: the largest normalized magnitude is the
-		// largest magnitude normalized.
-		if (nrm) mf = (float)((double)mf * inv);
-		// The power of two as qmma_stage's: E the biased exponent of the
-		// largest magnitude (1 for subnormals and 0), times 2^(141-E) in
-		// [2^14, 2^15); at most 2^100 so that 2^-e stays normal.
-		int be = max(1, (int)(__float_as_uint(mf) >> 23));
-		int e = min(100, 141 - be);
-		sc = __uint_as_float((u32)(127 + e) << 23);
-		us = __uint_as_float((u32)(127 - e) << 23);
+		win_pow2(m, inv, wmax, &sc, &us);
 	}
 	if (threadIdx.x == 0) unscale[r] = us;
 	if (half_vec(xr, hi, lo, k)) {
@@ -64,12 +69,22 @@ extern "C" __global__ void win_half(const float* __restrict__ x, u16* __restrict
 	}
 }
 
+// win_glu is element i of row r of a window's SwiGLU, silu(g·sg)·(u·su),
+// from the halves of its gate's and up's GEMMs (cg and cu [2R, f], rows r
+// and R + r) times the row's unscale us, as mvmma_sw computes it.
+__device__ __forceinline__ float win_glu(const float* __restrict__ cg, const float* __restrict__ cu, const float* __restrict__ sg,
+                                         const float* __restrict__ su, int R, int f, int r, int i, float us) {
+	long long a = (long long)r * f + i, b = (long long)(R + r) * f + i;
+	float g = (cg[a] + cg[b]) * us, u = (cu[a] + cu[b]) * us;
+	return (float)silu_d((double)(g * sg[i])) * (u * su[i]);
+}
+
 // win_sum adds the halves of a window's GEMM outputs: segment s (features
 // [e_{s-1}, e_s) of nf, e_{-1} = 0, e_3 = nf) has its GEMM's output c_s
 // [2R, n_s] (row r from hi, row R + r from lo) and its result y_s [R, n_s]
 // = (c_s[r] + c_s[R + r]) · unscale[r]. With sg (matmul_swiglu), c0 is the
-// gate's and c1 the up's [2R, nf] and y0 [R, nf] = silu(g·sg)·(u·su), as
-// mvmma_sw computes it. One thread an output element.
+// gate's and c1 the up's [2R, nf] and y0 [R, nf] their SwiGLU (win_glu).
+// One thread an output element.
 extern "C" __global__ void win_sum(const float* __restrict__ c0, const float* __restrict__ c1, const float* __restrict__ c2,
                                    const float* __restrict__ c3, float* y0, float* y1, float* y2, float* y3, int e0, int e1, int e2,
                                    int R, int nf, const float* __restrict__ unscale, const float* __restrict__ sg,
@@ -79,9 +94,7 @@ extern "C" __global__ void win_sum(const float* __restrict__ c0, const float* __
 		int r = (int)(t / nf), f = (int)(t - (long long)r * nf);
 		float us = unscale[r];
 		if (sg) {
-			long long a = (long long)r * nf + f, b = (long long)(R + r) * nf + f;
-			float g = (c0[a] + c0[b]) * us, u = (c1[a] + c1[b]) * us;
-			y0[a] = (float)silu_d((double)(g * sg[f])) * (u * su[f]);
+			y0[t] = win_glu(c0, c1, sg, su, R, nf, r, f, us);
 			continue;
 		}
 		int s = (f >= e0) + (f >= e1) + (f >= e2);
@@ -92,4 +105,58 @@ extern "C" __global__ void win_sum(const float* __restrict__ c0, const float* __
 		long long n = hi - lo, j = f - lo;
 		y[r * n + j] = (c[r * n + j] + c[(R + r) * n + j]) * us;
 	}
+}
+
+// win_glu_half is a window's SwiGLU MLP between its gate/up and down GEMMs
+// (swiglu_norm_matmul), one block a row: a = win_glu over the row's f
+// features (the halves of cg and cu times us_in[r]), divided by sqrt(Σa² +
+// eps) (the sum in f64), scaled for f16 as win_half scales (unscale[r] its
+// inverse) and split hi + lo into rows r and R + r of h [2R, f], the down
+// GEMM's input: win_sum's SwiGLU and win_half's norm in one launch, a never
+// written in f32. Each thread keeps its SNH_PER activations in registers
+// when the row fits the block, else computes them again.
+extern "C" __global__ void __launch_bounds__(1024) win_glu_half(const float* __restrict__ cg, const float* __restrict__ cu,
+                                                                const float* __restrict__ us_in, const float* __restrict__ sg,
+                                                                const float* __restrict__ su, u16* __restrict__ h,
+                                                                float* __restrict__ unscale, int R, int f, int wt, float eps) {
+	pdl_entry();
+	__shared__ double scratch[32];
+	__shared__ int wmax[32];
+	int r = blockIdx.x;
+	float usr = us_in[r];
+	bool kept = f <= SNH_PER * (int)blockDim.x;
+	float a[SNH_PER];
+	double s = 0;
+	int m = 0;
+	if (kept) {
+#pragma unroll
+		for (int j = 0; j < SNH_PER; j++) {
+			int i = threadIdx.x + j * blockDim.x;
+			a[j] = i < f ? win_glu(cg, cu, sg, su, R, f, r, i, usr) : 0.f;
+			s += (double)a[j] * a[j];
+			m = max(m, __float_as_int(a[j]) & 0x7fffffff);
+		}
+	} else {
+		for (int i = threadIdx.x; i < f; i += blockDim.x) {
+			float v = win_glu(cg, cu, sg, su, R, f, r, i, usr);
+			s += (double)v * v;
+			m = max(m, __float_as_int(v) & 0x7fffffff);
+		}
+	}
+	double inv = 1.0 / sqrt(block_sum_d(s, scratch) + (double)eps);
+	float sc = 1.f, us = 1.f;
+	if (wt == WT_F16) win_pow2(m, inv, wmax, &sc, &us);
+	if (threadIdx.x == 0) unscale[r] = us;
+	u16* hi = h + (long long)r * f;
+	u16* lo = h + (long long)(R + r) * f;
+	if (kept) {
+#pragma unroll
+		for (int j = 0; j < SNH_PER; j++) {
+			int i = threadIdx.x + j * blockDim.x;
+			if (i < f) half_split((float)((double)a[j] * inv) * sc, hi + i, lo + i, wt);
+		}
+		return;
+	}
+	for (int i = threadIdx.x; i < f; i += blockDim.x)
+		half_split((float)((double)win_glu(cg, cu, sg, su, R, f, r, i, usr) * inv) * sc, hi + i, lo + i, wt);
 }
