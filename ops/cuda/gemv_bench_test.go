@@ -65,7 +65,8 @@ var gemvWindowRoutes = []struct {
 // cuBLAS's bf16 GEMM of x rounded once (cublas_<shape>, the bound a
 // window's route can reach); windows of 2 to 8 rows (cuBLAS's window of
 // hi + lo rows by default, window.go) also on each of gemvWindowRoutes
-// (<route>_<shape>).
+// (<route>_<shape>), and one-row shapes also on that window
+// (window_<shape>).
 func BenchmarkGEMV(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
@@ -77,6 +78,15 @@ func BenchmarkGEMV(b *testing.B) {
 			defer gb.free()
 			gb.report(b, be, gb.steps(b, be, false), "default")
 		})
+		if s.rows == 1 && s.form != "separate" && s.form != "swiglu_split" {
+			b.Run("window_"+s.name, func(b *testing.B) { // one row on cuBLAS's window (REEL_WINDOW_CUBLAS=1)
+				be.mv = mvTuning{winRows: 1}
+				defer func() { be.mv = mvTuning{} }()
+				gb := newGEMVBench(b, be, s, s.rows)
+				defer gb.free()
+				gb.report(b, be, gb.steps(b, be, false), "window")
+			})
+		}
 		if s.rows > 1 {
 			for _, k := range gemvWindowRoutes {
 				b.Run(k.name+"_"+s.name, func(b *testing.B) {
