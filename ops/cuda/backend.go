@@ -197,6 +197,13 @@ type Backend struct {
 	// computed in f32 (decode rows, f32 weights).
 	act  reused
 	half [2]reused
+	// win is a decode window's scratch on cuBLAS (window): x split in
+	// 16 bits, the GEMMs' outputs, the rows' scales.
+	win reused
+	// winRows is the fewest rows of a product of 16-bit weights that
+	// cuBLAS computes as a window (windowMinRows; REEL_WINDOW_CUBLAS, 0
+	// for never).
+	winRows int
 	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
 	// narrow, wide or widep; REEL_FLASH_NARROW=1 is narrow); "" takes
 	// flashOrder.
@@ -266,6 +273,10 @@ func New(opts Options) (*Backend, error) {
 		}
 		opts.Precision = p
 	}
+	winRows, err := parseWindowRows(os.Getenv("REEL_WINDOW_CUBLAS"))
+	if err != nil {
+		return nil, fmt.Errorf("REEL_WINDOW_CUBLAS: %w", err)
+	}
 	qh, err := parseQuantHalf(os.Getenv("REEL_QUANT_HALF"))
 	if err != nil {
 		return nil, err
@@ -294,6 +305,7 @@ func New(opts Options) (*Backend, error) {
 	if v := os.Getenv("REEL_FLASH_VARIANT"); v != "" {
 		be.flashVariant = v
 	}
+	be.winRows = winRows
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QSA_SPLIT: %w", err)

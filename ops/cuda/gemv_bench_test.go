@@ -35,22 +35,38 @@ var gemvShapes = []gemvShape{
 	{"mlp_swiglu_split", "swiglu_split", [][2]int{{7168, 2560}, {7168, 2560}}, 1},
 	{"gate_up_7168x2560_rows4", "matmul", [][2]int{{7168, 2560}}, 4},
 	{"gate_up_7168x2560_rows8", "matmul", [][2]int{{7168, 2560}}, 8},
-	// Decode windows (2 to 8 rows: the tensor-core matvec of 16-bit weights).
+	// Decode windows (2 to 8 rows: cuBLAS's window by default, window.go).
 	{"gate_up_7168x2560_rows2", "matmul", [][2]int{{7168, 2560}}, 2},
 	{"gate_up_7168x2560_rows5", "matmul", [][2]int{{7168, 2560}}, 5},
+	{"down_2560x7168_rows2", "matmul", [][2]int{{2560, 7168}}, 2},
 	{"down_2560x7168_rows5", "matmul", [][2]int{{2560, 7168}}, 5},
+	{"down_2560x7168_rows8", "matmul", [][2]int{{2560, 7168}}, 8},
+	{"down_norm_2560x7168_rows5", "norm", [][2]int{{2560, 7168}}, 5},
 	{"qkvg_grouped_rows5", "grouped", [][2]int{{4096, 2560}, {1024, 2560}, {1024, 2560}, {4096, 2560}}, 5},
 	{"mlp_matmul_swiglu_rows5", "swiglu", [][2]int{{7168, 2560}, {7168, 2560}}, 5},
+	{"mlp_matmul_swiglu_rows8", "swiglu", [][2]int{{7168, 2560}, {7168, 2560}}, 8},
+	{"lm_head_131072x2560_rows5", "matmul", [][2]int{{131072, 2560}}, 5},
 }
 
+// gemvWindowRoutes are the other routes BenchmarkGEMV times windows of 2 to
+// 8 rows on (the default being cuBLAS's window): the tensor-core matvec
+// (mvmma), the CUDA-core one (mv_*: cudacores) and mvmma with bf16's lanes
+// reading x rather than staging it (direct).
+var gemvWindowRoutes = []struct {
+	name string
+	tune mvTuning
+}{{"mvmma", mvTuning{winRows: -1}}, {"cudacores", mvTuning{noMVMMA: true, winRows: -1}}, {"direct", mvTuning{mmaDirect: true, winRows: -1}}}
+
 // BenchmarkGEMV measures the bf16 products of Dory's decode (one row; the
-// gate/up shape also with 2, 4, 5 and 8, and windows of 5 rows of other
-// forms): GB/s of weights and activations moved and the share of the copy
-// bound, each shape cycling through enough weight copies to miss the L2
-// cache, replayed as one CUDA graph; the plain shapes also with cuBLAS's
-// bf16 GEMM; windows of 2 to 8 rows (the tensor cores' mvmma by default)
-// also on the CUDA cores (mv_*: cudacores_<shape>) and with bf16's lanes
-// reading x rather than staging it (direct_<shape>).
+// gate/up shape also with 2, 4, 5 and 8, and windows of 2 to 8 rows of
+// other forms): GB/s of weights and activations moved and the share of the
+// copy bound, each shape cycling through enough weight copies to miss the
+// L2 cache, replayed as one CUDA graph; the plain shapes also with
+// cuBLAS's bf16 GEMM of x rounded once (cublas_<shape>, the bound a
+// window's route can reach); windows of 2 to 8 rows (cuBLAS's window of
+// hi + lo rows by default, window.go) also on each of gemvWindowRoutes
+// (<route>_<shape>), and one-row shapes also on that window
+// (window_<shape>).
 func BenchmarkGEMV(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {
@@ -60,13 +76,19 @@ func BenchmarkGEMV(b *testing.B) {
 		b.Run(s.name, func(b *testing.B) {
 			gb := newGEMVBench(b, be, s, s.rows)
 			defer gb.free()
-			gb.report(b, be, gb.steps(b, be, false), "kernels")
+			gb.report(b, be, gb.steps(b, be, false), "default")
 		})
+		if s.rows == 1 && s.form != "separate" && s.form != "swiglu_split" {
+			b.Run("window_"+s.name, func(b *testing.B) { // one row on cuBLAS's window (REEL_WINDOW_CUBLAS=1)
+				be.mv = mvTuning{winRows: 1}
+				defer func() { be.mv = mvTuning{} }()
+				gb := newGEMVBench(b, be, s, s.rows)
+				defer gb.free()
+				gb.report(b, be, gb.steps(b, be, false), "window")
+			})
+		}
 		if s.rows > 1 {
-			for _, k := range []struct {
-				name string
-				tune mvTuning
-			}{{"cudacores", mvTuning{noMVMMA: true}}, {"direct", mvTuning{mmaDirect: true}}} {
+			for _, k := range gemvWindowRoutes {
 				b.Run(k.name+"_"+s.name, func(b *testing.B) {
 					be.mv = k.tune
 					defer func() { be.mv = mvTuning{} }()
@@ -146,6 +168,8 @@ func newGEMVBench(tb testing.TB, be *Backend, s gemvShape, rows int) *gemvBench 
 		for _, w := range ws {
 			gb.Output(ops.MatMul(gb, x, w))
 		}
+	case "norm":
+		gb.Output(gb.Apply(ops.OpNormMatMul, ops.EpsAttrs{Eps: 1e-6}, 1, x, ws[0])[0])
 	case "swiglu", "swiglu_split":
 		sg, su := gb.Input("sg", graph.F32, f), gb.Input("su", graph.F32, f)
 		if s.form == "swiglu" {

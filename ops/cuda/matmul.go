@@ -62,6 +62,10 @@ type mvTuning struct {
 	noMVMMA    bool
 	mmaMinRows int
 	mmaDirect  bool
+	// winRows, when not 0, overrides the fewest rows of a product of
+	// 16-bit weights that cuBLAS computes as a window (Backend.winRows,
+	// REEL_WINDOW_CUBLAS); negative: never (the matvec kernels above).
+	winRows int
 }
 
 // mvShape is a matvec launch: units of feats features, split warps each,
@@ -128,7 +132,8 @@ type mvSeg struct {
 // for up to mvSegs weights of one stored type; with swiglu (two weights,
 // gate and up, and the scales sg, su) it writes silu(g·sg)·(u·su) into
 // swiglu's output instead; with norm (its epsilon) the product of each row
-// is divided by sqrt(Σx² + eps) of that row (norm_matmul).
+// is divided by sqrt(Σx² + eps) of that row (norm_matmul). A window of
+// 16-bit weights (windowed) goes to cuBLAS instead (window).
 func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32) error {
 	wt, err := wtype(segs[0].w)
 	if err != nil {
@@ -164,6 +169,9 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 	}
 	for i := len(segs); i < mvSegs-1; i++ {
 		ends[i] = int32(nf)
+	}
+	if k > 0 && be.windowed(wt, rows) {
+		return be.window(s, x, segs, rows, k, wt, swiglu, norm)
 	}
 	if vec == 0 {
 		elems = 1

@@ -91,10 +91,12 @@ func productCase(rows, k int, ns []int, dt graph.DType, swiglu bool) optest.Case
 		}
 	}
 	tol := optest.TolF32
-	switch dt {
-	case graph.BF16:
+	switch {
+	case dt != graph.F32 && rows <= matvecMaxRows:
+		tol = optest.TolSplit // decode rows: x split hi + lo at most
+	case dt == graph.BF16:
 		tol = optest.TolBF16
-	case graph.F16:
+	case dt == graph.F16:
 		tol = optest.TolF16
 	}
 	name := fmt.Sprintf("matmul/%s/%dx%dx%v", dt, rows, k, ns)
@@ -154,10 +156,14 @@ func matvecCases() []optest.Case {
 	}
 }
 
-// mvTunings are launch shapes every matvec case must pass with.
-var mvTunings = []mvTuning{{}, {feats: 1}, {split: 1}, {warps: 8, split: 8}, {warps: 8, split: 2, feats: 1}, {warps: 1}, {warps: 2, split: 2},
-	{noMVMMA: true}, {noMVMMA: true, feats: 1, split: 2}, {mmaDirect: true}, {mmaMinRows: 1}, {mmaMinRows: 1, mmaDirect: true, warps: 4, split: 1},
-	{warps: 16}, {warps: 16, split: 16, mmaDirect: true}}
+// mvTunings are launch shapes every matvec case must pass with: the
+// default (windows of 16-bit weights on cuBLAS), cuBLAS from one row, and
+// the matvec kernels' shapes with the windows kept on them (winRows −1).
+var mvTunings = []mvTuning{{}, {winRows: 1}, {winRows: -1}, {feats: 1, winRows: -1}, {split: 1, winRows: -1},
+	{warps: 8, split: 8, winRows: -1}, {warps: 8, split: 2, feats: 1, winRows: -1}, {warps: 1, winRows: -1}, {warps: 2, split: 2, winRows: -1},
+	{noMVMMA: true, winRows: -1}, {noMVMMA: true, feats: 1, split: 2, winRows: -1}, {mmaDirect: true, winRows: -1},
+	{mmaMinRows: 1, winRows: -1}, {mmaMinRows: 1, mmaDirect: true, warps: 4, split: 1, winRows: -1},
+	{warps: 16, winRows: -1}, {warps: 16, split: 16, mmaDirect: true, winRows: -1}}
 
 // TestMatVecSplitK runs the matvec cases with the automatic launch shape
 // against their references and the CPU, then with every mvTunings shape.
@@ -183,8 +189,12 @@ func TestMatVecDeterministic(t *testing.T) {
 	be := newTestBackend(t, Options{})
 	for _, c := range []optest.Case{productCase(1, 2560, []int{300, 64, 64, 300}, graph.BF16, false), productCase(2, 7168, []int{200}, graph.BF16, true),
 		productCase(5, 2560, []int{300, 64, 64, 300}, graph.F16, false), productCase(8, 7168, []int{50}, graph.BF16, false),
-		productCase(4, 2560, []int{70}, graph.F16, true)} {
-		checkDeterministic(t, be, c)
+		productCase(4, 2560, []int{70}, graph.F16, true), productCase(5, 7168, []int{2560}, graph.BF16, false)} {
+		for _, tune := range []mvTuning{{}, {winRows: -1}} { // windows on cuBLAS, on the matvec kernels
+			be.mv = tune
+			checkDeterministic(t, be, c)
+		}
+		be.mv = mvTuning{}
 	}
 }
 
@@ -273,8 +283,8 @@ func TestMatVecSweep(t *testing.T) {
 
 // TestMvmmaSweep times the tensor-core matvec of 16-bit weights (mvmma)
 // over launch shapes (warps a block, warps a tile, x staged or read by the
-// lanes) against the CUDA-core one (mv_*) at gemvShapes' windows of 2 to
-// 8 rows, for tuning mvmmaPlan: set REEL_MVMMA_SWEEP=1 to run it; compile
+// lanes) against the CUDA-core one (mv_*) and cuBLAS's window (window.go)
+// at gemvShapes' windows of 2 to 8 rows, for tuning mvmmaPlan: set REEL_MVMMA_SWEEP=1 to run it; compile
 // other MVMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DMVMMA_LOADS=8).
 func TestMvmmaSweep(t *testing.T) {
 	if os.Getenv("REEL_MVMMA_SWEEP") == "" {
@@ -286,12 +296,12 @@ func TestMvmmaSweep(t *testing.T) {
 			continue
 		}
 		gb := newGEMVBench(t, be, s, s.rows)
-		tunes := []mvTuning{{noMVMMA: true}}
+		tunes := []mvTuning{{winRows: 1}, {noMVMMA: true, winRows: -1}}
 		for _, warps := range []int{4, 8, 16} {
 			for _, split := range []int{0, 1, 2, 4, 8} {
 				for _, direct := range []bool{false, true} {
 					if split <= warps {
-						tunes = append(tunes, mvTuning{warps: warps, split: split, mmaDirect: direct})
+						tunes = append(tunes, mvTuning{warps: warps, split: split, mmaDirect: direct, winRows: -1})
 					}
 				}
 			}

@@ -18,8 +18,10 @@ const snhPer = 8
 // batched call; in 16 bits with Options.HalfGLU), one row kernel
 // (swiglu_norm_half) from them to the down product's 16-bit input, and the
 // down product: the gated activation is never written in f32, and read
-// once. Otherwise matmul_swiglu into f32 scratch, then norm_matmul of it
-// (decode rows: two matvec launches, as the two nodes took).
+// once. A decode window of 16-bit weights on cuBLAS (windowed) is the same
+// in two 16-bit parts (windowMLP). Otherwise matmul_swiglu into f32
+// scratch, then norm_matmul of it (decode rows: two matvec launches, as
+// the two nodes took).
 func bindSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	at, err := ops.NodeAttrs[ops.EpsAttrs](n)
 	if err != nil {
@@ -51,6 +53,12 @@ func bindSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps
 	}
 	s := be.newSteps()
 	if rows == 0 || nOut == 0 {
+		return s, nil
+	}
+	if rows <= matvecMaxRows && k > 0 && f > 0 && wg.store == wu.store && be.windowed(wt, rows) && be.windowed(wtd, rows) {
+		if err := be.windowMLP(s, x, wg, wu, sg, su, wd, y, rows, k, f, nOut, wt, wtd, at.Eps); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	if rows <= matvecMaxRows || be.blas == nil || k == 0 || f == 0 || wg.store != wu.store || wt == 0 || wtd == 0 {

@@ -23,6 +23,7 @@ var kernelNames = append([]string{
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",
 	"matmul_tiled", "slerp_rows", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
+	"win_half", "win_sum", "win_glu_half",
 }, append(append(append(mvKernelNames(), mvmmaKernelNames()...), familyKernelNames()...), flashKernelNames()...)...)
 
 // flashKernelNames are the flash kernels' names.

@@ -678,54 +678,63 @@ func TestMeasureCopyBandwidth(t *testing.T) {
 	}
 }
 
-// BenchmarkDtoH reads a decode token's logits (131072 floats) back: through
-// the page-locked stage and a copy into Go memory (what DtoH does for large
-// reads), the stage alone (the copy's share is the difference), and straight
-// into pageable Go memory (the driver stages it itself).
+// BenchmarkDtoH reads the logits of a decode token (131072 floats) and of
+// windows of 5 and 8 rows (rows<n>/...) back: through the page-locked stage
+// and a copy into Go memory (what DtoH does for large reads), the stage
+// alone (the copy's share is the difference), and straight into pageable
+// Go memory (the driver stages it itself).
 func BenchmarkDtoH(b *testing.B) {
 	c := testContext(b)
-	const n = 131072 * 4
-	p, err := c.Alloc(n)
-	if err != nil {
-		b.Fatal(err)
+	for _, rows := range []int{1, 5, 8} {
+		n := 131072 * 4 * rows
+		p, err := c.Alloc(uint64(n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst := make([]byte, n)
+		b.Run(fmt.Sprintf("rows%d/staged", rows), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if err := c.DtoH(dst, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("rows%d/stage_only", rows), func(b *testing.B) {
+			if err := c.DtoH(dst, p); err != nil { // the stage grown to n
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, c.stage, uint64(p), uint64(n), c.stream.h); r != 0 {
+					b.Fatal(c.lib.cuErr(r, "cuMemcpyDtoHAsync"))
+				}
+				if err := c.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("rows%d/pageable", rows), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if err := c.DtoHAsync(dst, p); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("rows%d/fresh_staged", rows), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if err := c.DtoH(make([]byte, n), p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		if err := c.Free(p); err != nil {
+			b.Fatal(err)
+		}
 	}
-	dst := make([]byte, n)
-	b.Run("staged", func(b *testing.B) {
-		b.SetBytes(n)
-		for b.Loop() {
-			if err := c.DtoH(dst, p); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("stage_only", func(b *testing.B) {
-		b.SetBytes(n)
-		for b.Loop() {
-			if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, c.stage, uint64(p), n, c.stream.h); r != 0 {
-				b.Fatal(c.lib.cuErr(r, "cuMemcpyDtoHAsync"))
-			}
-			if err := c.Sync(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("pageable", func(b *testing.B) {
-		b.SetBytes(n)
-		for b.Loop() {
-			if err := c.DtoHAsync(dst, p); err != nil {
-				b.Fatal(err)
-			}
-			if err := c.Sync(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("fresh_staged", func(b *testing.B) {
-		b.SetBytes(n)
-		for b.Loop() {
-			if err := c.DtoH(make([]byte, n), p); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }
