@@ -14,9 +14,10 @@ import (
 
 // allRules are the rule names in run order.
 var allRules = []string{
-	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
-	planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix, planner.RuleNormMatMul,
-	planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
+	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQuantMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV,
+	planner.RuleAttentionGate, planner.RuleSlerp, planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix,
+	planner.RuleNormMatMul, planner.RuleQuantNormMatMul, planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleGroupMatMul,
+	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
 }
 
 func TestRuleNames(t *testing.T) {
