@@ -19,7 +19,7 @@ func Cases() []Case {
 		binaryCases, unaryCases, normCases,
 		ropeCases, kvWriteCases, attentionCases,
 		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases, slerpCases,
-		familyCases, quantCases,
+		familyCases, quantCases, quantFusedCases,
 	} {
 		cs = append(cs, gen()...)
 	}
