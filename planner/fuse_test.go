@@ -20,6 +20,9 @@ var allRules = []string{
 	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
 }
 
+// quantRules are the rules of the fused quantized products.
+var quantRules = []string{planner.RuleQuantMatMulSwiGLU, planner.RuleQuantNormMatMul, planner.RuleQuantGroupMatMul}
+
 func TestRuleNames(t *testing.T) {
 	var names []string
 	for _, r := range planner.Rules(nil) {
@@ -112,6 +115,9 @@ func TestEachRule(t *testing.T) {
 	for _, rule := range allRules {
 		if slices.Contains(qwen4Rules, rule) {
 			continue // rules_qwen4_test.go
+		}
+		if slices.Contains(quantRules, rule) {
+			continue // the tiny block's weights are not quantized: TestFusedEqualsUnfusedDoryQuant
 		}
 		t.Run(rule, func(t *testing.T) {
 			var skip []string
