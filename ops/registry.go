@@ -38,6 +38,9 @@ var defs = func() map[string]*Def {
 	for _, d := range quantDefs {
 		m[d.Op] = d
 	}
+	for _, d := range quantFusedDefs {
+		m[d.Op] = d
+	}
 	return m
 }()
 

@@ -129,3 +129,55 @@ func unitRows(x []float32, w int) {
 		}
 	}
 }
+
+// TestFusedEqualsUnfusedDoryQuant plans a quantized tiny Dory's decode and
+// chunk stages fused and unfused, in each format, and runs both on the CPU:
+// every quant_matmul is fused (q/k/v/g grouped, gate/up with the SwiGLU,
+// the norms before o and down folded in), and the logits and states agree
+// within 1e-5.
+func TestFusedEqualsUnfusedDoryQuant(t *testing.T) {
+	be := cpu.New(2)
+	c := tinyDory(dory.PerLoop)
+	for _, q := range []string{"fp8", "q8", "q4"} {
+		m0, err := dory.Synthetic(c, graph.BF16, 3)
+		require.NoError(t, err)
+		mq, err := m0.Quantize(q, nil)
+		require.NoError(t, err)
+		m := mq.(*dory.Model)
+		weights, err := m.Upload(be, nil)
+		require.NoError(t, err)
+		for _, rows := range []int{1, 3} {
+			k := dory.Key{Stage: dory.All, Loops: 2, Want: lm.WantLast, Rows: rows}
+			t.Run(fmt.Sprintf("%s/%s", q, k), func(t *testing.T) {
+				g, err := dory.BuildStage(&c, k, m.Stored())
+				require.NoError(t, err)
+				e := newEnv(g, 8, 6, 16)
+				for _, v := range g.OfKind(graph.State) {
+					unitRows(e.f32[v.Name], v.Shape.Last())
+				}
+				run := func(opts planner.Options) (result, planner.Report) {
+					bound := e.bind(t, be, g)
+					for n, w := range weights {
+						bound[n] = w
+					}
+					p, rep, err := planner.Plan(g, opts)
+					require.NoError(t, err)
+					pl, err := planner.Lower(p, be, byValue(g, bound))
+					require.NoError(t, err)
+					defer pl.Close()
+					require.NoError(t, pl.Run())
+					return collect(g, bound, pl.Outputs()), rep
+				}
+				ref, _ := run(unfused)
+				got, rep := run(fused)
+				require.LessOrEqual(t, maxRelDiff(t, got, ref), 1e-5)
+				require.Positive(t, rep.Fusions[planner.RuleQuantGroupMatMul])
+				require.Positive(t, rep.Fusions[planner.RuleQuantMatMulSwiGLU])
+				require.Equal(t, 2*rep.Fusions[planner.RuleQuantMatMulSwiGLU], rep.Fusions[planner.RuleQuantNormMatMul])
+				require.Equal(t, rep.Fusions[planner.RuleQuantGroupMatMul], rep.Fusions[planner.RuleQuantMatMulSwiGLU])
+				require.Zero(t, rep.Fusions[planner.RuleGroupMatMul]+rep.Fusions[planner.RuleMatMulSwiGLU]+rep.Fusions[planner.RuleNormMatMul])
+				t.Logf("%s: %s", k, rep.FusionString())
+			})
+		}
+	}
+}

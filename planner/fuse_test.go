@@ -14,10 +14,14 @@ import (
 
 // allRules are the rule names in run order.
 var allRules = []string{
-	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV, planner.RuleAttentionGate, planner.RuleSlerp,
-	planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix, planner.RuleNormMatMul,
-	planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
+	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQuantMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV,
+	planner.RuleAttentionGate, planner.RuleSlerp, planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix,
+	planner.RuleNormMatMul, planner.RuleQuantNormMatMul, planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleGroupMatMul,
+	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
 }
+
+// quantRules are the rules of the fused quantized products.
+var quantRules = []string{planner.RuleQuantMatMulSwiGLU, planner.RuleQuantNormMatMul, planner.RuleQuantGroupMatMul}
 
 func TestRuleNames(t *testing.T) {
 	var names []string
@@ -111,6 +115,9 @@ func TestEachRule(t *testing.T) {
 	for _, rule := range allRules {
 		if slices.Contains(qwen4Rules, rule) {
 			continue // rules_qwen4_test.go
+		}
+		if slices.Contains(quantRules, rule) {
+			continue // the tiny block's weights are not quantized: TestFusedEqualsUnfusedDoryQuant
 		}
 		t.Run(rule, func(t *testing.T) {
 			var skip []string

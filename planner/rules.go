@@ -23,6 +23,11 @@ const (
 	RuleQKVPrep       = "qkv_prep"
 	RuleAttentionGate = "attention_gate"
 	RuleNormMatMul    = "norm_matmul"
+	// The fused quantized products' rules (ops/quant_fused.go): the
+	// grouping, SwiGLU and norm rules over quant_matmul.
+	RuleQuantMatMulSwiGLU = "quant_matmul_swiglu"
+	RuleQuantNormMatMul   = "quant_norm_matmul"
+	RuleQuantGroupMatMul  = "quant_grouped_matmul"
 )
 
 // Rules gives the fusion rules in the order they run, leaving out those
@@ -77,6 +82,20 @@ func Rules(skip []string) []Rule {
 		},
 		Attrs: func(m *Match) (any, bool) { return normRope(m) }}
 	attn := ops.AttentionAttrs{Heads: 2, KVHeads: 1, HeadDim: 4, Scale: 0.5}
+	// A quantized weight's codes (i8 groups of 32) and scales, for the
+	// templates of the fused quantized products; a match is rebuilt with
+	// the graph's own dtypes and blocks.
+	qw := func(shape ...int) ExampleInput {
+		return ExampleInput{Kind: graph.Weight, DType: graph.I8, Shape: shape}
+	}
+	qs := func(shape ...int) ExampleInput {
+		return ExampleInput{Kind: graph.Weight, DType: graph.F16, Shape: shape}
+	}
+	blocks := ops.QuantAttrs{BlockRows: 1, BlockCols: 32}
+	// quantBlocks reads the blocks of a match's first quant_matmul.
+	quantBlocks := func(m *Match) (any, bool) {
+		return attrsOf[ops.QuantAttrs](firstTemplate(m, ops.OpQuantMatMul.Op), m)
+	}
 	all := []Rule{
 		&TemplateRule{Op: ops.OpSwiGLUNormMatMul,
 			Variants: []Example{{Inputs: []ExampleInput{f32(ops.AttentionChunkRows, 4), w(6, 4), w(6, 4), f32(6), f32(6), w(5, 6)}, Attrs: eps}},
@@ -91,6 +110,9 @@ func Rules(skip []string) []Rule {
 		&TemplateRule{Op: ops.OpMatMulSwiGLU,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 4), w(6, 4), w(6, 4), f32(6), f32(6)}}},
 			Attrs:    func(*Match) (any, bool) { return nil, true }},
+		&TemplateRule{Op: ops.OpQuantMatMulSwiGLU,
+			Variants: []Example{{Inputs: []ExampleInput{f32(2, 64), qw(6, 64), qs(6, 2), qw(6, 64), qs(6, 2), f32(6), f32(6)}, Attrs: blocks}},
+			Attrs:    quantBlocks},
 		&QKVRule{Q: nrRule, K: nrkvRule},
 		nrkvRule,
 		&TemplateRule{Op: ops.OpAttentionGate,
@@ -114,9 +136,20 @@ func Rules(skip []string) []Rule {
 		&TemplateRule{Op: ops.OpNormMatMul,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 8), w(6, 8)}, Attrs: eps}},
 			Attrs:    normEps},
+		&TemplateRule{Op: ops.OpQuantNormMatMul,
+			Variants: []Example{{Inputs: []ExampleInput{f32(2, 64), qw(6, 64), qs(6, 2)}, Attrs: ops.QuantNormAttrs{Blocks: blocks, Eps: 1e-6}}},
+			Attrs: func(m *Match) (any, bool) {
+				b, ok1 := quantBlocks(m)
+				e, ok2 := normEps(m)
+				if !ok1 || !ok2 {
+					return nil, false
+				}
+				return ops.QuantNormAttrs{Blocks: b.(ops.QuantAttrs), Eps: e.(ops.EpsAttrs).Eps}, true
+			}},
 		GDNPrepRule{},
 		ExpertGLURule(),
 		SiblingRule{},
+		QuantSiblingRule{},
 		ChainRule{},
 		SlerpProductRule{},
 	}
@@ -180,18 +213,55 @@ func (SiblingRule) Name() string { return RuleGroupMatMul }
 // Qwen4-Exp's block_inject in a layer's scope and input_mix_down in its
 // moe scope read one input); the group takes their common scope.
 func (SiblingRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	return siblings(g, u, ops.OpGroupedMatMul, func(n *graph.Node) (any, any, bool) {
+		return nil, nil, n.Op == ops.OpMatMul.Op && n.Inputs[1].Kind == graph.Weight
+	})
+}
+
+// QuantSiblingRule is SiblingRule for quant_matmul: the quantized products
+// that read one input, with weights of one format (codes and scales of one
+// dtype each, one set of blocks), become one quant_grouped_matmul.
+type QuantSiblingRule struct{}
+
+// Name is "quant_grouped_matmul".
+func (QuantSiblingRule) Name() string { return RuleQuantGroupMatMul }
+
+// Match groups quantized siblings by input and format.
+func (QuantSiblingRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	type format struct {
+		codes, scales graph.DType
+		blocks        ops.QuantAttrs
+	}
+	return siblings(g, u, ops.OpQuantGroupedMatMul, func(n *graph.Node) (any, any, bool) {
+		if n.Op != ops.OpQuantMatMul.Op || n.Inputs[1].Kind != graph.Weight || n.Inputs[2].Kind != graph.Weight {
+			return nil, nil, false
+		}
+		a, ok := attrsValue[ops.QuantAttrs](n.Attrs)
+		return format{n.Inputs[1].DType, n.Inputs[2].DType, a}, a, ok
+	})
+}
+
+// siblings groups the nodes that accept takes (each with a comparable key
+// and the fused node's attributes: nodes of one group have equal keys) by
+// their first input into nodes of op, whose inputs are that input and
+// every member's other inputs in order.
+func siblings(g *graph.Graph, u *Uses, op *ops.Def, accept func(*graph.Node) (key, attrs any, ok bool)) []Replacement {
 	type key struct {
-		x *graph.Value
+		x   *graph.Value
+		key any
 	}
 	groups := map[key][]*graph.Node{}
+	attrs := map[key]any{}
 	var keys []key
 	for _, n := range g.Nodes {
-		if n.Op != ops.OpMatMul.Op || n.Inputs[1].Kind != graph.Weight {
+		kk, a, ok := accept(n)
+		if !ok {
 			continue
 		}
-		k := key{n.Inputs[0]}
+		k := key{n.Inputs[0], kk}
 		if groups[k] == nil {
 			keys = append(keys, k)
+			attrs[k] = a
 		}
 		groups[k] = append(groups[k], n)
 	}
@@ -201,9 +271,9 @@ func (SiblingRule) Match(g *graph.Graph, u *Uses) []Replacement {
 		if len(ms) < 2 {
 			continue
 		}
-		rep := Replacement{Op: ops.OpGroupedMatMul, Members: ms, At: ms[0], Inputs: []*graph.Value{k.x}}
+		rep := Replacement{Op: op, Attrs: attrs[k], Members: ms, At: ms[0], Inputs: []*graph.Value{k.x}}
 		for _, m := range ms {
-			rep.Inputs = append(rep.Inputs, m.Inputs[1])
+			rep.Inputs = append(rep.Inputs, m.Inputs[1:]...)
 			rep.Outputs = append(rep.Outputs, m.Outputs[0])
 		}
 		if eligible(g, u, &rep) {

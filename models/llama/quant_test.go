@@ -66,9 +66,10 @@ func TestFP8Golden(t *testing.T) {
 	}
 }
 
-// TestFP8Plan: the planner plans the FP8 layer, leaving quant_matmul to
-// itself (the grouping and SwiGLU rules take plain matmuls only) and still
-// fusing the norms and rotary embeddings around it.
+// TestFP8Plan: the planner plans the FP8 layer, grouping the quantized
+// products of one input (q/k/v, gate/up: quant_grouped_matmul, none left
+// to the plain grouping rule) and still fusing the norms and rotary
+// embeddings around them.
 func TestFP8Plan(t *testing.T) {
 	m, err := llama.Load(fp8Dir)
 	require.NoError(t, err)
@@ -77,8 +78,8 @@ func TestFP8Plan(t *testing.T) {
 	require.NoError(t, err)
 	fused, rep, err := planner.Plan(g, planner.DefaultOptions())
 	require.NoError(t, err)
-	require.NotContains(t, rep.FusionString(), "grouped_matmul")
-	require.NotContains(t, rep.FusionString(), "matmul_swiglu")
+	require.Equal(t, 4, rep.Fusions[planner.RuleQuantGroupMatMul]) // 2 layers' q/k/v and gate/up
+	require.Zero(t, rep.Fusions[planner.RuleGroupMatMul]+rep.Fusions[planner.RuleMatMulSwiGLU])
 	require.Less(t, rep.Launches, rep.Nodes)
 	_ = fused
 	t.Log(rep.FusionString(), rep.Launches, "launches of", rep.Nodes, "nodes")

@@ -18,6 +18,9 @@ var kernels = func() map[string]kernelFunc {
 	for name, k := range quantKernels {
 		m[name] = k
 	}
+	for name, k := range quantFusedKernels {
+		m[name] = k
+	}
 	for name, k := range slerpKernels {
 		m[name] = k
 	}

@@ -220,6 +220,10 @@ type Backend struct {
 	// quantPromptF32 computes the quantized prompt products in f32 in
 	// every precision (benchmarks comparing it with the 16-bit path).
 	quantPromptF32 bool
+	// qfuseRows is the most decode rows the fused quantized products take
+	// in one fused launch (quant_fused.go): 0 qfuseRows, negative none
+	// (REEL_QFUSE_ROWS).
+	qfuseRows int
 	// mv overrides the matvec launch shape (tests); zero: automatic.
 	mv mvTuning
 	// qsaSplit is the key chunks of decode rows' qsa_attention: 0 chooses
@@ -281,6 +285,10 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	qfr, err := parseQuantFuseRows(os.Getenv("REEL_QFUSE_ROWS"))
+	if err != nil {
+		return nil, err
+	}
 	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
 		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
 	}
@@ -296,7 +304,7 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", opts.Device, err)
 	}
-	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh}
+	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh, qfuseRows: qfr}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
 	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if os.Getenv("REEL_FLASH_NARROW") == "1" {

@@ -8,7 +8,7 @@ package cuda
 // (quant.go, no error codes). The tables below join them to the backend's.
 
 // familyBinders are the groups' binders, added to binders once at start-up.
-var familyBinders = []map[string]binder{gdnBinders, hcBinders, moeBinders, pleBinders, qsaBinders, quantBinders}
+var familyBinders = []map[string]binder{gdnBinders, hcBinders, moeBinders, pleBinders, qsaBinders, quantBinders, quantFusedBinders}
 
 // familyKernelNames are the groups' kernels, loaded with the others.
 func familyKernelNames() []string {

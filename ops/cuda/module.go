@@ -118,7 +118,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 		}
 	}
 	if qmvSharedMax > 48<<10 {
-		for _, n := range qmvsKernelNames() {
+		for _, n := range append(qmvsKernelNames(), qfuseKernelNames()...) {
 			if err := ks.fn[n].SetMaxDynamicSharedBytes(qmvSharedMax); err != nil {
 				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 			}

@@ -32,9 +32,9 @@ import (
 var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_expert_matmul": bindQuantExpertMatMul}
 
 // quantKernels are their kernels.
-var quantKernels = append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
+var quantKernels = append(append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
 	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...), qmmaKernelNames()...),
-	quantPromptKernelNames()...)
+	quantPromptKernelNames()...), qfuseKernelNames()...)
 
 // quantPromptKernelNames are the prompt products' kernels
 // (kernels/quant_prompt.cu): for each format and 16-bit type, the
@@ -279,39 +279,47 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
 		return s, nil
 	}
-	scols, br, bc := int32(sv.Shape[1]), int32(a.BlockRows), int32(a.BlockCols)
+	q := quantWeight{w: w, sc: sc, code: code, name: name, perVec: perVec, stride: stride, st: st,
+		scols: int32(sv.Shape[1]), br: int32(a.BlockRows), bc: int32(a.BlockCols)}
 	if rows <= matvecMaxRows {
-		if l, ok := qmmaPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,
-			blockCols: a.BlockCols, aligned: w.ptr%16 == 0 && x.ptr%16 == 0}, be.kernels.sms); ok {
-			s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.warps), 1, 1}, uint32(l.shared),
-				x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, int32(l.groupShift), y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))
-			return s, nil
-		}
-		l := qmvPlan(be.mv, qmvIn{name: name, perVec: perVec, rows: rows, k: k, nOut: nOut, stride: stride,
-			blockCols: a.BlockCols, aligned: w.ptr%16 == 0 && x.ptr%16 == 0}, be.opts.MatvecMaxChunk, be.kernels.sms)
-		if l.old {
-			vec := int32(0)
-			if l.vec {
-				vec = 1
-			}
-			s.add(l.name, [3]uint32{uint32(l.shape.blocks), 1, 1}, [3]uint32{32 * qmvWarps, 1, 1}, 0,
-				x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
-			return s, nil
-		}
-		xsm := int32(0)
-		if l.shared > 0 {
-			xsm = 1
-		}
-		s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared),
-			x.ptr, w.ptr, int64(stride), sc.ptr, st, scols, br, bc, y.ptr, int32(rows), int32(k), int32(nOut),
-			int32(l.shape.split), int32(l.nb), xsm)
+		be.quantMatvec(s, x, q, y, rows, k, nOut)
 		return s, nil
 	}
-	q := quantWeight{w: w, sc: sc, code: code, name: name, perVec: perVec, stride: stride, st: st, scols: scols, br: br, bc: bc}
 	if err := be.quantProduct(s, x, q, y, rows, k, nOut, nil); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// quantMatvec appends y[rows, nOut] = x[rows, k] · Wᵀ for the quantized
+// weight q and 1..matvecMaxRows rows (k and nOut not 0): the tensor-core
+// qmma_* where qmmaPlan takes the product, else qmvs_* where qmvPlan
+// does, else the warp a feature of qmv_*.
+func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int) {
+	in := qmvIn{name: q.name, perVec: q.perVec, rows: rows, k: k, nOut: nOut, stride: q.stride,
+		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0}
+	if l, ok := qmmaPlan(be.mv, in, be.kernels.sms); ok {
+		s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.warps), 1, 1}, uint32(l.shared),
+			x.ptr, q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, int32(l.groupShift), y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))
+		return
+	}
+	l := qmvPlan(be.mv, in, be.opts.MatvecMaxChunk, be.kernels.sms)
+	if l.old {
+		vec := int32(0)
+		if l.vec {
+			vec = 1
+		}
+		s.add(l.name, [3]uint32{uint32(l.shape.blocks), 1, 1}, [3]uint32{32 * qmvWarps, 1, 1}, 0,
+			x.ptr, q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, q.bc, y.ptr, int32(rows), int32(k), int32(nOut), vec)
+		return
+	}
+	xsm := int32(0)
+	if l.shared > 0 {
+		xsm = 1
+	}
+	s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared),
+		x.ptr, q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, q.bc, y.ptr, int32(rows), int32(k), int32(nOut),
+		int32(l.shape.split), int32(l.nb), xsm)
 }
 
 // bindQuantExpertMatMul binds quant_expert_matmul as expert_matmul is

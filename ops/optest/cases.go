@@ -19,7 +19,7 @@ func Cases() []Case {
 		binaryCases, unaryCases, normCases,
 		ropeCases, kvWriteCases, attentionCases,
 		rowCases, storeCases, fusedCases, plannerCases, blockCases, decodeCases, slerpCases,
-		familyCases, quantCases, windowCases,
+		familyCases, quantCases, quantFusedCases, windowCases,
 	} {
 		cs = append(cs, gen()...)
 	}

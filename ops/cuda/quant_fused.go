@@ -1,0 +1,465 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
+)
+
+// The fused quantized products (ops/quant_fused.go): quant_grouped_matmul,
+// quant_matmul_swiglu and quant_norm_matmul.
+//
+// Decode rows, up to the tuning's quantFuseRows (qfuseRows by default),
+// take one launch of the fused split-K matvec (kernels/quant_fused.cu:
+// qmvg_* over up to qfuseSegs weights of one format, qmvsw_* for gate and
+// up with the SwiGLU, qmvn_* with the row norm), launched as quant_matmul's
+// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors. Other
+// decode rows (more rows than quantFuseRows: quant_matmul's tensor-core
+// qmma_* is faster there; rows whose codes need element loads) take their
+// parts: each weight's quant_matmul matvec (quantMatvec) into the outputs
+// or scratch, then swiglu, or a norm of x into scratch first.
+//
+// Prompt rows convert x to the format's 16-bit type once for the group
+// (the row norm fused into that conversion for quant_norm_matmul), then
+// dequantize each weight in turn into the shared deq scratch and multiply
+// it (quantProduct, products); with quantF32 each weight is dequantized to
+// f32 and multiplies x as it is.
+
+// qfuseSegs is the most weights a qmvg launch takes (QF_SEGS).
+const qfuseSegs = 4
+
+// qfuseRows is the most decode rows the fused kernels take by default: one
+// row, where they beat the tensor cores' qmma_* (q4 129.7 against 118.9
+// tok/s on Dory 4B with one launch a weight), which win from two rows on.
+// REEL_QFUSE_ROWS sets the backend's qfuseRows (0 for never).
+const qfuseRows = 1
+
+// quantFusedBinders are the binders of the fused quantized products.
+var quantFusedBinders = map[string]binder{
+	"quant_grouped_matmul": bindQuantGroupedMatMul,
+	"quant_matmul_swiglu":  bindQuantMatMulSwiGLU,
+	"quant_norm_matmul":    bindQuantNormMatMul,
+}
+
+// qfuseKernelNames are the fused kernels' names (quant_fused.cu's
+// instances).
+func qfuseKernelNames() []string {
+	var out []string
+	for _, q := range []string{"f8", "i8", "u4"} {
+		for _, rb := range []int{1, matvecMaxRows} {
+			for _, f := range []int{1, 2, 4} {
+				out = append(out, fmt.Sprintf("qmvg_%s_r%d_f%d", q, rb, f), fmt.Sprintf("qmvn_%s_r%d_f%d", q, rb, f))
+			}
+			out = append(out, fmt.Sprintf("qmvsw_%s_r%d", q, rb))
+		}
+	}
+	return out
+}
+
+// parseQuantFuseRows reads REEL_QFUSE_ROWS: "" (qfuseRows), or 0 to
+// matvecMaxRows, as the backend's qfuseRows takes it (negative for 0).
+func parseQuantFuseRows(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 0 || n > matvecMaxRows || fmt.Sprint(n) != v {
+		return 0, fmt.Errorf("REEL_QFUSE_ROWS %q: want 0 to %d", v, matvecMaxRows)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
+}
+
+// fuseRows is the most decode rows the fused kernels take.
+func (be *Backend) fuseRows() int {
+	switch {
+	case be.qfuseRows < 0:
+		return 0
+	case be.qfuseRows > 0:
+		return be.qfuseRows
+	}
+	return qfuseRows
+}
+
+// quantWeightOf checks a quantized weight's codes w (value wv) and scales
+// sc (value sv) for k input features and gives it as the products read it,
+// with its output features.
+func quantWeightOf(wv, sv *graph.Value, w, sc *Buffer, a ops.QuantAttrs, k int) (quantWeight, int, error) {
+	code, name, perVec, err := quantCode(w.store)
+	if err != nil {
+		return quantWeight{}, 0, err
+	}
+	st, err := wtype(sc)
+	if err != nil {
+		return quantWeight{}, 0, fmt.Errorf("scales: %w", err)
+	}
+	if len(wv.Shape) != 2 || len(sv.Shape) != 2 {
+		return quantWeight{}, 0, fmt.Errorf("codes %s and scales %s: want matrices", wv, sv)
+	}
+	nOut, stride := wv.Shape[0], ops.QuantCols(w.store, k)
+	if w.n != nOut*stride || sc.n != sv.Shape.Elems() {
+		return quantWeight{}, 0, fmt.Errorf("codes of %d and scales of %d elements do not fit %d features of %d", w.n, sc.n, nOut, k)
+	}
+	return quantWeight{w: w, sc: sc, code: code, name: name, perVec: perVec, stride: stride, st: st,
+		scols: int32(sv.Shape[1]), br: int32(a.BlockRows), bc: int32(a.BlockCols)}, nOut, nil
+}
+
+// qfuseSeg is one weight of a fused quantized launch and its output.
+type qfuseSeg struct {
+	q quantWeight
+	y *Buffer
+	n int
+}
+
+// qfuseForm is a fused kernel's form: its name's prefix, and for the
+// normalized form the epsilon; swiglu holds the output and the scales sg,
+// su of the gate/up form.
+type qfuseForm struct {
+	prefix string // qmvg, qmvn or qmvsw
+	eps    float32
+	swiglu *[3]*Buffer
+}
+
+// qfuseLaunch appends one fused decode launch over segs (all of one
+// format: the caller checks), or reports false where the fused kernels
+// cannot take them: more rows than the tuning's fuseRows, more than
+// qfuseSegs weights, or codes, blocks or pointers that rule out 16-byte
+// vectors (qmvPlan's old kernels).
+func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int, form qfuseForm) bool {
+	if rows < 1 || rows > be.fuseRows() || k < 1 || len(segs) < 1 || len(segs) > qfuseSegs {
+		return false
+	}
+	q0 := segs[0].q
+	aligned := x.ptr%16 == 0
+	nf := 0
+	for _, sg := range segs {
+		if sg.q.w.store != q0.w.store || sg.q.st != q0.st || sg.q.stride != q0.stride || sg.q.scols != q0.scols ||
+			sg.q.br != q0.br || sg.q.bc != q0.bc || sg.n < 1 {
+			return false
+		}
+		aligned = aligned && sg.q.w.ptr%16 == 0
+		nf += sg.n
+	}
+	// The launch as qmvPlan gives it for nf features; the gate/up form's
+	// units are a gate row and its up row: qmvPlan's units of two
+	// features over twice the gate's rows.
+	t, units := be.mv, nf
+	if form.swiglu != nil {
+		if len(segs) != 2 || segs[1].n != segs[0].n {
+			return false
+		}
+		t.feats, units = 2, segs[0].n
+	}
+	l := qmvPlan(t, qmvIn{name: q0.name, perVec: q0.perVec, rows: rows, k: k, nOut: nf, stride: q0.stride,
+		blockCols: int(q0.bc), aligned: aligned}, be.opts.MatvecMaxChunk, be.kernels.sms)
+	if l.old {
+		return false
+	}
+	rb := 1
+	if rows > 1 {
+		rb = matvecMaxRows
+	}
+	name := fmt.Sprintf("%s_%s_r%d_f%d", form.prefix, q0.name, rb, l.shape.feats)
+	var w, sc, y [qfuseSegs]cu.DevicePtr
+	ends := [qfuseSegs - 1]int32{}
+	e := 0
+	for i, sg := range segs {
+		w[i], sc[i] = sg.q.w.ptr, sg.q.sc.ptr
+		if sg.y != nil {
+			y[i] = sg.y.ptr
+		}
+		e += sg.n
+		if i < qfuseSegs-1 {
+			ends[i] = int32(e)
+		}
+	}
+	for i := len(segs); i < qfuseSegs-1; i++ {
+		ends[i] = int32(nf)
+	}
+	var sgp, sup cu.DevicePtr
+	if form.swiglu != nil {
+		name = fmt.Sprintf("%s_%s_r%d", form.prefix, q0.name, rb)
+		nf = units
+		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}
+		ends = [qfuseSegs - 1]int32{int32(nf), int32(nf), int32(nf)}
+		sgp, sup = form.swiglu[1].ptr, form.swiglu[2].ptr
+	}
+	xsm := int32(0)
+	if l.shared > 0 {
+		xsm = 1
+	}
+	s.add(name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared),
+		x.ptr, int64(q0.stride), q0.st, q0.scols, q0.br, q0.bc, int32(rows), int32(k), int32(nf), int32(l.shape.split), int32(l.nb),
+		w[0], w[1], w[2], w[3], sc[0], sc[1], sc[2], sc[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2],
+		sgp, sup, form.eps, xsm)
+	return true
+}
+
+// quantRuns splits segs into runs of one format (codes and scales of one
+// type) of up to qfuseSegs weights, in order.
+func quantRuns(segs []qfuseSeg) [][]qfuseSeg {
+	var runs [][]qfuseSeg
+	for i, sg := range segs {
+		if n := len(runs); n > 0 {
+			last := runs[n-1]
+			if len(last) < qfuseSegs && last[0].q.w.store == sg.q.w.store && last[0].q.st == sg.q.st {
+				runs[n-1] = append(last, segs[i])
+				continue
+			}
+		}
+		runs = append(runs, []qfuseSeg{sg})
+	}
+	return runs
+}
+
+// quantHalfX gives x as the prompt products of a group read it: for each
+// 16-bit type a view of x carrying its 16-bit copy (Buffer.half), made
+// once by the first weight that needs it (normalized by eps when not nil),
+// so that every product of the group reads one conversion. With quantF32
+// or without cuBLAS the products read x in f32, and quantHalfX gives x
+// itself (eps must then be applied by the products).
+type quantHalfX struct {
+	be    *Backend
+	x     *Buffer
+	rows  int
+	k     int
+	eps   *float32
+	views map[int32]*Buffer
+}
+
+// converts says whether the group's products read x converted here.
+func (h *quantHalfX) converts() bool { return h.be.blas != nil && !h.be.quantF32() }
+
+// view gives x for a product of weight q.
+func (h *quantHalfX) view(s *steps, q quantWeight) (*Buffer, error) {
+	if !h.converts() {
+		return h.x, nil
+	}
+	ht := h.be.quantHalf(q.w.store)
+	if v, ok := h.views[ht]; ok {
+		return v, nil
+	}
+	if h.views == nil {
+		h.views = map[int32]*Buffer{}
+	}
+	if h.x.half != nil && h.x.half.wt == ht && h.eps == nil {
+		h.views[ht] = h.x
+		return h.x, nil
+	}
+	hp, err := h.be.toHalf(s, h.x, h.rows, h.k, ht, h.eps, len(h.views))
+	if err != nil {
+		return nil, err
+	}
+	v := *h.x
+	v.half = &halfCopy{wt: ht, h: hp}
+	h.views[ht] = &v
+	return &v, nil
+}
+
+// productEps is the eps the products must apply themselves: eps, unless x
+// was converted (normalized) here.
+func (h *quantHalfX) productEps() *float32 {
+	if h.converts() {
+		return nil
+	}
+	return h.eps
+}
+
+// quantGroup appends y_i = x · W_iᵀ for every weight of segs: fused
+// launches for decode rows where qfuseLaunch takes a run of one format,
+// else each weight's own quant_matmul matvec; prompt rows x converted once
+// (quantHalfX) and each weight's quantProduct.
+func (be *Backend) quantGroup(s *steps, x *Buffer, segs []qfuseSeg, rows, k int) error {
+	if rows == 0 {
+		return nil
+	}
+	if k == 0 {
+		ctx := be.ctx
+		for _, sg := range segs {
+			y := sg.y
+			s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		}
+		return nil
+	}
+	if rows <= matvecMaxRows {
+		for _, run := range quantRuns(segs) {
+			if be.qfuseLaunch(s, x, run, rows, k, qfuseForm{prefix: "qmvg"}) {
+				continue
+			}
+			for _, sg := range run {
+				if sg.n > 0 {
+					be.quantMatvec(s, x, sg.q, sg.y, rows, k, sg.n)
+				}
+			}
+		}
+		return nil
+	}
+	hx := &quantHalfX{be: be, x: x, rows: rows, k: k}
+	for _, sg := range segs {
+		if sg.n == 0 {
+			continue
+		}
+		xv, err := hx.view(s, sg.q)
+		if err != nil {
+			return err
+		}
+		if err := be.quantProduct(s, xv, sg.q, sg.y, rows, k, sg.n, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bindQuantGroupedMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	a, err := ops.NodeAttrs[ops.QuantAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) < 3 || len(in)%2 != 1 || len(out) != (len(in)-1)/2 {
+		return nil, fmt.Errorf("quant_grouped_matmul: %d inputs and %d outputs", len(in), len(out))
+	}
+	x := in[0]
+	if err := f32("x", x); err != nil {
+		return nil, err
+	}
+	xv := n.Inputs[0]
+	k, rows := xv.Shape.Last(), xv.Shape.Rows()
+	if x.n != rows*k {
+		return nil, fmt.Errorf("x of %d elements is not %d rows of %d", x.n, rows, k)
+	}
+	var segs []qfuseSeg
+	for i := range out {
+		q, nOut, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a, k)
+		if err != nil {
+			return nil, fmt.Errorf("weight %d: %w", i, err)
+		}
+		if err := f32("output", out[i]); err != nil {
+			return nil, fmt.Errorf("weight %d: %w", i, err)
+		}
+		if out[i].n != rows*nOut {
+			return nil, fmt.Errorf("weight %d: output of %d elements is not %d rows of %d", i, out[i].n, rows, nOut)
+		}
+		segs = append(segs, qfuseSeg{q: q, y: out[i], n: nOut})
+	}
+	s := be.newSteps()
+	if err := be.quantGroup(s, x, segs, rows, k); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func bindQuantMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	a, err := ops.NodeAttrs[ops.QuantAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) != 7 || len(out) != 1 {
+		return nil, fmt.Errorf("quant_matmul_swiglu: %d inputs and %d outputs", len(in), len(out))
+	}
+	x, sg, su, y := in[0], in[5], in[6], out[0]
+	if err := f32All([]string{"x", "sg", "su", "output"}, []*Buffer{x, sg, su, y}); err != nil {
+		return nil, err
+	}
+	xv := n.Inputs[0]
+	k, rows := xv.Shape.Last(), xv.Shape.Rows()
+	var segs [2]qfuseSeg
+	for i := range segs {
+		q, f, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a, k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+		}
+		segs[i] = qfuseSeg{q: q, n: f}
+	}
+	f := segs[0].n
+	if segs[1].n != f || x.n != rows*k || sg.n != f || su.n != f || y.n != rows*f {
+		return nil, fmt.Errorf("x of %d, gate of %d and up of %d features, scales of %d and %d, output of %d elements do not fit %d rows of %d",
+			x.n, f, segs[1].n, sg.n, su.n, y.n, rows, k)
+	}
+	s := be.newSteps()
+	if rows == 0 || f == 0 {
+		return s, nil
+	}
+	if k == 0 {
+		ctx := be.ctx
+		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		return s, nil
+	}
+	if rows <= matvecMaxRows && be.qfuseLaunch(s, x, segs[:], rows, k, qfuseForm{prefix: "qmvsw", swiglu: &[3]*Buffer{y, sg, su}}) {
+		return s, nil
+	}
+	tmp, err := be.gluScratch(rows, f, graph.F32)
+	if err != nil {
+		return nil, err
+	}
+	segs[0].y, segs[1].y = tmp[0], tmp[1]
+	if rows <= matvecMaxRows {
+		// The parts: the gate and up matvecs one by one (not a qmvg
+		// launch: a fused launch was just ruled out).
+		for _, sg := range segs {
+			be.quantMatvec(s, x, sg.q, sg.y, rows, k, f)
+		}
+	} else if err := be.quantGroup(s, x, segs[:], rows, k); err != nil {
+		return nil, err
+	}
+	if _, err := be.swiglu(tmp[0], tmp[1], sg, su, y, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func bindQuantNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	a, err := ops.NodeAttrs[ops.QuantNormAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) != 3 || len(out) != 1 {
+		return nil, fmt.Errorf("quant_norm_matmul: %d inputs and %d outputs", len(in), len(out))
+	}
+	x, y := in[0], out[0]
+	if err := f32All([]string{"x", "output"}, []*Buffer{x, y}); err != nil {
+		return nil, err
+	}
+	xv := n.Inputs[0]
+	k, rows := xv.Shape.Last(), xv.Shape.Rows()
+	q, nOut, err := quantWeightOf(n.Inputs[1], n.Inputs[2], in[1], in[2], a.Blocks, k)
+	if err != nil {
+		return nil, err
+	}
+	if x.n != rows*k || y.n != rows*nOut || k == 0 {
+		return nil, fmt.Errorf("x of %d, output of %d elements do not fit %d rows of %d -> %d", x.n, y.n, rows, k, nOut)
+	}
+	s := be.newSteps()
+	if rows == 0 || nOut == 0 {
+		return s, nil
+	}
+	seg := []qfuseSeg{{q: q, y: y, n: nOut}}
+	eps := a.Eps
+	if rows <= matvecMaxRows {
+		if be.qfuseLaunch(s, x, seg, rows, k, qfuseForm{prefix: "qmvn", eps: eps}) {
+			return s, nil
+		}
+		// The parts: the rows normalized into scratch, then the matvec.
+		p, err := be.reuse(&be.normed, 4*rows*k)
+		if err != nil {
+			return nil, err
+		}
+		xn := &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * k, bytes: 4 * rows * k, be: be}
+		s.add("norm_rows_long", [3]uint32{uint32(rows), 1, 1}, [3]uint32{256, 1, 1}, 0,
+			x.ptr, cu.DevicePtr(0), int32(0), xn.ptr, int32(k), int32(k), int32(0), eps, int32(0))
+		be.quantMatvec(s, xn, q, y, rows, k, nOut)
+		return s, nil
+	}
+	hx := &quantHalfX{be: be, x: x, rows: rows, k: k, eps: &eps}
+	xh, err := hx.view(s, q)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.quantProduct(s, xh, q, y, rows, k, nOut, hx.productEps()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

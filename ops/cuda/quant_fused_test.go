@@ -1,0 +1,96 @@
+package cuda
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/reel-runtime/reel/graph"
+
+	"github.com/reel-runtime/reel/ops/cpu"
+	"github.com/reel-runtime/reel/ops/optest"
+)
+
+// qfuseTunings are the launches every fused quantized case must pass with
+// besides the default: the fused kernels at every decode row count (qmvg,
+// qmvsw and qmvn with RB 8), with each unit size, x through L1, a grid
+// looping over blocks of units, other splits; and the parts alone
+// (qfuseRows negative: each weight's quant_matmul matvec, on the tensor
+// cores or the CUDA cores).
+var qfuseTunings = []struct {
+	rows int
+	mv   mvTuning
+}{
+	{8, mvTuning{}}, {8, mvTuning{feats: 1}}, {8, mvTuning{feats: 2}}, {8, mvTuning{feats: 4}},
+	{8, mvTuning{quantNoStage: true}}, {8, mvTuning{quantGrid: 1, warps: 8}}, {8, mvTuning{warps: 8, split: 8, feats: 4}},
+	{8, mvTuning{warps: 1}}, {1, mvTuning{split: 1, feats: 1}},
+	{-1, mvTuning{}}, {-1, mvTuning{quantNoMMA: true}}, {-1, mvTuning{quantOld: true}},
+}
+
+// TestQuantFused runs every case of the fused quantized products with the
+// default launches, against its reference and the CPU, then with every
+// qfuseTunings launch; checks that eager runs and a replay agree bit for
+// bit; and runs the prompt cases in PrecisionExact (f32 products).
+func TestQuantFused(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	exact := newTestBackend(t, Options{Precision: PrecisionExact})
+	ref := cpu.New(0)
+	n := 0
+	for _, c := range optest.Cases() {
+		if !strings.HasPrefix(c.Name, "quant_grouped_matmul/") && !strings.HasPrefix(c.Name, "quant_matmul_swiglu/") &&
+			!strings.HasPrefix(c.Name, "quant_norm_matmul/") {
+			continue
+		}
+		n++
+		t.Run(c.Name, func(t *testing.T) {
+			optest.Check(t, be, c)
+			optest.Compare(t, ref, be, c)
+			for _, tune := range qfuseTunings {
+				be.qfuseRows, be.mv = tune.rows, tune.mv
+				optest.Check(t, be, c)
+			}
+			be.qfuseRows, be.mv = 0, mvTuning{}
+			checkDeterministic(t, be, c)
+			optest.Check(t, exact, c)
+		})
+	}
+	if n == 0 {
+		t.Fatal("no fused quantized cases in the table")
+	}
+}
+
+// TestQuantFuseRows needs no device: REEL_QFUSE_ROWS's values.
+func TestQuantFuseRows(t *testing.T) {
+	for v, want := range map[string]int{"": qfuseRows, "0": 0, "1": 1, "8": 8} {
+		got, err := parseQuantFuseRows(v)
+		if err != nil {
+			t.Fatalf("parseQuantFuseRows(%q): %v", v, err)
+		}
+		if rows := (&Backend{qfuseRows: got}).fuseRows(); rows != want {
+			t.Errorf("REEL_QFUSE_ROWS=%q: %d rows, want %d", v, rows, want)
+		}
+	}
+	for _, v := range []string{"9", "-1", "one", "1x"} {
+		if _, err := parseQuantFuseRows(v); err == nil || !strings.Contains(err.Error(), "REEL_QFUSE_ROWS") {
+			t.Errorf("parseQuantFuseRows(%q): %v, want an error naming REEL_QFUSE_ROWS", v, err)
+		}
+	}
+}
+
+// TestQuantRuns needs no device: a group splits into runs of one format of
+// up to qfuseSegs weights.
+func TestQuantRuns(t *testing.T) {
+	i8 := quantWeight{w: &Buffer{store: graph.I8}, st: 2}
+	u4 := quantWeight{w: &Buffer{store: graph.U8}, st: 2}
+	var segs []qfuseSeg
+	for _, q := range []quantWeight{i8, i8, u4, u4, u4, u4, u4, i8} {
+		segs = append(segs, qfuseSeg{q: q, n: 1})
+	}
+	var got []int
+	for _, r := range quantRuns(segs) {
+		got = append(got, len(r))
+	}
+	if want := []int{2, 4, 1, 1}; !slices.Equal(got, want) {
+		t.Errorf("runs %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,168 @@
+package optest
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/reel-runtime/reel/graph"
+	"github.com/reel-runtime/reel/ops"
+)
+
+// quantFormat is a quantized weight's format in a case: codes, scales and
+// blocks.
+type quantFormat struct {
+	dt, sdt graph.DType
+	blocks  ops.QuantAttrs
+}
+
+// quantFormats are the formats as checkpoints hold them: FP8 with 128 x
+// 128 blocks and f32 scales, 8- and 4-bit groups of 32 with f16 scales.
+var quantFormats = []quantFormat{
+	{graph.F8E4M3, graph.F32, ops.QuantAttrs{BlockRows: 128, BlockCols: 128}},
+	{graph.I8, graph.F16, ops.QuantAttrs{BlockRows: 1, BlockCols: 32}},
+	{graph.U8, graph.F16, ops.QuantAttrs{BlockRows: 1, BlockCols: 32}},
+}
+
+// quantWeight is the codes and scales of an n x k weight of format f.
+func (m *maker) quantWeight(name string, f quantFormat, n, k int) []Tensor {
+	br, bc := f.blocks.BlockRows, f.blocks.BlockCols
+	return []Tensor{m.codes(name, f.dt, n, k), m.scales(name+"_scale", f.sdt, (n+br-1)/br, (k+bc-1)/bc)}
+}
+
+// refQuant is x · Wᵀ for the dequantized weight of codes w and scales s.
+func refQuant(f quantFormat, x, w, s []float64, n, k int) []float64 {
+	return RefMatMul(x, k, RefDequant(f.dt, w, s, n, k, f.blocks))
+}
+
+// tolQuantFormats is the loosest bound of tolQuantCase over formats.
+func tolQuantFormats(rows int, fs ...quantFormat) float64 {
+	tol := 0.0
+	for _, f := range fs {
+		tol = max(tol, tolQuantCase(f.dt, rows, false))
+	}
+	return tol
+}
+
+// quantFusedCases are the fused quantized products (ops/quant_fused.go),
+// each as its single node, in every format: decode rows (1 to 8: CUDA's
+// split-K matvec over segments, the gate/up pair with SwiGLU, the
+// normalized form) with K of a vector's worth to Dory-4B's 2560 and 7168,
+// K that is not a whole number of 16-byte vectors (the element path), odd
+// output counts, more weights than one launch takes and weights of two
+// formats in one group; and prompt rows (16 and more: x converted to 16
+// bits once for the group, each weight dequantized in turn).
+func quantFusedCases() []Case {
+	var cs []Case
+	type shape struct {
+		rows, k int
+		ns      []int
+	}
+	grouped := []shape{
+		{1, 256, []int{64, 32, 32, 64}}, {3, 2560, []int{40, 17, 17, 40}}, {8, 100, []int{33, 9}},
+		{1, 7168, []int{5, 3, 7, 2, 9}}, {2, 64, []int{1, 1}}, {5, 255, []int{13, 6}},
+		{16, 300, []int{130, 70}}, {33, 256, []int{33, 65, 17}},
+	}
+	for _, f := range quantFormats {
+		for _, s := range grouped {
+			cs = append(cs, quantGroupedCase(s.rows, s.k, s.ns, []quantFormat{f}))
+		}
+	}
+	// Two formats in one group (a node the planner does not make: the
+	// backend takes each format's weights apart).
+	i8, u4 := quantFormats[1], quantFormats[2]
+	for _, rows := range []int{1, 4, 20} {
+		cs = append(cs, quantGroupedCase(rows, 128, []int{24, 8, 16}, []quantFormat{i8, u4, i8}))
+	}
+	for _, f := range quantFormats {
+		for _, s := range [][3]int{{1, 256, 96}, {3, 2560, 70}, {8, 65, 33}, {1, 7168, 40}, {2, 255, 7}, {16, 300, 130}, {40, 256, 48}} {
+			cs = append(cs, quantSwiGLUCase(f, s[0], s[1], s[2]))
+		}
+		for _, s := range [][3]int{{1, 256, 300}, {3, 2560, 70}, {8, 65, 33}, {1, 7168, 9}, {4, 255, 5}, {17, 256, 40}, {33, 96, 17}} {
+			cs = append(cs, quantNormCase(f, s[0], s[1], s[2]))
+		}
+	}
+	return cs
+}
+
+// quantGroupedCase is quant_grouped_matmul of rows x k by weights of ns
+// features, weight i in format fs[i mod len(fs)].
+func quantGroupedCase(rows, k int, ns []int, fs []quantFormat) Case {
+	var fmts []string
+	for _, f := range fs {
+		fmts = append(fmts, f.dt.String()+"/"+f.sdt.String())
+	}
+	outs := make([]string, len(ns))
+	for i, n := range ns {
+		outs[i] = fmt.Sprint(n)
+	}
+	name := fmt.Sprintf("quant_grouped_matmul/%s/%dx%dx%s/blocks=%dx%d", strings.Join(fmts, "+"), rows, k, strings.Join(outs, ","),
+		fs[0].blocks.BlockRows, fs[0].blocks.BlockCols)
+	m := newMaker(name)
+	in := []Tensor{m.in("x", rows, k)}
+	for i, n := range ns {
+		in = append(in, m.quantWeight(fmt.Sprintf("w%d", i), fs[i%len(fs)], n, k)...)
+	}
+	return Case{
+		Name:   name,
+		Inputs: in,
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return ops.QuantGroupedMatMul(b, in[0], fs[0].blocks, in[1:]...)
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			var out [][]float64
+			for i, n := range ns {
+				out = append(out, refQuant(fs[i%len(fs)], in[0], in[1+2*i], in[2+2*i], n, k))
+			}
+			return out
+		},
+		Tol: tolQuantFormats(rows, fs...),
+	}
+}
+
+// quantSwiGLUCase is quant_matmul_swiglu of rows x k by gate and up weights
+// of f features.
+func quantSwiGLUCase(qf quantFormat, rows, k, f int) Case {
+	name := fmt.Sprintf("quant_matmul_swiglu/%s/%s/%dx%dx%d/blocks=%dx%d", qf.dt, qf.sdt, rows, k, f, qf.blocks.BlockRows, qf.blocks.BlockCols)
+	m := newMaker(name)
+	in := []Tensor{m.in("x", rows, k)}
+	in = append(in, m.quantWeight("wg", qf, f, k)...)
+	in = append(in, m.quantWeight("wu", qf, f, k)...)
+	in = append(in, m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f))
+	return Case{
+		Name:   name,
+		Inputs: in,
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return []*graph.Value{ops.QuantMatMulSwiGLU(b, in[0], in[1], in[2], in[3], in[4], in[5], in[6], qf.blocks)}
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			g := refQuant(qf, in[0], in[1], in[2], f, k)
+			u := refQuant(qf, in[0], in[3], in[4], f, k)
+			return [][]float64{refSwiGLU(g, u, in[5], in[6])}
+		},
+		Tol: tolQuantFormats(rows, qf),
+	}
+}
+
+// quantNormCase is quant_norm_matmul of rows x k to n features; with 3 rows
+// the second row is zero (and stays zero).
+func quantNormCase(qf quantFormat, rows, k, n int) Case {
+	const eps = 1e-6
+	name := fmt.Sprintf("quant_norm_matmul/%s/%s/%dx%dx%d/blocks=%dx%d", qf.dt, qf.sdt, rows, k, n, qf.blocks.BlockRows, qf.blocks.BlockCols)
+	m := newMaker(name)
+	x := m.tensor("x", graph.Input, graph.F32, 5, rows, k)
+	if rows == 3 {
+		clear(x.Data[k : 2*k])
+	}
+	at := ops.QuantNormAttrs{Blocks: qf.blocks, Eps: eps}
+	return Case{
+		Name:   name,
+		Inputs: append([]Tensor{x}, m.quantWeight("w", qf, n, k)...),
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return []*graph.Value{ops.QuantNormMatMul(b, in[0], in[1], in[2], at)}
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			return [][]float64{refQuant(qf, refL2Norm(in[0], k, float64(float32(eps))), in[1], in[2], n, k)}
+		},
+		Tol: tolQuantFormats(rows, qf),
+	}
+}
