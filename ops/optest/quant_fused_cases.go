@@ -43,6 +43,16 @@ func tolQuantFormats(rows int, fs ...quantFormat) float64 {
 	return tol
 }
 
+// swigluErrors is the factor on one product's bound for a SwiGLU of two
+// products of rows rows: 2 where the products round to 16 bits (over 8
+// rows), 1 for the f32 decode products.
+func swigluErrors(rows int) float64 {
+	if rows > 8 {
+		return 2
+	}
+	return 1
+}
+
 // quantFusedCases are the fused quantized products (ops/quant_fused.go),
 // each as its single node, in every format: decode rows (1 to 8: CUDA's
 // split-K matvec over segments, the gate/up pair with SwiGLU, the
@@ -139,7 +149,13 @@ func quantSwiGLUCase(qf quantFormat, rows, k, f int) Case {
 			u := refQuant(qf, in[0], in[3], in[4], f, k)
 			return [][]float64{refSwiGLU(g, u, in[5], in[6])}
 		},
-		Tol: tolQuantFormats(rows, qf),
+		// The gated activation is a product of the gate's and the up
+		// projection's results, so their independent relative errors add:
+		// over 8 rows, where each rounds x and the dequantized weights to
+		// 16 bits, about twice one product's NMSE (the H200 measured
+		// 1.06e-5 and 1.56e-5 for FP8 and q4 in bf16 against TolBF16's
+		// 1e-5, session 5 run 4).
+		Tol: tolQuantFormats(rows, qf) * swigluErrors(rows),
 	}
 }
 
