@@ -69,7 +69,7 @@ position (Dory's).`, stderr)
 		for k, v := range c.Params() {
 			f.params[k] = &v
 		}
-		be, err := f.openBackend()
+		be, err := f.openBackend(logger(ctx))
 		if err != nil {
 			return err
 		}

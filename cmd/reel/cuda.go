@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cuda"
 )
@@ -27,11 +29,11 @@ func (f *precisionFlag) Set(s string) error {
 	return nil
 }
 
-// openCUDA opens the CUDA backend on device 0. On an error the backend is
-// a nil interface, never a nil *cuda.Backend inside one (whose Close would
-// panic).
-func openCUDA(f cudaFlags) (ops.Backend, error) {
-	be, err := cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16, Precision: f.precision.p})
+// openCUDA opens the CUDA backend on device 0, its messages (the kernels'
+// first compile) to log. On an error the backend is a nil interface, never
+// a nil *cuda.Backend inside one (whose Close would panic).
+func openCUDA(f cudaFlags, log *slog.Logger) (ops.Backend, error) {
+	be, err := cuda.New(cuda.Options{Eager: !f.graphs, F32WeightsAsBF16: f.f32AsBF16, Precision: f.precision.p, Logger: log})
 	if err != nil {
 		return nil, err
 	}

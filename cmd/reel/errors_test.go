@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // machine without a driver: each must fail with status 1 and one line
 // saying CUDA is unavailable, with nothing on stdout and no panic.
 func TestNoCUDAIsOneLine(t *testing.T) {
-	if be, err := openCUDA(cudaFlags{graphs: true}); err == nil {
+	if be, err := openCUDA(cudaFlags{graphs: true}, slog.New(slog.DiscardHandler)); err == nil {
 		be.Close()
 		t.Skip("a CUDA driver and card are here")
 	}

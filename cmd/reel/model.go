@@ -201,13 +201,13 @@ func (f *modelFlags) check() error {
 	return checkQuant(f.quant)
 }
 
-// openBackend opens the backend a --device names.
-func (f *modelFlags) openBackend() (ops.Backend, error) {
+// openBackend opens the backend a --device names, its messages to log.
+func (f *modelFlags) openBackend(log *slog.Logger) (ops.Backend, error) {
 	switch f.device {
 	case "cpu":
 		return cpu.New(f.threads), nil
 	case "cuda":
-		return openCUDA(f.cuda)
+		return openCUDA(f.cuda, log)
 	}
 	return nil, usagef("unknown --device %q (want cpu or cuda)", f.device)
 }
@@ -273,7 +273,7 @@ func (f *modelFlags) open(ctx context.Context, defaultModel bool) (*loaded, erro
 func (f *modelFlags) start(ctx context.Context, name string, m models.Model) (*loaded, error) {
 	l := &loaded{name: name, model: m}
 	var err error
-	if l.be, err = f.openBackend(); err != nil {
+	if l.be, err = f.openBackend(logger(ctx)); err != nil {
 		l.Close()
 		return nil, err
 	}

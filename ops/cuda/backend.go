@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -38,6 +39,9 @@ type Options struct {
 	F32WeightsAsBF16 bool
 	// CacheDir is the NVRTC compile cache ("" : cu.DefaultCacheDir).
 	CacheDir string
+	// Logger gets the backend's messages: the kernels' compile, which
+	// takes a minute or more when the cache has no entry (nil: none).
+	Logger *slog.Logger
 	// Defines are extra NVRTC options for the kernels, e.g. "-DMV_LOADS=8"
 	// (for tuning); the environment variable REEL_CUDA_DEFINES adds more,
 	// separated by spaces.
@@ -331,7 +335,11 @@ func New(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	defines := append(append([]string(nil), opts.Defines...), strings.Fields(os.Getenv("REEL_CUDA_DEFINES"))...)
-	if be.kernels, err = loadKernels(ctx, opts.CacheDir, defines); err != nil {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if be.kernels, err = loadKernels(ctx, opts.CacheDir, defines, log); err != nil {
 		if errors.Is(err, cu.ErrNVRTCUnavailable) && !errors.Is(err, ErrUnavailable) {
 			err = fmt.Errorf("%w (%w)", ErrUnavailable, err)
 		}

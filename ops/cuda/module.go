@@ -3,8 +3,10 @@ package cuda
 import (
 	"embed"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
@@ -75,8 +77,13 @@ func program() (string, error) {
 	return sb.String(), nil
 }
 
+// kernelProgram names the kernels' program for NVRTC and its cache.
+const kernelProgram = "reel_kernels.cu"
+
 // loadKernels compiles (or reads from the cache) and loads the kernels.
-func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet, error) {
+// Without the cache's entry it tells log before it compiles (a minute or
+// more on an H200) and after.
+func loadKernels(ctx *cu.Context, cacheDir string, defines []string, log *slog.Logger) (*kernelSet, error) {
 	nv, err := ctx.Lib().NVRTC()
 	if err != nil {
 		return nil, err
@@ -85,9 +92,18 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string) (*kernelSet
 	if err != nil {
 		return nil, fmt.Errorf("cuda: kernel sources: %w", err)
 	}
-	c, err := nv.CompileCached(cacheDir, src, "reel_kernels.cu", append([]string{"-DREEL_KERNELS=1"}, defines...), ctx.Arch())
+	opts := append([]string{"-DREEL_KERNELS=1"}, defines...)
+	var t0 time.Time
+	if !nv.Cached(cacheDir, src, kernelProgram, opts, ctx.Arch()) {
+		t0 = time.Now()
+		log.Info("compiling the CUDA kernels with NVRTC: once for this card, NVRTC and source (cached on disk)", "arch", ctx.Arch())
+	}
+	c, err := nv.CompileCached(cacheDir, src, kernelProgram, opts, ctx.Arch())
 	if err != nil {
 		return nil, fmt.Errorf("cuda: compile kernels: %w", err)
+	}
+	if !t0.IsZero() {
+		log.Info("compiled the CUDA kernels", "seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()), "cache", c.Path)
 	}
 	m, err := ctx.LoadModule(c.Image)
 	if err != nil {

@@ -223,3 +223,38 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("CompileError = %q", got)
 	}
 }
+
+// TestCached: Cached finds the entry CompileCached would read, by every
+// argument that keys it, and not a corrupt one; no device or NVRTC needed.
+func TestCached(t *testing.T) {
+	n := &NVRTC{major: 13, minor: 0}
+	dir := t.TempDir()
+	src, opts := "__global__ void k() {}", []string{"-DX=1"}
+	if n.Cached(dir, src, "k.cu", opts, "sm_90") {
+		t.Fatal("Cached before any entry was written")
+	}
+	path, _, cubin, err := n.cacheEntry(dir, src, "k.cu", opts, "sm_90")
+	if err != nil || !cubin || filepath.Dir(path) != dir {
+		t.Fatalf("cacheEntry = %q, cubin %v, %v; want a cubin entry in %s", path, cubin, err, dir)
+	}
+	if err := writeCacheEntry(path, []byte("image")); err != nil {
+		t.Fatal(err)
+	}
+	if !n.Cached(dir, src, "k.cu", opts, "sm_90") {
+		t.Error("Cached misses the entry just written")
+	}
+	for _, c := range []struct {
+		src, name, arch string
+		opts            []string
+	}{{src + " ", "k.cu", "sm_90", opts}, {src, "j.cu", "sm_90", opts}, {src, "k.cu", "sm_80", opts}, {src, "k.cu", "sm_90", nil}} {
+		if n.Cached(dir, c.src, c.name, c.opts, c.arch) {
+			t.Errorf("Cached(%q, %q, %v, %s): an entry of other arguments counted", c.src, c.name, c.opts, c.arch)
+		}
+	}
+	if err := os.WriteFile(path, []byte("corrupt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n.Cached(dir, src, "k.cu", opts, "sm_90") {
+		t.Error("Cached counts a corrupt entry")
+	}
+}

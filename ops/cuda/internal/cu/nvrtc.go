@@ -176,23 +176,10 @@ func DefaultCacheDir() (string, error) {
 // (temporary file, then rename) and checked on read: a corrupt entry is
 // compiled again and replaced.
 func (n *NVRTC) CompileCached(cacheDir, src, name string, opts []string, arch string) (*Compiled, error) {
-	if cacheDir == "" {
-		d, err := DefaultCacheDir()
-		if err != nil {
-			return nil, err
-		}
-		cacheDir = d
+	path, eff, cubin, err := n.cacheEntry(cacheDir, src, name, opts, arch)
+	if err != nil {
+		return nil, err
 	}
-	if arch != "" {
-		opts = append(append([]string(nil), opts...), "--gpu-architecture="+arch)
-	}
-	eff := compileOptions(opts)
-	cubin := isRealArch(targetArch(eff))
-	ext := ".ptx"
-	if cubin {
-		ext = ".cubin"
-	}
-	path := filepath.Join(cacheDir, n.cacheKey(src, name, eff, arch)+ext)
 	if img, ok := readCacheEntry(path); ok {
 		return &Compiled{Image: img, CUBIN: cubin, CacheHit: true, Path: path}, nil
 	}
@@ -201,6 +188,38 @@ func (n *NVRTC) CompileCached(cacheDir, src, name string, opts []string, arch st
 		return nil, err
 	}
 	return &Compiled{Image: img, CUBIN: cubin, Log: log, Path: path, CacheErr: writeCacheEntry(path, img)}, nil
+}
+
+// Cached reports whether CompileCached of the same arguments would read an
+// intact entry of the cache rather than compile (a caller tells its user
+// before a long compile).
+func (n *NVRTC) Cached(cacheDir, src, name string, opts []string, arch string) bool {
+	path, _, _, err := n.cacheEntry(cacheDir, src, name, opts, arch)
+	if err != nil {
+		return false
+	}
+	_, ok := readCacheEntry(path)
+	return ok
+}
+
+// cacheEntry is CompileCached's cache file for its arguments, with the
+// effective options and whether the image is a cubin (else PTX).
+func (n *NVRTC) cacheEntry(cacheDir, src, name string, opts []string, arch string) (path string, eff []string, cubin bool, err error) {
+	if cacheDir == "" {
+		if cacheDir, err = DefaultCacheDir(); err != nil {
+			return "", nil, false, err
+		}
+	}
+	if arch != "" {
+		opts = append(append([]string(nil), opts...), "--gpu-architecture="+arch)
+	}
+	eff = compileOptions(opts)
+	cubin = isRealArch(targetArch(eff))
+	ext := ".ptx"
+	if cubin {
+		ext = ".cubin"
+	}
+	return filepath.Join(cacheDir, n.cacheKey(src, name, eff, arch)+ext), eff, cubin, nil
 }
 
 // cacheKey hashes everything that determines the compiler's output.
