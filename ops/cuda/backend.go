@@ -327,9 +327,6 @@ func New(opts Options) (*Backend, error) {
 	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
 	be.mv.quantMMARows = qmmaRows
-	// REEL_MVMMA=0 keeps the decode windows of 16-bit weights on the CUDA
-	// cores (mv_*) rather than the tensor cores (mvmma_*).
-	be.mv.noMVMMA = os.Getenv("REEL_MVMMA") == "0"
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

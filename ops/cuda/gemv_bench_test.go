@@ -49,13 +49,12 @@ var gemvShapes = []gemvShape{
 }
 
 // gemvWindowRoutes are the other routes BenchmarkGEMV times windows of 2 to
-// 8 rows on (the default being cuBLAS's window): the tensor-core matvec
-// (mvmma), the CUDA-core one (mv_*: cudacores) and mvmma with bf16's lanes
-// reading x rather than staging it (direct).
+// 8 rows on (the default being cuBLAS's window): the CUDA-core matvec
+// (mv_*: cudacores), which takes the windows cuBLAS's route refuses.
 var gemvWindowRoutes = []struct {
 	name string
 	tune mvTuning
-}{{"mvmma", mvTuning{winRows: -1}}, {"cudacores", mvTuning{noMVMMA: true, winRows: -1}}, {"direct", mvTuning{mmaDirect: true, winRows: -1}}}
+}{{"cudacores", mvTuning{winRows: -1}}}
 
 // BenchmarkGEMV measures the bf16 products of Dory's decode (one row; the
 // gate/up shape also with 2, 4, 5 and 8, and windows of 2 to 8 rows of

@@ -55,13 +55,6 @@ type mvTuning struct {
 	// qmmaMinRows).
 	quantNoMMA   bool
 	quantMMARows int
-	// The tensor-core products of 16-bit weights (mvmma_*, mvmmaPlan):
-	// noMVMMA keeps every row count on mv_*; mmaMinRows, when positive,
-	// is the fewest rows that take mvmma (else mvmmaMinRows); mmaDirect
-	// has bf16's lanes read x rather than stage it in shared memory.
-	noMVMMA    bool
-	mmaMinRows int
-	mmaDirect  bool
 	// winRows, when not 0, overrides the fewest rows of a product of
 	// 16-bit weights that cuBLAS computes as a window (Backend.winRows,
 	// REEL_WINDOW_CUBLAS); negative: never (the matvec kernels above).
@@ -133,7 +126,10 @@ type mvSeg struct {
 // gate and up, and the scales sg, su) it writes silu(g·sg)·(u·su) into
 // swiglu's output instead; with norm (its epsilon) the product of each row
 // is divided by sqrt(Σx² + eps) of that row (norm_matmul). A window of
-// 16-bit weights (windowed) goes to cuBLAS instead (window).
+// 16-bit weights (windowed: 2..8 rows by default) goes to cuBLAS instead
+// (window); every other product, and every window the cuBLAS route refuses
+// (f32 weights, no cuBLAS, REEL_WINDOW_CUBLAS=0), takes the CUDA-core
+// kernels (mv_*, mvsw_*, mvn_*: matvec.cu).
 func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32) error {
 	wt, err := wtype(segs[0].w)
 	if err != nil {
@@ -183,35 +179,6 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 	var name string
 	var sc [2]cu.DevicePtr
 	var shape mvShape
-	units := nf
-	if swiglu != nil {
-		units = segs[0].n
-	}
-	if mm, ok := mvmmaPlan(be.mv, wt, rows, k, units, vec == 1, be.kernels.sms); ok {
-		if swiglu != nil {
-			y[0] = swiglu[0].ptr
-			ends = [mvSegs - 1]int32{int32(units), int32(units), int32(units)}
-			sc = [2]cu.DevicePtr{swiglu[1].ptr, swiglu[2].ptr}
-		}
-		xsm := int32(0)
-		if mm.shared > 0 {
-			xsm = 1
-		}
-		args := []any{x.ptr, int32(rows), int32(k), int32(units), int32(mm.split), vec,
-			w[0], w[1], w[2], w[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2], sc[0], sc[1], xsm}
-		name := mm.name
-		if norm != nil {
-			if swiglu != nil {
-				return fmt.Errorf("matvec: a normalized product with a swiglu epilogue")
-			}
-			name = "mvmma_n_" + name[len("mvmma_"):]
-			args = append(args, *norm)
-		} else if swiglu != nil {
-			name = "mvmma_sw_" + name[len("mvmma_"):]
-		}
-		s.add(name, [3]uint32{uint32(mm.grid), 1, 1}, [3]uint32{uint32(32 * mm.warps), 1, 1}, uint32(mm.shared), args...)
-		return nil
-	}
 	if swiglu != nil {
 		nf = segs[0].n
 		y[0] = swiglu[0].ptr

@@ -147,9 +147,8 @@ func matvecCases() []optest.Case {
 		productCase(1, 2560, []int{33, 7, 129, 64, 3}, graph.BF16, false), productCase(5, 1024, []int{31, 1, 40}, graph.F32, false),
 		productCase(1, 2560, []int{257}, graph.BF16, true), productCase(6, 4104, []int{70}, graph.F16, true),
 		productCase(1, 999, []int{45}, graph.F32, true), productCase(8, 3072, []int{96}, graph.BF16, true),
-		// Windows on the tensor cores (mvmma): x staged or (bf16, past
-		// qmmaSharedMax) read by the lanes; f16 past it back on mv_*; K
-		// not a multiple of a step of 32; grouped rows across tiles.
+		// Windows (cuBLAS by default, mv_* with winRows −1): long K, K
+		// not a multiple of 32, grouped rows of several sizes.
 		productCase(5, 7168, []int{100}, graph.BF16, false), productCase(8, 7168, []int{40}, graph.F16, false),
 		productCase(4, 2568, []int{17, 40}, graph.F16, false), productCase(7, 72, []int{33}, graph.BF16, true),
 		productCase(2, 40, []int{16}, graph.F16, true), productCase(3, 2560, []int{4096, 1024, 1024, 4096}, graph.BF16, false),
@@ -161,9 +160,7 @@ func matvecCases() []optest.Case {
 // the matvec kernels' shapes with the windows kept on them (winRows −1).
 var mvTunings = []mvTuning{{}, {winRows: 1}, {winRows: -1}, {feats: 1, winRows: -1}, {split: 1, winRows: -1},
 	{warps: 8, split: 8, winRows: -1}, {warps: 8, split: 2, feats: 1, winRows: -1}, {warps: 1, winRows: -1}, {warps: 2, split: 2, winRows: -1},
-	{noMVMMA: true, winRows: -1}, {noMVMMA: true, feats: 1, split: 2, winRows: -1}, {mmaDirect: true, winRows: -1},
-	{mmaMinRows: 1, winRows: -1}, {mmaMinRows: 1, mmaDirect: true, warps: 4, split: 1, winRows: -1},
-	{warps: 16, winRows: -1}, {warps: 16, split: 16, mmaDirect: true, winRows: -1}}
+	{feats: 1, split: 2, winRows: -1}}
 
 // TestMatVecSplitK runs the matvec cases with the automatic launch shape
 // against their references and the CPU, then with every mvTunings shape.
@@ -278,45 +275,5 @@ func TestMatVecSweep(t *testing.T) {
 				gb.free()
 			}
 		}()
-	}
-}
-
-// TestMvmmaSweep times the tensor-core matvec of 16-bit weights (mvmma)
-// over launch shapes (warps a block, warps a tile, x staged or read by the
-// lanes) against the CUDA-core one (mv_*) and cuBLAS's window (window.go)
-// at gemvShapes' windows of 2 to 8 rows, for tuning mvmmaPlan: set REEL_MVMMA_SWEEP=1 to run it; compile
-// other MVMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DMVMMA_LOADS=8).
-func TestMvmmaSweep(t *testing.T) {
-	if os.Getenv("REEL_MVMMA_SWEEP") == "" {
-		t.Skip("REEL_MVMMA_SWEEP is not set")
-	}
-	be := newTestBackend(t, Options{})
-	for _, s := range gemvShapes {
-		if s.rows < 2 || s.form == "separate" || s.form == "swiglu_split" {
-			continue
-		}
-		gb := newGEMVBench(t, be, s, s.rows)
-		tunes := []mvTuning{{winRows: 1}, {noMVMMA: true, winRows: -1}}
-		for _, warps := range []int{4, 8, 16} {
-			for _, split := range []int{0, 1, 2, 4, 8} {
-				for _, direct := range []bool{false, true} {
-					if split <= warps {
-						tunes = append(tunes, mvTuning{warps: warps, split: split, mmaDirect: direct, winRows: -1})
-					}
-				}
-			}
-		}
-		best, bestT := 0.0, mvTuning{}
-		for _, tune := range tunes {
-			be.mv = tune
-			per, gbps := gb.time(t, be, gb.steps(t, be, false), 20)
-			fmt.Printf("sweep %-26s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", s.name, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
-			if gbps > best {
-				best, bestT = gbps, tune
-			}
-		}
-		fmt.Printf("best  %-26s %+v: %.0f GB/s %.1f%%\n", s.name, bestT, best, 100*best*1e9/copyBound)
-		be.mv = mvTuning{}
-		gb.free()
 	}
 }

@@ -26,7 +26,7 @@ var kernelNames = append([]string{
 	"attn_finish", "qkv_prep",
 	"matmul_tiled", "slerp_rows", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
 	"win_half", "win_sum", "win_glu_half",
-}, append(append(append(mvKernelNames(), mvmmaKernelNames()...), familyKernelNames()...), flashKernelNames()...)...)
+}, append(append(mvKernelNames(), familyKernelNames()...), flashKernelNames()...)...)
 
 // flashKernelNames are the flash kernels' names.
 func flashKernelNames() []string {
@@ -140,7 +140,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, log *slog.L
 			}
 		}
 	}
-	for _, n := range append(qmmaKernelNames(), mvmmaKernelNames()...) {
+	for _, n := range qmmaKernelNames() {
 		if err := ks.fn[n].SetMaxDynamicSharedBytes(qmmaSharedMax); err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 		}

@@ -316,57 +316,6 @@ func caseData(c optest.Case) [][]float64 {
 	return d
 }
 
-// TestMvmmaPlan needs no device: 16-bit weights' windows take the
-// tensor-core matvec from mvmmaMinRows rows (or the tuning's minimum) to
-// matvecMaxRows where 16-byte vectors fit, staging x within qmmaSharedMax
-// (bf16 past it, or with mmaDirect, reads x in the lanes; f16 then stays
-// on mv_*), with a grid that covers every tile.
-func TestMvmmaPlan(t *testing.T) {
-	for _, c := range []struct {
-		wt             int32
-		rows, k, units int
-		vec, ok        bool
-		staged         bool // x staged in shared memory when it takes mvmma without mmaDirect
-	}{
-		{1, 2, 2560, 7168, true, true, true}, {2, 5, 2560, 4096, true, true, true}, {1, 8, 7168, 2560, true, true, false},
-		{2, 8, 7168, 2560, true, false, false}, {1, 4, 2568, 57, true, true, true}, {1, 3, 72, 1, true, true, true},
-		{1, 1, 2560, 2560, true, false, true}, {1, 9, 2560, 2560, true, false, false}, {0, 4, 2560, 2560, true, false, false},
-		{1, 4, 2560, 2560, false, false, false}, {2, 4, 100, 10, true, false, false},
-	} {
-		for _, tune := range []mvTuning{{}, {warps: 16}, {warps: 4, split: 1}, {split: 2}, {warps: 1}, {mmaDirect: true}, {noMVMMA: true}, {mmaMinRows: 1}} {
-			l, ok := mvmmaPlan(tune, c.wt, c.rows, c.k, c.units, c.vec, 132)
-			// One row takes it only when the tuning asks.
-			want := (c.ok || c.rows == 1 && tune.mmaMinRows == 1) && !tune.noMVMMA
-			if ok != want {
-				t.Errorf("mvmmaPlan(%+v, %+v): ok %v, want %v", tune, c, ok, want)
-				continue
-			}
-			if !ok {
-				continue
-			}
-			if !slices.Contains(mvmmaKernelNames(), l.name) || !slices.Contains(kernelNames, l.name) {
-				t.Errorf("mvmmaPlan(%+v, %+v): kernel %s is not registered", tune, c, l.name)
-			}
-			tiles := (c.units + 15) / 16
-			if l.warps < 1 || l.warps > qmmaMaxWarps || l.warps&(l.warps-1) != 0 || l.split < 1 || l.warps%l.split != 0 ||
-				l.grid*(l.warps/l.split) < tiles || (l.grid-1)*(l.warps/l.split) >= tiles {
-				t.Errorf("mvmmaPlan(%+v, %+v) = %+v: bad shape", tune, c, l)
-			}
-			steps := (c.k + 31) / 32
-			need := c.rows * (steps*8 + 4) * 16
-			staged := c.staged && !(tune.mmaDirect && c.wt == 1)
-			if (l.shared != 0) != staged || (staged && l.shared != need) || l.shared > qmmaSharedMax {
-				t.Errorf("mvmmaPlan(%+v, %+v) = %+v: shared %d, want staged %v (%d bytes)", tune, c, l, l.shared, staged, need)
-			}
-		}
-	}
-	for _, n := range mvmmaKernelNames() {
-		if !slices.Contains(kernelNames, n) {
-			t.Errorf("kernel %s is not registered", n)
-		}
-	}
-}
-
 // TestParseQMMARows needs no device: REEL_QMMA_ROWS is empty (the default)
 // or a number of decode rows.
 func TestParseQMMARows(t *testing.T) {

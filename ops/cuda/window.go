@@ -10,8 +10,11 @@ import (
 // Decode windows of 16-bit weights on cuBLAS. A product of a few rows
 // (a speculation window, a server's batch of decode rows) reads the whole
 // weight like a one-row token, so it should cost about as much; our
-// matvecs (mv_*, mvmma_*) fall behind cuBLAS from 2 rows (H200, gate/up
-// 7168x2560 bf16: cuBLAS 11.2-11.5 µs at 2 to 8 rows, mvmma 14.9-20.6).
+// matvecs fall behind cuBLAS from 2 rows (H200, gate/up 7168x2560 bf16:
+// cuBLAS 11.2-11.5 µs at 2 to 8 rows; a tensor-core matvec of 16-bit
+// weights, measured and removed, 14.9-20.6). The windows cuBLAS does not
+// take (f32 weights, no cuBLAS, REEL_WINDOW_CUBLAS=0, fewer rows than it)
+// stay on the CUDA-core matvec (mv_*).
 // cuBLAS multiplies like types only, so each row of x is split hi + lo in
 // the weights' 16-bit type (win_half) and the two parts are stacked as the
 // 2R rows of one GEMM, which reads the weight once (two GEMMs, or one with

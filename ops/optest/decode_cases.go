@@ -140,9 +140,9 @@ func normMatMulCases() []Case {
 	var cs []Case
 	// rows, in features, out features: matvecs (odd widths take the
 	// element-wise path; long rows are split across warps), windows of 2
-	// to 8 rows (CUDA's tensor-core matvec for 16-bit weights; K not a
-	// multiple of its steps of 32), the row bucket's last size and GEMM
-	// sizes.
+	// to 8 rows (CUDA's cuBLAS window for 16-bit weights, else its
+	// matvec kernels; K not a multiple of 32), the row bucket's last size
+	// and GEMM sizes.
 	shapes := [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 256, 300}, {1, 999, 45}, {1, 4096, 300}, {3, 64, 129}, {2, 2048, 64},
 		{8, 256, 17}, {9, 65, 70}, {33, 128, 40}, {5, 2560, 24}, {4, 1000, 9}}
 	for _, dt := range weightTypes {

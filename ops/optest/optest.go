@@ -46,10 +46,10 @@ const (
 	TolF16 = 1e-6
 	// TolSplit is for products of decode rows with 16-bit weights, which
 	// a backend may compute on 16-bit hardware by splitting each f32
-	// activation into two 16-bit parts, x ≈ hi + lo (a window of rows on
-	// cuBLAS, a tensor-core matvec): bf16's 8 significant bits twice keep
-	// x to 2⁻¹⁶ of itself at worst (f16's 11 twice, after a power-of-two
-	// scale of the row, to 2⁻²²), so the products' NMSE is at most 2⁻³²
+	// activation into two 16-bit parts, x ≈ hi + lo (CUDA's window of rows
+	// on cuBLAS): bf16's 8 significant bits twice keep x to 2⁻¹⁶ of itself
+	// at worst (f16's 11 twice, after a power-of-two scale of the row, to
+	// 2⁻²²), so the products' NMSE is at most 2⁻³²
 	// (2.3e-10) for random weights, about 5e-12 for uniform x (ops/cuda
 	// TestWindowSplitBound); 1e-9 leaves room for f32 sums in another
 	// order and the SwiGLU and norm around them.

@@ -1,5 +1,5 @@
 // Decode products with quantized weights on the tensor cores (quant_matmul,
-// 1..8 rows; quant.go's qmmaPlan chooses them): qmma_<codes>_n<NS>, codes
+// 1..8 rows; quantmma.go's qmmaPlan chooses them): qmma_<codes>_n<NS>, codes
 // f8 (e4m3), i8 or u4 as quant.cu states them, NS sets of two rows of x
 // (rows <= 2·NS).
 //
@@ -124,7 +124,7 @@ __device__ __forceinline__ void qmma_dec(u32 u, u32* p) {
 // qmma_slice gives the four codes (P0 lo, P0 hi, P1 lo, P1 hi) of slice s of
 // a row (s: the row's 4-code groups in the order qmma_dec's pairs take
 // them: u4 word s/2, pairs 2·(s mod 2) and 2·(s mod 2) + 1; else 4s..4s+3,
-// as i8 and e4m3 words and pairs of 16-bit weights give them).
+// as i8 and e4m3 words give them).
 template <bool U4>
 __device__ __forceinline__ void qmma_slice(int s, int* k) {
 	if (U4) {
@@ -135,80 +135,44 @@ __device__ __forceinline__ void qmma_slice(int s, int* k) {
 	}
 }
 
-// qmma_xs is the dynamic shared memory of the qmma and mvmma kernels: x's
-// B fragments (see above).
+// qmma_xs is the dynamic shared memory of the qmma kernels: x's B
+// fragments (see above).
 extern __shared__ uint4 qmma_xs[];
 
-// qmma_split splits a and b into 16-bit hi and lo parts (a = hi + lo to
-// about twice the type's bits), packed two a word: bf16 (BF) or f16.
-template <bool BF>
+// qmma_split splits a and b into f16 hi and lo parts (a = hi + lo to
+// about 22 bits), packed two a word.
 __device__ __forceinline__ void qmma_split(float a, float b, u32* hi, u32* lo) {
-	if (BF) {
-		u16 ha = f32_to_bf16(a), hb = f32_to_bf16(b);
-		u16 la = f32_to_bf16(a - bf16_to_f32(ha)), lb = f32_to_bf16(b - bf16_to_f32(hb));
-		*hi = (u32)ha | ((u32)hb << 16), *lo = (u32)la | ((u32)lb << 16);
-	} else {
-		u16 ha = f32_to_f16(a), hb = f32_to_f16(b);
-		u16 la = f32_to_f16(a - f16_to_f32(ha)), lb = f32_to_f16(b - f16_to_f32(hb));
-		*hi = (u32)ha | ((u32)hb << 16), *lo = (u32)la | ((u32)lb << 16);
-	}
+	u16 ha = f32_to_f16(a), hb = f32_to_f16(b);
+	u16 la = f32_to_f16(a - f16_to_f32(ha)), lb = f32_to_f16(b - f16_to_f32(hb));
+	*hi = (u32)ha | ((u32)hb << 16), *lo = (u32)la | ((u32)lb << 16);
 }
 
-// qmma_stage fills qmma_xs with rows 0..SR-1 of x [R, K] (T steps of E
-// slices a row, rs 16-byte units a row), split hi + lo in bf16 (BF) or in
-// f16 after scaling each row by 2^e_r (e_r from its largest magnitude,
-// through emax), and sets unscale[r] = 2^-e_r (1 with BF). With NRM it
-// also sets ss[r] to Σx² of row r (f32, in a fixed order: each thread's
-// share, then the warps' sums in warp order through red, which holds
-// QMMA_MAXWARPS floats). Slices past K are zero.
-template <int E, bool U4, bool BF, bool NRM>
-__device__ __forceinline__ void qmma_stage(const float* x, int R, int SR, int K, int T, int rs, float* unscale, int* emax,
-                                           float* ss, float* red) {
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	if (!BF || NRM) {
-		if (threadIdx.x < QMMA_MAXR) emax[threadIdx.x] = 0;
-		__syncthreads();
-		for (int r = 0; r < R; r++) {
-			int m = 0; // the largest |x| as its bits (non-negative: ordered as ints)
-			float q = 0.f;
-			for (int k = threadIdx.x; k < K; k += blockDim.x) {
-				float v = x[(long long)r * K + k];
-				m = max(m, __float_as_int(v) & 0x7fffffff);
-				if (NRM) q = fmaf(v, v, q);
-			}
-			if (!BF) {
-				for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-				if (lane == 0) atomicMax(emax + r, m);
-			}
-			if (NRM) {
-				q = warp_sum(q);
-				if (lane == 0) red[warp] = q;
-				__syncthreads();
-				if (threadIdx.x == 0) {
-					float a = 0.f;
-					for (int i = 0; i < nw; i++) a += red[i];
-					ss[r] = a;
-				}
-				__syncthreads();
-			}
-		}
-		__syncthreads();
+// qmma_stage fills qmma_xs with rows 0..R-1 of x [R, K] (T steps of E
+// slices a row, rs 16-byte units a row), split hi + lo in f16 after
+// scaling each row by 2^e_r (e_r from its largest magnitude, through
+// emax), and sets unscale[r] = 2^-e_r. Slices past K are zero.
+template <int E, bool U4>
+__device__ __forceinline__ void qmma_stage(const float* x, int R, int K, int T, int rs, float* unscale, int* emax) {
+	int lane = threadIdx.x & 31;
+	if (threadIdx.x < QMMA_MAXR) emax[threadIdx.x] = 0;
+	__syncthreads();
+	for (int r = 0; r < R; r++) {
+		int m = 0; // the largest |x| as its bits (non-negative: ordered as ints)
+		for (int k = threadIdx.x; k < K; k += blockDim.x) m = max(m, __float_as_int(x[(long long)r * K + k]) & 0x7fffffff);
+		for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+		if (lane == 0) atomicMax(emax + r, m);
 	}
+	__syncthreads();
 	int npos = T * E;
-	for (int i = threadIdx.x; i < SR * npos; i += blockDim.x) {
+	for (int i = threadIdx.x; i < R * npos; i += blockDim.x) {
 		int r = i / npos, pos = i - r * npos;
-		float sc = 1.f;
-		if (!BF) {
-			// The power of two: the largest magnitude m·2^(E-127), E its
-			// biased exponent (1 for subnormals and 0), times 2^(141-E)
-			// lies in [2^14, 2^15); at most 2^100 so that 2^-e stays normal.
-			int be = max(1, (int)(emax[r] >> 23));
-			int e = min(100, 141 - be);
-			sc = __uint_as_float((u32)(127 + e) << 23);
-			if (pos == 0) unscale[r] = __uint_as_float((u32)(127 - e) << 23);
-		} else if (pos == 0) {
-			unscale[r] = 1.f;
-		}
+		// The power of two: the largest magnitude m·2^(E-127), E its
+		// biased exponent (1 for subnormals and 0), times 2^(141-E) lies
+		// in [2^14, 2^15); at most 2^100 so that 2^-e stays normal.
+		int be = max(1, (int)(emax[r] >> 23));
+		int e = min(100, 141 - be);
+		float sc = __uint_as_float((u32)(127 + e) << 23);
+		if (pos == 0) unscale[r] = __uint_as_float((u32)(127 - e) << 23);
 		int st = pos / E, w = pos - st * E, j = w >> 2, t = w & 3;
 		int s = st * E + t * (E / 4) + j;
 		int k[4];
@@ -217,7 +181,7 @@ __device__ __forceinline__ void qmma_stage(const float* x, int R, int SR, int K,
 		if (k[0] < K) {
 #pragma unroll
 			for (int h = 0; h < 2; h++)
-				qmma_split<BF>(x[(long long)r * K + k[2 * h]] * sc, x[(long long)r * K + k[2 * h + 1]] * sc, &hi[h], &lo[h]);
+				qmma_split(x[(long long)r * K + k[2 * h]] * sc, x[(long long)r * K + k[2 * h + 1]] * sc, &hi[h], &lo[h]);
 		}
 		qmma_xs[r * rs + pos] = make_uint4(hi[0], hi[1], lo[0], lo[1]);
 	}
@@ -296,7 +260,7 @@ __device__ __forceinline__ void qmma_impl(QMMA_PARAMS) {
 #pragma unroll
 	for (int u = 0; u < U; u++)
 		qmma_load<E>(w0, w1, ok0, ok1, s, st, s0, s1, gs, K, T, p + S * u, t, ta, tb, q[u], sv[u]);
-	qmma_stage<E, QT == QT_U4, false, false>(x, R, R, K, T, rs, unscale, emax, nullptr, nullptr);
+	qmma_stage<E, QT == QT_U4>(x, R, K, T, rs, unscale, emax);
 	__syncthreads();
 	// The B fragments this lane reads: lanes with t = g mod 4 carry x row
 	// 2·set + g/4 (the others keep zeros).
@@ -396,212 +360,3 @@ extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_i8_n4(QMMA
 extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_u4_n1(QMMA_PARAMS) { qmma_impl<QT_U4, 1>(QMMA_ARGS); }
 extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_u4_n2(QMMA_PARAMS) { qmma_impl<QT_U4, 2>(QMMA_ARGS); }
 extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) qmma_u4_n4(QMMA_PARAMS) { qmma_impl<QT_U4, 4>(QMMA_ARGS); }
-
-// ---------------------------------------------------------------- 16-bit weights
-//
-// mvmma_<type>, mvmma_sw_<type>, mvmma_n_<type>: matvec.cu's mv_*, mvsw_*
-// and mvn_* (the same parameters and results) for 2..8 rows of x (a decode
-// window) on the tensor cores, bf16 or f16 weights as they are stored: the
-// A operand is a tile of 16 weight rows (of the virtual matrix of up to
-// MV_SEGS segments; for mvmma_sw the gate's and the up's rows of 16
-// features, two tiles), read as qmma reads codes (lane t of row g, 16-byte
-// vector t of each step of 32 inputs: two mmas a vector), and B is x with
-// column n = row n of x (no scales: every column a row). x is split hi + lo
-// in the weights' type (bf16: about 16 bits kept, at any range; f16: after
-// qmma's power-of-two scaling of each row, about 22): two mmas a k16 step.
-// With XS, x is staged in shared memory as qmma stages it; without (bf16
-// only), each lane that carries a row reads its four inputs of a slice
-// from x (a float4 through L1) and splits them itself. mvmma_n also sums x²
-// of each row while staging (in a fixed order) and divides each product by
-// sqrt(Σx² + eps), as mvn_* does. Splits of K are added in warp order as
-// in qmma: the same bits on every run.
-
-#ifndef MVMMA_LOADS
-#define MVMMA_LOADS 4
-#endif
-
-template <int WT>
-__device__ __forceinline__ void mvmma_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-	if (WT == WT_BF16)
-		asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-	else
-		qmma_mma(c, a0, a1, a2, a3, b0, b1);
-}
-
-// mvmma_impl: SW the swiglu form (two tiles a unit: gate rows from w0, up
-// rows from w1, NF features), NRM the normalized one, XS x staged in
-// shared memory. Grid: ceil(units / (W/S)) blocks of W warps, units =
-// ceil(NF/16) tiles; dynamic shared memory R·(T·8 + 4)·16 bytes with XS.
-template <int WT, bool SW, bool NRM, bool XS>
-__device__ __forceinline__ void mvmma_impl(MV_PARAMS, float eps) {
-	const int E = 8; // weights a 16-byte vector
-	const int A = SW ? 2 : 1;
-	const int U = MVMMA_LOADS / A > 0 ? MVMMA_LOADS / A : 1;
-	__shared__ float red[QMMA_MAXWARPS * A * QMMA_MAXR * 16];
-	__shared__ float unscale[QMMA_MAXR], ss[QMMA_MAXR];
-	__shared__ int emax[QMMA_MAXR];
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	int g = lane >> 2, t = lane & 3;
-	int G = nw / S, gi = warp / S, p = warp - gi * S;
-	int tile = blockIdx.x * G + gi, units = (NF + 15) >> 4;
-	int T = (K + 4 * E - 1) / (4 * E), rs = T * E + 4;
-	const uint4* wr[A][2];
-	bool ok[A][2];
-#pragma unroll
-	for (int a = 0; a < A; a++)
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			int f = tile * 16 + g + 8 * h;
-			ok[a][h] = tile < units && f < NF;
-			const void* w = a == 0 ? w0 : w1;
-			int row = f;
-			if (!SW) {
-				int s = (f >= e0) + (f >= e1) + (f >= e2);
-				w = s == 0 ? w0 : s == 1 ? w1 : s == 2 ? w2 : w3;
-				row = f - (s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2);
-			}
-			wr[a][h] = (const uint4*)((const char*)w + (long long)(ok[a][h] ? row : 0) * K * 2);
-		}
-	if (t == 0) {
-#pragma unroll
-		for (int u = 0; u < 2 * U; u++) {
-			int step = p + S * u;
-#pragma unroll
-			for (int a = 0; a < A; a++)
-#pragma unroll
-				for (int h = 0; h < 2; h++)
-					if (step < T && ok[a][h]) prefetch_l2(wr[a][h] + 4 * step);
-		}
-	}
-	pdl_entry();
-	const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-	uint4 q[U][A][2];
-#pragma unroll
-	for (int u = 0; u < U; u++) {
-		int step = p + S * u;
-		bool in = tile < units && step < T && step * 4 * E + t * E < K;
-#pragma unroll
-		for (int a = 0; a < A; a++)
-#pragma unroll
-			for (int h = 0; h < 2; h++) q[u][a][h] = in && ok[a][h] ? ld_stream(wr[a][h] + 4 * step + t) : z;
-	}
-	if (XS || NRM) qmma_stage<E, false, WT == WT_BF16, NRM>(x, R, XS ? R : 0, K, T, rs, unscale, emax, ss, red);
-	if (!XS && threadIdx.x < QMMA_MAXR) unscale[threadIdx.x] = 1.f;
-	__syncthreads();
-	// Lane (g, t) carries row g of x (g < R) at its slots of t.
-	bool bact = g < R;
-	const uint4* bp = qmma_xs + min(g, R - 1) * rs + t;
-	const float* xr = x + (long long)min(g, R - 1) * K + t * E;
-	float acc[A][4];
-#pragma unroll
-	for (int a = 0; a < A; a++)
-#pragma unroll
-		for (int i = 0; i < 4; i++) acc[a][i] = 0.f;
-	uint4 bv = z;
-	for (int b0 = tile < units ? p : T; b0 < T; b0 += S * U) {
-		uint4 qn[U][A][2];
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			int step = b0 + S * (U + u);
-			bool in = step < T && step * 4 * E + t * E < K;
-#pragma unroll
-			for (int a = 0; a < A; a++)
-#pragma unroll
-				for (int h = 0; h < 2; h++) qn[u][a][h] = in && ok[a][h] ? ld_stream(wr[a][h] + 4 * step + t) : z;
-		}
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			int step = b0 + S * u;
-			if (step >= T) break;
-#pragma unroll
-			for (int j = 0; j < 2; j++) {
-				if (XS) {
-					if (bact) bv = bp[step * E + 4 * j];
-				} else if (bact && step * 4 * E + t * E < K) {
-					float4 v = __ldg((const float4*)(xr + step * 4 * E + 4 * j));
-					qmma_split<true>(v.x, v.y, &bv.x, &bv.z);
-					qmma_split<true>(v.z, v.w, &bv.y, &bv.w);
-				} else {
-					bv = z;
-				}
-#pragma unroll
-				for (int a = 0; a < A; a++) {
-					u32 a0 = vec_word(q[u][a][0], 2 * j), a1 = vec_word(q[u][a][1], 2 * j);
-					u32 a2 = vec_word(q[u][a][0], 2 * j + 1), a3 = vec_word(q[u][a][1], 2 * j + 1);
-					mvmma_mma<WT>(acc[a], a0, a1, a2, a3, bv.x, bv.y);
-					mvmma_mma<WT>(acc[a], a0, a1, a2, a3, bv.z, bv.w);
-				}
-			}
-		}
-#pragma unroll
-		for (int u = 0; u < U; u++)
-#pragma unroll
-			for (int a = 0; a < A; a++) q[u][a][0] = qn[u][a][0], q[u][a][1] = qn[u][a][1];
-	}
-	// D: c0, c1 feature g, x rows 2t and 2t + 1; c2, c3 feature g + 8.
-	__syncthreads(); // red doubles as the staging's scratch
-#pragma unroll
-	for (int a = 0; a < A; a++) {
-		float* rw = red + (warp * A + a) * QMMA_MAXR * 16;
-		rw[(2 * t) * 16 + g] = acc[a][0];
-		rw[(2 * t + 1) * 16 + g] = acc[a][1];
-		rw[(2 * t) * 16 + g + 8] = acc[a][2];
-		rw[(2 * t + 1) * 16 + g + 8] = acc[a][3];
-	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < G * QMMA_MAXR * 16; i += blockDim.x) {
-		int fl = i & 15, r = (i >> 4) % QMMA_MAXR, gg = (i >> 4) / QMMA_MAXR;
-		int f = (blockIdx.x * G + gg) * 16 + fl;
-		if (r >= R || f >= NF) continue;
-		float v[A];
-#pragma unroll
-		for (int a = 0; a < A; a++) {
-			float s = 0.f;
-			for (int q2 = 0; q2 < S; q2++) s += red[(((gg * S + q2) * A + a) * QMMA_MAXR + r) * 16 + fl];
-			v[a] = s * unscale[r];
-		}
-		if (SW) {
-			y0[(long long)r * NF + f] = (float)silu_d((double)(v[0] * sg[f])) * (v[A - 1] * su[f]);
-			continue;
-		}
-		float o = v[0];
-		if (NRM) o = (float)((double)o / sqrt((double)ss[r] + (double)eps));
-		int s = (f >= e0) + (f >= e1) + (f >= e2);
-		int lo = s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2;
-		int hi = s == 0 ? e0 : s == 1 ? e1 : s == 2 ? e2 : NF;
-		float* y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : y3;
-		y[(long long)r * (hi - lo) + (f - lo)] = o;
-	}
-}
-
-// mvmma_run takes x staged in shared memory when xsm is set (the launch's
-// dynamic shared memory holds it; always for f16), else read by the lanes.
-template <int WT, bool SW, bool NRM>
-__device__ __forceinline__ void mvmma_run(MV_PARAMS, float eps, int xsm) {
-	if (WT == WT_F16 || xsm)
-		mvmma_impl<WT, SW, NRM, true>(MV_ARGS, eps);
-	else
-		mvmma_impl<WT, SW, NRM, false>(MV_ARGS, eps);
-}
-
-// The instances the Go side launches (mvmmaKernelNames in quantmma.go).
-extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) mvmma_bf16(MV_PARAMS, int xsm) {
-	mvmma_run<WT_BF16, false, false>(MV_ARGS, 0.f, xsm);
-}
-extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) mvmma_f16(MV_PARAMS, int xsm) {
-	mvmma_run<WT_F16, false, false>(MV_ARGS, 0.f, xsm);
-}
-extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) mvmma_sw_bf16(MV_PARAMS, int xsm) {
-	mvmma_run<WT_BF16, true, false>(MV_ARGS, 0.f, xsm);
-}
-extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) mvmma_sw_f16(MV_PARAMS, int xsm) {
-	mvmma_run<WT_F16, true, false>(MV_ARGS, 0.f, xsm);
-}
-extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) mvmma_n_bf16(MV_PARAMS, int xsm, float eps) {
-	mvmma_run<WT_BF16, false, true>(MV_ARGS, eps, xsm);
-}
-extern "C" __global__ void __launch_bounds__(QMMA_MAXWARPS * 32) mvmma_n_f16(MV_PARAMS, int xsm, float eps) {
-	mvmma_run<WT_F16, false, true>(MV_ARGS, eps, xsm);
-}

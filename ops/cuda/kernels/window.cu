@@ -71,7 +71,7 @@ extern "C" __global__ void win_half(const float* __restrict__ x, u16* __restrict
 
 // win_glu is element i of row r of a window's SwiGLU, silu(g·sg)·(u·su),
 // from the halves of its gate's and up's GEMMs (cg and cu [2R, f], rows r
-// and R + r) times the row's unscale us, as mvmma_sw computes it.
+// and R + r) times the row's unscale us, as mvsw_* computes it.
 __device__ __forceinline__ float win_glu(const float* __restrict__ cg, const float* __restrict__ cu, const float* __restrict__ sg,
                                          const float* __restrict__ su, int R, int f, int r, int i, float us) {
 	long long a = (long long)r * f + i, b = (long long)(R + r) * f + i;
