@@ -336,7 +336,15 @@ func New(opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if be.kernels, err = loadKernels(ctx, opts.CacheDir, defines, log); err != nil {
+	var one bool
+	switch v := os.Getenv("REEL_KERNEL_UNITS"); v {
+	case "", "file":
+	case "one":
+		one = true
+	default:
+		return fail(fmt.Errorf("REEL_KERNEL_UNITS=%q: want file (a program per kernel file, the default) or one", v))
+	}
+	if be.kernels, err = loadKernels(ctx, opts.CacheDir, defines, one, log); err != nil {
 		if errors.Is(err, cu.ErrNVRTCUnavailable) && !errors.Is(err, ErrUnavailable) {
 			err = fmt.Errorf("%w (%w)", ErrUnavailable, err)
 		}

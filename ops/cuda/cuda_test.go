@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -470,17 +471,61 @@ func TestKernelsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := program()
+	one, err := units(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "program.cu")
-	if err := os.WriteFile(file, append(prelude, src...), 0o644); err != nil {
+	each, err := units(false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(clang, "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_80",
-		"-fsyntax-only", "-std=c++17", file).CombinedOutput()
+	dir := t.TempDir()
+	for _, u := range append(one, each...) {
+		t.Run(u.name, func(t *testing.T) {
+			t.Parallel()
+			file := filepath.Join(dir, u.name)
+			if err := os.WriteFile(file, append(slices.Clip(prelude), u.src...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(clang, "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_80",
+				"-fsyntax-only", "-std=c++17", file).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", clang, err, out)
+			}
+		})
+	}
+}
+
+// TestKernelUnits: every kernel the Go side launches is defined in exactly
+// one unit (a program per .cu file), and in the single program.
+func TestKernelUnits(t *testing.T) {
+	each, err := units(false)
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", clang, err, out)
+		t.Fatal(err)
+	}
+	one, err := units(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(one) != 1 || len(each) < 2 {
+		t.Fatalf("%d single programs and %d units", len(one), len(each))
+	}
+	in := map[string][]string{}
+	for _, u := range each {
+		if !strings.HasSuffix(u.name, ".cu") {
+			t.Errorf("unit %q is not named for its file", u.name)
+		}
+		for _, d := range kernelDef.FindAllStringSubmatch(u.src, -1) {
+			in[d[1]] = append(in[d[1]], u.name)
+		}
+	}
+	all := map[string]bool{}
+	for _, d := range kernelDef.FindAllStringSubmatch(one[0].src, -1) {
+		all[d[1]] = true
+	}
+	for _, n := range kernelNames {
+		if len(in[n]) != 1 || !all[n] {
+			t.Errorf("kernel %s: defined in units %v and in the single program: %v", n, in[n], all[n])
+		}
 	}
 }

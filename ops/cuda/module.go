@@ -2,20 +2,29 @@ package cuda
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
-// sources are the kernels' CUDA C: common.cuh first, then every .cu file in
-// name order, compiled as one NVRTC program.
+// sources are the kernels' CUDA C: common.cuh, the other headers (.cuh:
+// device code several files share) and the .cu files of kernels. Each .cu
+// file is its own NVRTC program (a unit: common.cuh, the other headers in
+// name order, then the file), so the units compile in parallel and a change
+// to one file recompiles only its unit; REEL_KERNEL_UNITS=one compiles them
+// all as one program.
 //
-//go:embed kernels/common.cuh kernels/*.cu
+//go:embed kernels/*.cuh kernels/*.cu
 var sources embed.FS
 
 // kernelNames are the kernels the Go side launches.
@@ -43,74 +52,157 @@ type kernelSet struct {
 	sms int
 }
 
-// program is the concatenated source.
-func program() (string, error) {
-	var sb strings.Builder
+// unit is one NVRTC program of kernels.
+type unit struct {
+	name string // its .cu file, the program's name in NVRTC's messages
+	src  string
+}
+
+// units gives the kernels' programs: with one, a single program of every
+// .cu file (named kernelProgram), else a program per file. Each starts with
+// the headers.
+func units(one bool) ([]unit, error) {
+	var head strings.Builder
 	common, err := sources.ReadFile("kernels/common.cuh")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	sb.Write(common)
-	sb.WriteString("\n// ---- elementwise op codes (ops.ElementwiseOps) ----\n")
+	head.Write(common)
+	head.WriteString("\n// ---- elementwise op codes (ops.ElementwiseOps) ----\n")
 	for i, d := range ops.ElementwiseOps {
-		fmt.Fprintf(&sb, "#define OP_%s %d\n", strings.ToUpper(d.Op), i)
+		fmt.Fprintf(&head, "#define OP_%s %d\n", strings.ToUpper(d.Op), i)
 	}
 	ents, err := sources.ReadDir("kernels")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var names []string
+	var headers, files []string
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".cu") {
-			names = append(names, e.Name())
+		switch n := e.Name(); {
+		case strings.HasSuffix(n, ".cuh") && n != "common.cuh":
+			headers = append(headers, n)
+		case strings.HasSuffix(n, ".cu"):
+			files = append(files, n)
 		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
+	sort.Strings(headers)
+	sort.Strings(files)
+	add := func(sb *strings.Builder, n string) error {
 		b, err := sources.ReadFile("kernels/" + n)
 		if err != nil {
-			return "", err
+			return err
 		}
-		fmt.Fprintf(&sb, "\n// ---- %s ----\n", n)
+		fmt.Fprintf(sb, "\n// ---- %s ----\n", n)
 		sb.Write(b)
+		return nil
 	}
-	return sb.String(), nil
+	for _, n := range headers {
+		if err := add(&head, n); err != nil {
+			return nil, err
+		}
+	}
+	if one {
+		var sb strings.Builder
+		sb.WriteString(head.String())
+		for _, n := range files {
+			if err := add(&sb, n); err != nil {
+				return nil, err
+			}
+		}
+		return []unit{{kernelProgram, sb.String()}}, nil
+	}
+	var us []unit
+	for _, n := range files {
+		var sb strings.Builder
+		sb.WriteString(head.String())
+		if err := add(&sb, n); err != nil {
+			return nil, err
+		}
+		us = append(us, unit{n, sb.String()})
+	}
+	return us, nil
 }
+
+// program is every kernel as one source (units(true)'s), for tests.
+func program() (string, error) {
+	us, err := units(true)
+	if err != nil {
+		return "", err
+	}
+	return us[0].src, nil
+}
+
+// kernelDef finds the names of the kernels a source defines.
+var kernelDef = regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__\([0-9A-Z_*, ]+\) )?(\w+)\(`)
 
 // kernelProgram names the kernels' program for NVRTC and its cache.
 const kernelProgram = "reel_kernels.cu"
 
-// loadKernels compiles (or reads from the cache) and loads the kernels.
-// Without the cache's entry it tells log before it compiles (a minute or
-// more on an H200) and after.
-func loadKernels(ctx *cu.Context, cacheDir string, defines []string, log *slog.Logger) (*kernelSet, error) {
+// loadKernels compiles (or reads from the cache) and loads the kernels,
+// the units in parallel (one, REEL_KERNEL_UNITS=one: a single program).
+// When the cache lacks a unit it tells log before it compiles (over 40 s
+// on an H200 as one program) and after.
+func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, log *slog.Logger) (*kernelSet, error) {
 	nv, err := ctx.Lib().NVRTC()
 	if err != nil {
 		return nil, err
 	}
-	src, err := program()
+	us, err := units(one)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: kernel sources: %w", err)
 	}
 	opts := append([]string{"-DREEL_KERNELS=1"}, defines...)
-	var t0 time.Time
-	if !nv.Cached(cacheDir, src, kernelProgram, opts, ctx.Arch()) {
-		t0 = time.Now()
-		log.Info("compiling the CUDA kernels with NVRTC: once for this card, NVRTC and source (cached on disk)", "arch", ctx.Arch())
+	missing := 0
+	for _, u := range us {
+		if !nv.Cached(cacheDir, u.src, u.name, opts, ctx.Arch()) {
+			missing++
+		}
 	}
-	c, err := nv.CompileCached(cacheDir, src, kernelProgram, opts, ctx.Arch())
-	if err != nil {
+	t0 := time.Now()
+	if missing > 0 {
+		log.Info("compiling the CUDA kernels with NVRTC: once for this card, NVRTC and source (cached on disk)",
+			"programs", missing, "of", len(us), "arch", ctx.Arch())
+	}
+	compiled := make([]*cu.Compiled, len(us))
+	errs := make([]error, len(us))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(us), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				compiled[i], errs[i] = nv.CompileCached(cacheDir, us[i].src, us[i].name, opts, ctx.Arch())
+			}
+		}()
+	}
+	for i := range us {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("cuda: compile kernels: %w", err)
 	}
-	if !t0.IsZero() {
-		log.Info("compiled the CUDA kernels", "seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()), "cache", c.Path)
+	if missing > 0 {
+		log.Info("compiled the CUDA kernels", "seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()), "cache", filepath.Dir(compiled[0].Path))
 	}
-	m, err := ctx.LoadModule(c.Image)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: load kernels: %w", err)
+	owner := map[string]*cu.Module{}
+	for i, u := range us {
+		m, err := ctx.LoadModule(compiled[i].Image)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: load kernels of %s: %w", u.name, err)
+		}
+		for _, d := range kernelDef.FindAllStringSubmatch(u.src, -1) {
+			owner[d[1]] = m
+		}
 	}
 	ks := &kernelSet{fn: map[string]*cu.Function{}, sms: ctx.SMCount()}
 	for _, n := range kernelNames {
+		m := owner[n]
+		if m == nil {
+			return nil, fmt.Errorf("cuda: kernel %s is in no program", n)
+		}
 		f, err := m.Function(n)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)

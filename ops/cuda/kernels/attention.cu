@@ -287,15 +287,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_part_s(ATTN_PART_PARAM
 	attn_part_body<1, 0>(ATTN_PART_ARGS);
 }
 
-// attn_gate is attention_gate's output gate on element a of row t's head
-// h, dimension i: a ⊙ sigmoid(g ⊙ s) as the primitives compute it (a when
-// g is null: plain attention).
-__device__ __forceinline__ float attn_gate(float a, const float* g, const float* sg, int t, int h, int heads, int d, int i) {
-	if (!g) return a;
-	int c = h * d + i;
-	return a * (float)sigmoid_d((double)(g[(long long)t * heads * d + c] * sg[c]));
-}
-
 // attn_finish_body: grid (rows, heads, D), dynamic shared memory 2·S + d/D
 // floats (the chunks' maxima and sums, then the sum); block z merges the S chunks
 // of dimensions [z·d/D, (z+1)·d/D) of its head; rows past the call's rows

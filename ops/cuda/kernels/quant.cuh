@@ -1,0 +1,374 @@
+// Shared by the quantized products (quant.cu, quant_fused.cu,
+// quant_prompt.cu, quantmma.cu, random.cu's codes): the formats' codes,
+// their decoding, and the split-K matvec's staging and rows.
+
+#define QT_F8 0
+#define QT_I8 1
+#define QT_U4 2
+
+// e4m3_q is a float8_e4m3fn pattern's value / 256, exactly: its sign,
+// exponent and mantissa moved into an f16's places are an f16 whose value
+// is the e4m3 value times 2^-8, for normals (the exponent biases differ by
+// 8) and subnormals alike. The NaN pattern (S.1111.111) stays NaN.
+__device__ __forceinline__ float e4m3_q(u32 b) {
+	u32 m = b & 0x7fu;
+	float f = f16_to_f32((u16)(((b & 0x80u) << 8) | (m << 7)));
+	return m == 0x7fu ? __int_as_float(0x7fc00000) : f;
+}
+
+// Q_SCALE is what a code's value as the q functions give it is short of:
+// 256 for FP8 (e4m3_q), 1 for the integers.
+#define Q_SCALE(QT) ((QT) == QT_F8 ? 256.f : 1.f)
+
+// q_word decodes the codes of one 32-bit word: 4 FP8 or i8 codes, or 8
+// 4-bit codes, in element order.
+template <int QT>
+__device__ __forceinline__ void q_word(u32 u, float* c) {
+	if (QT == QT_U4) {
+#pragma unroll
+		for (int i = 0; i < 8; i++) c[i] = (float)((int)((u >> (4 * i)) & 15u) - 8);
+	} else {
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			u32 b = (u >> (8 * i)) & 0xffu;
+			c[i] = QT == QT_F8 ? e4m3_q(b) : (float)(int)(signed char)b;
+		}
+	}
+}
+
+// q_at decodes code k of a row of codes.
+template <int QT>
+__device__ __forceinline__ float q_at(const unsigned char* row, int k) {
+	if (QT == QT_U4) return (float)((int)((row[k >> 1] >> (4 * (k & 1))) & 15) - 8);
+	if (QT == QT_F8) return e4m3_q(row[k]);
+	return (float)(int)(signed char)row[k];
+}
+
+// q_deq is code k of a row of codes as its value (q_at times Q_SCALE).
+template <int QT>
+__device__ __forceinline__ float q_deq(const unsigned char* row, int k) {
+	return q_at<QT>(row, k) * Q_SCALE(QT);
+}
+
+#define QMV_PARAMS                                                                                                    \
+	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *s, int st, int sc, \
+		int br, int bc, float *__restrict__ y, int R, int K, int N, int vec
+
+#define QMV_ARGS x, w, stride, s, st, sc, br, bc, y, R, K, N, vec
+
+// q_row adds to acc[r] (r < R <= RB) one lane's share of the dot product
+// of a row of K codes wr, whose scales start at element srow of the table
+// s, with row r of x [R, K]: with vec, every 32nd of the row's 16-byte
+// vectors (their codes times x summed, then times the vector's scale);
+// else every 32nd element. The lanes' sums are the caller's to reduce.
+template <int QT, int RB>
+__device__ __forceinline__ void q_row(const unsigned char* wr, const void* s, int st, long long srow, int bc, const float* x, int R,
+                                      int K, int vec, int lane, float* acc) {
+	const int E = QT == QT_U4 ? 32 : 16; // codes per 16-byte vector
+	if (vec) {
+		int V = K / E;
+		for (int v = lane; v < V; v += 32) {
+			uint4 q = ld_stream((const uint4*)wr + v);
+			float sv = load_w(s, st, srow + (long long)(v * E) / bc);
+			float c[E];
+			q_word<QT>(q.x, c);
+			q_word<QT>(q.y, c + E / 4);
+			q_word<QT>(q.z, c + E / 2);
+			q_word<QT>(q.w, c + 3 * E / 4);
+#pragma unroll
+			for (int r = 0; r < RB; r++) {
+				if (r < R) {
+					const float4* xr = (const float4*)(x + (long long)r * K + (long long)v * E);
+					float part = 0.f;
+#pragma unroll
+					for (int j = 0; j < E / 4; j++) {
+						float4 a = __ldg(xr + j);
+						part = fmaf(c[4 * j], a.x, part);
+						part = fmaf(c[4 * j + 1], a.y, part);
+						part = fmaf(c[4 * j + 2], a.z, part);
+						part = fmaf(c[4 * j + 3], a.w, part);
+					}
+					acc[r] = fmaf(part, sv, acc[r]);
+				}
+			}
+		}
+	} else {
+		for (int k = lane; k < K; k += 32) {
+			float wv = q_at<QT>(wr, k) * load_w(s, st, srow + k / bc);
+#pragma unroll
+			for (int r = 0; r < RB; r++)
+				if (r < R) acc[r] = fmaf(x[(long long)r * K + k], wv, acc[r]);
+		}
+	}
+}
+
+template <int QT, int RB>
+__device__ __forceinline__ void qmv_impl(QMV_PARAMS) {
+	const int E = QT == QT_U4 ? 32 : 16; // codes per 16-byte vector
+	int lane = threadIdx.x & 31;
+	int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	const unsigned char* wr = w + (long long)(n < N ? n : 0) * stride;
+	if (vec && n < N && (lane & 7) == 0 && lane * E < K) prefetch_l2((const uint4*)wr + lane);
+	pdl_entry();
+	if (n >= N) return;
+	float acc[RB];
+#pragma unroll
+	for (int r = 0; r < RB; r++) acc[r] = 0.f;
+	q_row<QT, RB>(wr, s, st, (long long)(n / br) * sc, bc, x, R, K, vec, lane, acc);
+#pragma unroll
+	for (int r = 0; r < RB; r++) {
+		float t = warp_sum(acc[r]);
+		if (lane == 0 && r < R) y[(long long)r * N + n] = t * Q_SCALE(QT);
+	}
+}
+
+// QMV_LOADS is the 16-byte code loads each lane issues per iteration, over
+// all the features of its unit (quant.go's qmvLoads).
+#ifndef QMV_LOADS
+#define QMV_LOADS 4
+#endif
+
+// q4_dec gives the 8 4-bit codes of u (low nibble first) as their values
+// c - 8: nibble i masked in place into the mantissa of 2^23 (nibbles 0..4
+// of u, 5..7 of u >> 12, so that every nibble lies in bits 0..19 at place
+// p) is the float 2^23 + c·16^p, and times 16^-p less 2^23·16^-p + 8 that
+// is c - 8, exactly (one rounding of an exact result).
+__device__ __forceinline__ void q4_dec(u32 u, float* c) {
+	u32 hi = u >> 12;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		const int p = i < 5 ? i : i - 3;
+		const float m = 1.f / (float)(1 << (4 * p));
+		u32 b = ((i < 5 ? u : hi) & (0xfu << (4 * p))) | 0x4b000000u;
+		c[i] = fmaf(__uint_as_float(b), m, -(8388608.f * m + 8.f));
+	}
+}
+
+// i8_dec gives the 4 i8 codes of u as their values: byte j with its sign
+// bit flipped (the code plus 128) masked in place into the mantissa of 2^23
+// (bytes 0 and 1 of u, 2 and 3 of u >> 16, at place p = j mod 2) is the
+// float 2^23 + (c + 128)·256^p, and times 256^-p less 2^23·256^-p + 128 that
+// is c, exactly.
+__device__ __forceinline__ void i8_dec(u32 u, float* c) {
+	u32 hi = u >> 16;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const int p = j & 1;
+		const float m = p ? 1.f / 256.f : 1.f;
+		u32 b = ((j < 2 ? u : hi) & (0xffu << (8 * p))) ^ ((0x80u << (8 * p)) | 0x4b000000u);
+		c[j] = fmaf(__uint_as_float(b), m, -(8388608.f * m + 128.f));
+	}
+}
+
+// f8_dec gives the 4 FP8 codes of u as their values (exact in f16, so
+// exact in f32; NaN stays NaN): by cvt.rn.f16x2.e4m3x2 (low byte to the low
+// half) on sm_89 and later, else e4m3_q times 256.
+__device__ __forceinline__ void f8_dec(u32 u, float* c) {
+#if __CUDA_ARCH__ >= 890
+	u32 lo, hi;
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"((u16)(u & 0xffffu)));
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"((u16)(u >> 16)));
+	c[0] = f16_to_f32((u16)(lo & 0xffffu));
+	c[1] = f16_to_f32((u16)(lo >> 16));
+	c[2] = f16_to_f32((u16)(hi & 0xffffu));
+	c[3] = f16_to_f32((u16)(hi >> 16));
+#else
+#pragma unroll
+	for (int j = 0; j < 4; j++) c[j] = e4m3_q((u >> (8 * j)) & 0xffu) * 256.f;
+#endif
+}
+
+// q_dec gives the codes of one 32-bit word (8 4-bit codes, or 4 FP8 or i8
+// codes) as their values, in element order.
+template <int QT>
+__device__ __forceinline__ void q_dec(u32 u, float* c) {
+	if (QT == QT_U4)
+		q4_dec(u, c);
+	else if (QT == QT_I8)
+		i8_dec(u, c);
+	else
+		f8_dec(u, c);
+}
+
+// vec_word is word j (0..3, compile-time) of a 16-byte vector.
+__device__ __forceinline__ u32 vec_word(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+// qmvs_stage copies x [R, K] (E codes a vector, V = K/E vectors a row in C
+// chunks of 32) to xs lane-interleaved: float4 t of vector v of row r goes
+// to ((r·C + v/32)·E/4 + t)·32 + v mod 32, so that the 32 lanes reading
+// float4 t of their vectors of one chunk read consecutive 16-byte words.
+template <int E>
+__device__ __forceinline__ void qmvs_stage(const float* x, int R, int K, int C, float4* xs) {
+	int K4 = K / 4, n = R * K4;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		int r = i / K4, k4 = i - r * K4, v = k4 / (E / 4), t = k4 - v * (E / 4);
+		xs[((r * C + (v >> 5)) * (E / 4) + t) * 32 + (v & 31)] = __ldg((const float4*)x + i);
+	}
+}
+
+// qmvs_xs is the dynamic shared memory of the qmvs kernels: x as
+// qmvs_stage lays it out.
+extern __shared__ float4 qmvs_xs[];
+
+// qmvs_rows sets, for the MF features of unit u (of units), their rows of
+// codes wr, whether they are features (ok; else wr is row 0) and where
+// their scales start (srow).
+template <int MF>
+__device__ __forceinline__ void qmvs_rows(const unsigned char* w, long long stride, int sc, int br, int N, int units, int u,
+                                          const char** wr, bool* ok, long long* srow) {
+#pragma unroll
+	for (int i = 0; i < MF; i++) {
+		int f = u * MF + i;
+		ok[i] = u < units && f < N;
+		f = ok[i] ? f : 0;
+		wr[i] = (const char*)w + (long long)f * stride;
+		srow[i] = (long long)(f / br) * sc;
+	}
+}
+
+#define QMVS_PARAMS                                                                                                         \
+	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *__restrict__ s, int st, \
+		int sc, int br, int bc, float *__restrict__ y, int R, int K, int N, int S, int NB
+
+#define QMVS_ARGS x, w, stride, s, st, sc, br, bc, y, R, K, N, S, NB
+
+// qmvs_impl: RB is the row bucket (R <= RB), MF the features a unit, XS
+// x staged in shared memory (qmvs_xs, R·C·32·E floats).
+template <int QT, int RB, int MF, bool XS>
+__device__ __forceinline__ void qmvs_impl(QMVS_PARAMS) {
+	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
+	const int CW = E / 4;                // codes a 32-bit word
+	const int U = QMV_LOADS / MF > 0 ? QMV_LOADS / MF : 1;
+	__shared__ float red[MV_MAXWARPS * MF * RB];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	int G = nw / S, g = warp / S, p = warp - g * S;
+	int V = K / E, C = (V + 31) >> 5, units = (N + MF - 1) / MF;
+	const char* wr[MF];
+	bool ok[MF];
+	long long srow[MF];
+	qmvs_rows<MF>(w, stride, sc, br, N, units, blockIdx.x * G + g, wr, ok, srow);
+	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
+	pdl_entry();
+	if (XS) {
+		qmvs_stage<E>(x, R, K, C, qmvs_xs);
+		__syncthreads();
+	}
+	for (int b = blockIdx.x; b < NB; b += gridDim.x) {
+		int unit = b * G + g;
+		qmvs_rows<MF>(w, stride, sc, br, N, units, unit, wr, ok, srow);
+		float acc[MF][RB];
+#pragma unroll
+		for (int i = 0; i < MF; i++)
+#pragma unroll
+			for (int r = 0; r < RB; r++) acc[i][r] = 0.f;
+		for (int c0 = unit < units ? p : C; c0 < C; c0 += S * U) {
+			uint4 q[U][MF];
+			float sv[U][MF];
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				int v = ((c0 + S * u) << 5) + lane;
+#pragma unroll
+				for (int i = 0; i < MF; i++) {
+					bool in = ok[i] && v < V;
+					q[u][i] = in ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
+					sv[u][i] = in ? load_w(s, st, srow[i] + (long long)v * E / bc) : 0.f;
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				int c = c0 + S * u, v = (c << 5) + lane;
+				if (v >= V) continue;
+				float part[MF][RB];
+#pragma unroll
+				for (int i = 0; i < MF; i++)
+#pragma unroll
+					for (int r = 0; r < RB; r++) part[i][r] = 0.f;
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					float cv[MF][CW];
+#pragma unroll
+					for (int i = 0; i < MF; i++) q_dec<QT>(vec_word(q[u][i], j), cv[i]);
+#pragma unroll
+					for (int r = 0; r < RB; r++) {
+						if (r >= R) continue;
+						float xv[CW];
+#pragma unroll
+						for (int h = 0; h < CW / 4; h++) {
+							int t = j * (CW / 4) + h;
+							float4 a = XS ? qmvs_xs[((r * C + c) * (E / 4) + t) * 32 + lane]
+							              : __ldg((const float4*)(x + (long long)r * K + (long long)v * E) + t);
+							xv[4 * h] = a.x, xv[4 * h + 1] = a.y, xv[4 * h + 2] = a.z, xv[4 * h + 3] = a.w;
+						}
+#pragma unroll
+						for (int i = 0; i < MF; i++)
+#pragma unroll
+							for (int e = 0; e < CW; e++) part[i][r] = fmaf(cv[i][e], xv[e], part[i][r]);
+					}
+				}
+#pragma unroll
+				for (int i = 0; i < MF; i++)
+#pragma unroll
+					for (int r = 0; r < RB; r++) acc[i][r] = fmaf(part[i][r], sv[u][i], acc[i][r]);
+			}
+		}
+		mv_warp_sums<MF, RB>(&acc[0][0], R, red);
+		__syncthreads();
+		for (int t = threadIdx.x; t < G * MF * RB; t += blockDim.x) {
+			int r = t % RB, gi = t / RB, i = gi % MF, gg = gi / MF;
+			int f = (b * G + gg) * MF + i;
+			if (r < R && f < N) y[(long long)r * N + f] = mv_group_sum(red, gg, S, MF, RB, i, r);
+		}
+		__syncthreads(); // red is the next block's
+	}
+}
+
+// qmvs_run takes x staged in shared memory when xsm is set (the launch's
+// dynamic shared memory holds it), else x read through L1.
+template <int QT, int RB, int MF>
+__device__ __forceinline__ void qmvs_run(QMVS_PARAMS, int xsm) {
+	if (xsm)
+		qmvs_impl<QT, RB, MF, true>(QMVS_ARGS);
+	else
+		qmvs_impl<QT, RB, MF, false>(QMVS_ARGS);
+}
+
+#define QMOE_PARAMS                                                                                                                 \
+	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *s, int st, int sr, int sc, int br, \
+		int bc, const int *ids, float *__restrict__ y, int units, int K, int E, int nOut, int nIn, int perUnit, int vec, int *err
+
+#define QMOE_ARGS x, w, stride, s, st, sr, sc, br, bc, ids, y, units, K, E, nOut, nIn, perUnit, vec, err
+
+// qmoe_warp_impl: warp g of the grid computes y[u, f] = W_ids[u][f] · x_u
+// for u = g / nOut, f = g mod nOut, as moe_expert_warp. An id outside
+// [0, E) is reported and its outputs are zero.
+template <int QT>
+__device__ __forceinline__ void qmoe_warp_impl(QMOE_PARAMS) {
+	pdl_entry();
+	int lane = threadIdx.x & 31, u, f, id;
+	float* yo;
+	const float* xu;
+	if (!moe_warp_unit(x, ids, y, units, K, E, nOut, nIn, perUnit, err, &u, &f, &id, &yo, &xu)) return;
+	float acc = 0.f;
+	q_row<QT, 1>(w + ((long long)id * nOut + f) * stride, s, st, ((long long)id * sr + f / br) * sc, bc, xu, 1, nIn, vec, lane, &acc);
+	acc = warp_sum(acc);
+	if (lane == 0) *yo = acc * Q_SCALE(QT);
+}
+
+// qmoe_wl reads element (n, k) of quantized expert e for moe_tile.
+template <int QT>
+struct qmoe_wl {
+	const unsigned char* w;
+	long long stride;
+	const void* s;
+	int st, sr, sc, br, bc, nOut;
+	__device__ float operator()(int e, int n, int k) const {
+		const unsigned char* row = w + ((long long)e * nOut + n) * stride;
+		return q_deq<QT>(row, k) * load_w(s, st, ((long long)e * sr + n / br) * sc + k / bc);
+	}
+};
+
+#define QMOE_TILE_PARAMS                                                                                                               \
+	const float *x, const unsigned char *w, long long stride, const void *s, int st, int sr, int sc, int br, int bc, const int *offs, \
+		const int *list, float *y, int K, int nOut, int nIn, int perUnit
+
+#define QMOE_TILE(QT) moe_tile(x, qmoe_wl<QT>{w, stride, s, st, sr, sc, br, bc, nOut}, offs, list, y, K, nOut, nIn, perUnit)
