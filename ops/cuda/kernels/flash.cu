@@ -238,6 +238,89 @@ __device__ __forceinline__ void fa_frag_b(const u16* p, int ld, u32 (&b)[NT][2])
 	for (int n = 0; n < NT; n += 2) fa_ldsm4(p + 8 * n * ld, b[n][0], b[n][1], b[n + 1][0], b[n + 1][1]);
 }
 
+// fa_softmax folds a tile's scores s (this thread's two rows A and B:
+// g and g+8 of its warp's 16, keys jt + 8n + (0, 1) of C fragment n) into
+// the rows' running maxima (mx, base 2) and sums (l), leaving s as the
+// probabilities and c the factors by which the output so far must be
+// scaled. A masked score is -1e30, whose exponential is taken as 0. A
+// tile every row sees whole (at or before the block's first position,
+// inside every row's window) needs no mask: most tiles of a long prompt.
+// Row X sees keys loX ≤ j ≤ pX (none for a padding row, pX = -1).
+template <int BN>
+__device__ __forceinline__ void fa_softmax(float (&s)[BN / 8][4], bool whole, int jt, int loA, int pA, int loB, int pB,
+                                           float sl2, float& mxA, float& mxB, float& lA, float& lB, float& cA, float& cB) {
+	float tA = -1e30f, tB = -1e30f;
+	if (whole) {
+#pragma unroll
+		for (int n = 0; n < BN / 8; n++) {
+			s[n][0] *= sl2, s[n][1] *= sl2, s[n][2] *= sl2, s[n][3] *= sl2;
+			tA = fmaxf(tA, fmaxf(s[n][0], s[n][1]));
+			tB = fmaxf(tB, fmaxf(s[n][2], s[n][3]));
+		}
+	} else {
+#pragma unroll
+		for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int j = jt + 8 * n + (e & 1);
+				bool ok = e < 2 ? j >= loA && j <= pA : j >= loB && j <= pB;
+				float x = ok ? s[n][e] * sl2 : -1e30f;
+				s[n][e] = x;
+				if (e < 2) tA = fmaxf(tA, x);
+				else tB = fmaxf(tB, x);
+			}
+	}
+	tA = fmaxf(tA, __shfl_xor_sync(0xffffffffu, tA, 1));
+	tA = fmaxf(tA, __shfl_xor_sync(0xffffffffu, tA, 2));
+	tB = fmaxf(tB, __shfl_xor_sync(0xffffffffu, tB, 1));
+	tB = fmaxf(tB, __shfl_xor_sync(0xffffffffu, tB, 2));
+	float nA = fmaxf(mxA, tA), nB = fmaxf(mxB, tB);
+	cA = exp2f(mxA - nA), cB = exp2f(mxB - nB);
+	mxA = nA, mxB = nB;
+	float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+	for (int n = 0; n < BN / 8; n++) {
+		s[n][0] = s[n][0] <= -1e29f ? 0.f : exp2f(s[n][0] - nA);
+		s[n][1] = s[n][1] <= -1e29f ? 0.f : exp2f(s[n][1] - nA);
+		s[n][2] = s[n][2] <= -1e29f ? 0.f : exp2f(s[n][2] - nB);
+		s[n][3] = s[n][3] <= -1e29f ? 0.f : exp2f(s[n][3] - nB);
+		sumA += s[n][0] + s[n][1];
+		sumB += s[n][2] + s[n][3];
+	}
+	lA = lA * cA + sumA;
+	lB = lB * cB + sumB;
+}
+
+// fa_rescale applies the softmax's correction to the output's N n-tiles,
+// skipped by the whole warp while no row's maximum moved (most tiles, once
+// the first have been seen).
+template <int N>
+__device__ __forceinline__ void fa_rescale(float (&o)[N][4], float cA, float cB) {
+	if (__any_sync(0xffffffffu, cA != 1.f || cB != 1.f)) {
+#pragma unroll
+		for (int n = 0; n < N; n++) o[n][0] *= cA, o[n][1] *= cA, o[n][2] *= cB, o[n][3] *= cB;
+	}
+}
+
+// fa_finish divides the output's N n-tiles (columns c0 + 8n, +1 of rows mA
+// and mB) by the rows' sums, spread over the four lanes of a row, and
+// writes them gated.
+template <int N>
+__device__ __forceinline__ void fa_finish(const float (&o)[N][4], float lA, float lB, float* y, const float* g,
+                                          const float* sg, const FaBlock& b, int mA, int mB, int c0, int heads, int d) {
+	lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+	float iA = lA > 0.f ? 1.f / lA : 0.f, iB = lB > 0.f ? 1.f / lB : 0.f;
+#pragma unroll
+	for (int n = 0; n < N; n++) {
+		int c = c0 + 8 * n;
+		fa_put(y, g, sg, b, mA, c, o[n][0] * iA, o[n][1] * iA, heads, d);
+		fa_put(y, g, sg, b, mB, c, o[n][2] * iB, o[n][3] * iB, heads, d);
+	}
+}
+
 // flash_body: grid (⌈rows / ⌊16·W/G⌋⌉, kv heads), W warps, dynamic shared
 // memory flashShared (Go) bytes. D is the padded head dimension (a multiple
 // of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and vt are
@@ -329,58 +412,11 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 				}
 			}
 		}
-		// Mask, then the online softmax in base 2. A masked score is -1e30,
-		// whose exponential is taken as 0. A tile every row sees whole (at
-		// or before the block's first position, inside every row's window)
-		// needs no mask: most tiles of a long prompt.
-		float tA = -1e30f, tB = -1e30f;
+		// Mask, then the online softmax in base 2; the output's correction.
 		bool whole = j0 + BN - 1 <= b.pFirst && (window <= 0 || j0 > b.pLast - window);
-		if (whole) {
-#pragma unroll
-			for (int n = 0; n < BN / 8; n++) {
-				s[n][0] *= sl2, s[n][1] *= sl2, s[n][2] *= sl2, s[n][3] *= sl2;
-				tA = fmaxf(tA, fmaxf(s[n][0], s[n][1]));
-				tB = fmaxf(tB, fmaxf(s[n][2], s[n][3]));
-			}
-		} else {
-			int jt = j0 + 2 * tq;
-#pragma unroll
-			for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int j = jt + 8 * n + (e & 1);
-					bool ok = e < 2 ? j >= loA && j <= pA : j >= loB && j <= pB;
-					float x = ok ? s[n][e] * sl2 : -1e30f;
-					s[n][e] = x;
-					if (e < 2) tA = fmaxf(tA, x);
-					else tB = fmaxf(tB, x);
-				}
-		}
-		tA = fmaxf(tA, __shfl_xor_sync(0xffffffffu, tA, 1));
-		tA = fmaxf(tA, __shfl_xor_sync(0xffffffffu, tA, 2));
-		tB = fmaxf(tB, __shfl_xor_sync(0xffffffffu, tB, 1));
-		tB = fmaxf(tB, __shfl_xor_sync(0xffffffffu, tB, 2));
-		float nA = fmaxf(mxA, tA), nB = fmaxf(mxB, tB);
-		float cA = exp2f(mxA - nA), cB = exp2f(mxB - nB);
-		mxA = nA, mxB = nB;
-		float sumA = 0.f, sumB = 0.f;
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-			s[n][0] = s[n][0] <= -1e29f ? 0.f : exp2f(s[n][0] - nA);
-			s[n][1] = s[n][1] <= -1e29f ? 0.f : exp2f(s[n][1] - nA);
-			s[n][2] = s[n][2] <= -1e29f ? 0.f : exp2f(s[n][2] - nB);
-			s[n][3] = s[n][3] <= -1e29f ? 0.f : exp2f(s[n][3] - nB);
-			sumA += s[n][0] + s[n][1];
-			sumB += s[n][2] + s[n][3];
-		}
-		lA = lA * cA + sumA;
-		lB = lB * cB + sumB;
-		// The output's correction, skipped by the whole warp while no row's
-		// maximum moved (most tiles, once the first have been seen).
-		if (__any_sync(0xffffffffu, cA != 1.f || cB != 1.f)) {
-#pragma unroll
-			for (int n = 0; n < D / 8; n++) o[n][0] *= cA, o[n][1] *= cA, o[n][2] *= cB, o[n][3] *= cB;
-		}
+		float cA, cB;
+		fa_softmax<BN>(s, whole, j0 + 2 * tq, loA, pA, loB, pB, sl2, mxA, mxB, lA, lB, cA, cB);
+		fa_rescale<D / 8>(o, cA, cB);
 		// O += P V: P's C fragments are the A fragments of this product.
 		if constexpr (PIPE) {
 			// Steps over (16 keys, a pair of n-tiles), each loading the next's.
@@ -420,18 +456,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		}
 		__syncthreads(); // every warp is done with this buffer before it is loaded again
 	}
-	// The row sums are spread over the four lanes of a row.
-	lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
-	float iA = lA > 0.f ? 1.f / lA : 0.f, iB = lB > 0.f ? 1.f / lB : 0.f;
-#pragma unroll
-	for (int n = 0; n < D / 8; n++) {
-		int c = 8 * n + 2 * tq;
-		fa_put(y, g, sg, b, mA, c, o[n][0] * iA, o[n][1] * iA, heads, d);
-		fa_put(y, g, sg, b, mB, c, o[n][2] * iB, o[n][3] * iB, heads, d);
-	}
+	fa_finish<D / 8>(o, lA, lB, y, g, sg, b, mA, mB, 2 * tq, heads, d);
 }
 
 #define KV_HALF_PARAMS                                                                                            \
