@@ -206,23 +206,33 @@ func flashDim(d int) int {
 	return fd
 }
 
-// flashKernel is one compiled flash kernel: flash_body's template
-// arguments (warps of 16 query rows, keys a tile) and the variant it belongs
-// to (REEL_FLASH_VARIANT).
+// flashKernel is one compiled flash kernel: its body's template arguments
+// (warps, keys a tile, warps that share 16 query rows, buffers of K and V)
+// and the variant it belongs to (REEL_FLASH_VARIANT).
 type flashKernel struct {
 	name        string
 	dim         int
 	warps, keys int
 	variant     string
+	// split is the warps that share each 16 query rows, dividing the
+	// head's dimensions (flash2_body's SPLIT: 1 or 2); stages the buffers
+	// of each of K and V (2: flash_body's, 1: flash2_body's).
+	split, stages int
 }
 
 // The flash variants: narrow and wide are flash_body with 4 and 8 warps,
 // each warp taking 16 rows against a whole tile; widep is wide with the
-// fragments loaded a step ahead of the products.
+// fragments loaded a step ahead of the products. fa2, dsplit and dsplit16
+// are flash2_body (FlashAttention-2's loop, one buffer of K and one of V):
+// fa2 with 4 warps of 16 rows (two blocks an SM at 256 dimensions), dsplit
+// and dsplit16 with 12 and 16 warps, two to each 16 rows (96 and 128 rows).
 const (
-	flashNarrow = "narrow"
-	flashWide   = "wide"
-	flashWideP  = "widep"
+	flashNarrow   = "narrow"
+	flashWide     = "wide"
+	flashWideP    = "widep"
+	flashFA2      = "fa2"
+	flashDSplit   = "dsplit"
+	flashDSplit16 = "dsplit16"
 )
 
 // flashOrder is the variants' order of preference where the backend names
@@ -234,27 +244,36 @@ const (
 // 87.5/78.1/90.1. Two variants that split a tile's products among the
 // warps, with the probabilities through shared memory (8 warps: 91.4/81.7/
 // 88.8; 4 warps, two blocks an SM: 82.9/73.9/85.7), gained nothing and
-// were removed.
+// were removed. fa2, dsplit and dsplit16 are not measured yet: only asked
+// for by name.
 var flashOrder = []string{flashWideP, flashWide, flashNarrow}
 
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashWideP}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashFA2, flashDSplit, flashDSplit16}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
-	{"flash_d32", 32, 4, 64, flashNarrow}, {"flash_d64", 64, 4, 64, flashNarrow},
-	{"flash_d128", 128, 4, 64, flashNarrow}, {"flash_d256", 256, 4, 32, flashNarrow},
-	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
-	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
+	{"flash_d32", 32, 4, 64, flashNarrow, 1, 2}, {"flash_d64", 64, 4, 64, flashNarrow, 1, 2},
+	{"flash_d128", 128, 4, 64, flashNarrow, 1, 2}, {"flash_d256", 256, 4, 32, flashNarrow, 1, 2},
+	{"flash_wide_d64", 64, 8, 64, flashWide, 1, 2}, {"flash_wide_d128", 128, 8, 64, flashWide, 1, 2},
+	{"flash_wide_d256", 256, 8, 64, flashWide, 1, 2}, {"flash_widep_d256", 256, 8, 64, flashWideP, 1, 2},
+	{"flash_fa2_d64", 64, 4, 64, flashFA2, 1, 1}, {"flash_fa2_d128", 128, 4, 64, flashFA2, 1, 1},
+	{"flash_fa2_d256", 256, 4, 64, flashFA2, 1, 1},
+	{"flash_ds_d256", 256, 12, 64, flashDSplit, 2, 1}, {"flash_ds16_d256", 256, 16, 64, flashDSplit16, 2, 1},
 }
 
 // rows is the query rows of a block.
-func (k flashKernel) rows() int { return 16 * k.warps }
+func (k flashKernel) rows() int { return 16 * k.warps / k.split }
 
-// shared is the kernel's dynamic shared memory: the Q tile and two K and
-// Vᵀ tiles of f16, rows padded by 8 elements.
+// shared is the kernel's dynamic shared memory: the Q tile and the
+// buffers of K and Vᵀ tiles of f16, rows padded by 8 elements, and with
+// split warps each warp's partial scores (a tile's keys by 16 rows, f32).
 func (k flashKernel) shared() int {
-	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
+	b := 2 * (k.rows()*(k.dim+8) + k.stages*k.keys*(k.dim+8) + k.stages*k.dim*(k.keys+8))
+	if k.split > 1 {
+		b += 4 * 16 * k.keys * k.warps
+	}
+	return b
 }
 
 // checkFlashVariant checks a variant's name ("" : the default order).
