@@ -209,7 +209,7 @@ type Backend struct {
 	// for never).
 	winRows int
 	// flashVariant is the flash kernels' variant (REEL_FLASH_VARIANT:
-	// narrow, wide or widep; REEL_FLASH_NARROW=1 is narrow); "" takes
+	// one of flashVariants; REEL_FLASH_NARROW=1 is narrow); "" takes
 	// flashOrder.
 	flashVariant string
 	// lowWeights says a large weight is stored in fewer than 32 bits
