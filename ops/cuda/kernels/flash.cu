@@ -32,6 +32,14 @@ __device__ __forceinline__ u16 fa_sat(float x) {
 // fa_half2 packs two floats as f16, x in the low half.
 __device__ __forceinline__ u32 fa_half2(float x, float y) { return (u32)fa_sat(x) | ((u32)fa_sat(y) << 16); }
 
+// fa_prob2 packs two probabilities (in [0, 1], or NaN) as f16, x in the
+// low half, in one instruction: no saturation needed.
+__device__ __forceinline__ u32 fa_prob2(float x, float y) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+	return r;
+}
+
 // fa_ldsm4 loads four 8×8 f16 matrices from shared memory (ldmatrix.x4):
 // lanes 8j..8j+7 give the row addresses of matrix j, and every lane gets
 // elements (lane/4, 2·(lane%4)..+1) of each, one register a matrix.
@@ -618,9 +626,9 @@ __device__ void flash2_body(const float* q, const u16* kh, const u16* vt, const 
 			u32 pf[BN / 16][4];
 #pragma unroll
 			for (int kk = 0; kk < BN / 16; kk++) {
-				pf[kk][0] = fa_half2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_half2(s[2 * kk][2], s[2 * kk][3]);
-				pf[kk][2] = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-				pf[kk][3] = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+				pf[kk][0] = fa_prob2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
+				pf[kk][2] = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+				pf[kk][3] = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 			}
 			u32 fb[AR][4];
 #pragma unroll
