@@ -203,26 +203,37 @@ func newFlashBench(tb testing.TB, be *Backend, s flashShape) *gemvBench {
 // TestFlashSweep times every flash variant at Dory 4B's prompt shapes
 // (kv_half and the flash kernel, replayed in a CUDA graph) and prints the
 // time of a launch pair, its TFLOP/s and each kernel's registers and spills,
-// for choosing flashOrder: set REEL_FLASH_SWEEP=1 to run it.
+// for choosing flashOrder: set REEL_FLASH_SWEEP=1 to run it over every
+// variant, or to a comma-separated list of variants (e.g. widep,fa2).
 func TestFlashSweep(t *testing.T) {
-	if os.Getenv("REEL_FLASH_SWEEP") == "" {
+	sweep := os.Getenv("REEL_FLASH_SWEEP")
+	if sweep == "" {
 		t.Skip("REEL_FLASH_SWEEP is not set")
+	}
+	variants := flashVariants
+	if sweep != "1" {
+		variants = strings.Split(sweep, ",")
+		for _, v := range variants {
+			if err := checkFlashVariant(v); err != nil {
+				t.Fatalf("REEL_FLASH_SWEEP: %v", err)
+			}
+		}
 	}
 	be := newTestBackend(t, Options{Precision: PrecisionHalf})
 	for _, k := range flashKernels {
-		if k.dim != doryHeadDim {
+		if k.dim != doryHeadDim || !slices.Contains(variants, k.variant) {
 			continue
 		}
 		f := be.kernels.fn[k.name]
 		regs, _ := f.Attribute(cu.FuncNumRegs)
 		local, _ := f.Attribute(cu.FuncLocalSizeBytes)
-		fmt.Printf("flash %-20s %s: %d warps, %d keys a tile, %d registers, %d bytes of local memory, %d bytes shared\n",
-			k.name, k.variant, k.warps, k.keys, regs, local, k.shared())
+		fmt.Printf("flash %-20s %s: %d warps, %d rows, %d keys a tile, %d registers, %d bytes of local memory, %d bytes shared\n",
+			k.name, k.variant, k.warps, k.rows(), k.keys, regs, local, k.shared())
 	}
 	const reps = 5
 	for _, s := range flashShapes {
 		flops := flashFLOPs(s)
-		for _, v := range flashVariants {
+		for _, v := range variants {
 			be.flashVariant = v
 			fb := newFlashBench(t, be, s)
 			per, _ := fb.time(t, be, fb.steps(t, be, false), reps)
