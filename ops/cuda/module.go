@@ -226,7 +226,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 		}
 	}
 	if qmvSharedMax > 48<<10 {
-		for _, n := range append(qmvsKernelNames(), qfuseKernelNames()...) {
+		for _, n := range append(append(qmvsKernelNames(), qfuseKernelNames()...), qmvdKernelNames()...) {
 			if err := ks.fn[n].SetMaxDynamicSharedBytes(qmvSharedMax); err != nil {
 				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
 			}

@@ -82,14 +82,17 @@ func quantCases() []Case {
 	// of 64; and the shapes that fall back to element loads: K not a
 	// multiple of a vector (48 4-bit codes make rows of 24 bytes), groups
 	// smaller than a vector; groups of 96 (not a power of two of vectors:
-	// qmvs rather than qmma).
+	// qmvs rather than qmma); and one row of 600 features, more blocks of
+	// units than an H200's 132 SMs at a unit a block, so that a grid
+	// capped at a block an SM loops over them (the deep kernels load the
+	// next unit's codes before the last unit's sums are reduced).
 	for _, dt := range []graph.DType{graph.F8E4M3, graph.I8, graph.U8} {
 		sdt, br, bc := graph.F16, 1, 32
 		if dt == graph.F8E4M3 {
 			sdt, br, bc = graph.F32, 128, 128
 		}
 		for _, s := range [][3]int{{1, 64, 33}, {3, 2560, 70}, {8, 7168, 13}, {1, 7168, 9}, {8, 64, 5}, {1, 2560, 131}, {3, 4096, 6},
-			{2, 160, 17}, {4, 1024, 48}, {5, 320, 40}, {6, 2560, 33}, {7, 96, 16}} {
+			{2, 160, 17}, {4, 1024, 48}, {5, 320, 40}, {6, 2560, 33}, {7, 96, 16}, {1, 1024, 600}} {
 			qs = append(qs, qcase{dt, sdt, s[0], s[1], s[2], br, bc})
 		}
 		qs = append(qs, qcase{dt, graph.BF16, 2, 256, 11, 3, 64}, qcase{dt, sdt, 3, 48, 7, br, 16}, qcase{dt, sdt, 2, 192, 9, br, 96})

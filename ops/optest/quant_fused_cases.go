@@ -84,7 +84,7 @@ func quantFusedCases() []Case {
 		cs = append(cs, quantGroupedCase(rows, 128, []int{24, 8, 16}, []quantFormat{i8, u4, i8}))
 	}
 	for _, f := range quantFormats {
-		for _, s := range [][3]int{{1, 256, 96}, {3, 2560, 70}, {8, 65, 33}, {1, 7168, 40}, {2, 255, 7}, {16, 300, 130}, {40, 256, 48}} {
+		for _, s := range [][3]int{{1, 256, 96}, {3, 2560, 70}, {8, 65, 33}, {1, 7168, 40}, {2, 255, 7}, {16, 300, 130}, {40, 256, 48}, {1, 512, 200}} {
 			cs = append(cs, quantSwiGLUCase(f, s[0], s[1], s[2]))
 		}
 		for _, s := range [][3]int{{1, 256, 300}, {3, 2560, 70}, {8, 65, 33}, {1, 7168, 9}, {4, 255, 5}, {17, 256, 40}, {33, 96, 17}} {

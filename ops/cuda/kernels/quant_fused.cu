@@ -25,57 +25,12 @@
 // per warp, then in warp order: the same bits on every run. A block loops
 // over the NB blocks of units with a stride of the grid.
 
-#define QF_SEGS 4
-
-// The forms of qmvf_impl.
-#define QF_SEG 0
-#define QF_SW 1
-#define QF_NRM 2
-
-#define QMVF_PARAMS                                                                                                               \
-	const float *__restrict__ x, long long stride, int st, int sc, int br, int bc, int R, int K, int NF, int S, int NB,        \
-		const unsigned char *w0, const unsigned char *w1, const unsigned char *w2, const unsigned char *w3, const void *s0,     \
-		const void *s1, const void *s2, const void *s3, float *y0, float *y1, float *y2, float *y3, int e0, int e1, int e2, \
-		const float *sg, const float *su, float eps
-#define QMVF_ARGS x, stride, st, sc, br, bc, R, K, NF, S, NB, w0, w1, w2, w3, s0, s1, s2, s3, y0, y1, y2, y3, e0, e1, e2, sg, su, eps
-
-// qmvf_rows sets, for the MF features of unit u (of units), their rows of
-// codes wr, their scale tables sp, whether they are features (ok; else
-// row 0 of their weight) and where their scales start (srow).
-template <int MF, int FORM>
-__device__ __forceinline__ void qmvf_rows(QMVF_PARAMS, int units, int u, const char** wr, const void** sp, bool* ok, long long* srow) {
-#pragma unroll
-	for (int i = 0; i < MF; i++) {
-		const unsigned char* w;
-		const void* s;
-		int row;
-		if (FORM == QF_SW) {
-			ok[i] = u < units;
-			w = i == 0 ? w0 : w1;
-			s = i == 0 ? s0 : s1;
-			row = ok[i] ? u : 0;
-		} else {
-			int f = u * MF + i;
-			ok[i] = u < units && f < NF;
-			f = ok[i] ? f : 0;
-			int g = (f >= e0) + (f >= e1) + (f >= e2);
-			w = g == 0 ? w0 : g == 1 ? w1 : g == 2 ? w2 : w3;
-			s = g == 0 ? s0 : g == 1 ? s1 : g == 2 ? s2 : s3;
-			row = f - (g == 0 ? 0 : g == 1 ? e0 : g == 2 ? e1 : e2);
-		}
-		wr[i] = (const char*)w + (long long)row * stride;
-		sp[i] = s;
-		srow[i] = (long long)(row / br) * sc;
-	}
-}
-
 // qmvf_impl: RB is the row bucket (R <= RB), MF the features a unit (2 for
 // QF_SW: gate, up), XS x staged in shared memory, FORM QF_SEG, QF_SW or
 // QF_NRM.
 template <int QT, int RB, int MF, bool XS, int FORM>
 __device__ __forceinline__ void qmvf_impl(QMVF_PARAMS) {
 	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
-	const int CW = E / 4;                // codes a 32-bit word
 	const int U = QMV_LOADS / MF > 0 ? QMV_LOADS / MF : 1;
 	const bool NRM = FORM == QF_NRM;
 	__shared__ float red[MV_MAXWARPS * MF * RB];
@@ -99,94 +54,14 @@ __device__ __forceinline__ void qmvf_impl(QMVF_PARAMS) {
 		qmvf_rows<MF, FORM>(QMVF_ARGS, units, unit, wr, sp, ok, srow);
 		float acc[MF][RB];
 		float ss[RB]; // QF_NRM: Σx² of the x this lane read
-#pragma unroll
-		for (int r = 0; r < RB; r++) ss[r] = 0.f;
-#pragma unroll
-		for (int i = 0; i < MF; i++)
-#pragma unroll
-			for (int r = 0; r < RB; r++) acc[i][r] = 0.f;
+		qmvf_zero<MF, RB>(acc, ss);
 		for (int c0 = unit < units ? p : C; c0 < C; c0 += S * U) {
 			uint4 q[U][MF];
 			float sv[U][MF];
-#pragma unroll
-			for (int u = 0; u < U; u++) {
-				int v = ((c0 + S * u) << 5) + lane;
-#pragma unroll
-				for (int i = 0; i < MF; i++) {
-					bool in = ok[i] && v < V;
-					q[u][i] = in ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
-					sv[u][i] = in ? load_w(sp[i], st, srow[i] + (long long)v * E / bc) : 0.f;
-				}
-			}
-#pragma unroll
-			for (int u = 0; u < U; u++) {
-				int c = c0 + S * u, v = (c << 5) + lane;
-				if (v >= V) continue;
-				float part[MF][RB];
-#pragma unroll
-				for (int i = 0; i < MF; i++)
-#pragma unroll
-					for (int r = 0; r < RB; r++) part[i][r] = 0.f;
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					float cv[MF][CW];
-#pragma unroll
-					for (int i = 0; i < MF; i++) q_dec<QT>(vec_word(q[u][i], j), cv[i]);
-#pragma unroll
-					for (int r = 0; r < RB; r++) {
-						if (r >= R) continue;
-						float xv[CW];
-#pragma unroll
-						for (int h = 0; h < CW / 4; h++) {
-							int t = j * (CW / 4) + h;
-							float4 a = XS ? qmvs_xs[((r * C + c) * (E / 4) + t) * 32 + lane]
-							              : __ldg((const float4*)(x + (long long)r * K + (long long)v * E) + t);
-							xv[4 * h] = a.x, xv[4 * h + 1] = a.y, xv[4 * h + 2] = a.z, xv[4 * h + 3] = a.w;
-						}
-						if (NRM)
-#pragma unroll
-							for (int e = 0; e < CW; e++) ss[r] = fmaf(xv[e], xv[e], ss[r]);
-#pragma unroll
-						for (int i = 0; i < MF; i++)
-#pragma unroll
-							for (int e = 0; e < CW; e++) part[i][r] = fmaf(cv[i][e], xv[e], part[i][r]);
-					}
-				}
-#pragma unroll
-				for (int i = 0; i < MF; i++)
-#pragma unroll
-					for (int r = 0; r < RB; r++) acc[i][r] = fmaf(part[i][r], sv[u][i], acc[i][r]);
-			}
+			qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, c0, S, q, sv);
+			qmvf_batch<QT, RB, MF, XS, NRM, U>(q, sv, x, R, K, V, C, c0, S, acc, ss);
 		}
-		mv_warp_sums<MF, RB>(&acc[0][0], R, red);
-		if (NRM) mv_warp_sums<1, RB>(ss, R, nred);
-		__syncthreads();
-		int outs = G * (FORM == QF_SW ? 1 : MF) * RB;
-		for (int t = threadIdx.x; t < outs; t += blockDim.x) {
-			int r = t % RB, gi = t / RB;
-			if (r >= R) continue;
-			if (FORM == QF_SW) {
-				int j = b * G + gi;
-				if (j >= NF) continue;
-				float a = mv_group_sum(red, gi, S, MF, RB, 0, r), bu = mv_group_sum(red, gi, S, MF, RB, MF - 1, r);
-				y0[(long long)r * NF + j] = (float)silu_d((double)(a * sg[j])) * (bu * su[j]);
-			} else {
-				int i = gi % MF, gg = gi / MF;
-				int f = (b * G + gg) * MF + i;
-				if (f >= NF) continue;
-				float a = mv_group_sum(red, gg, S, MF, RB, i, r);
-				if (NRM) {
-					float n2 = mv_group_sum(nred, gg, S, 1, RB, 0, r);
-					a = (float)((double)a / sqrt((double)n2 + (double)eps));
-				}
-				int sg_ = (f >= e0) + (f >= e1) + (f >= e2);
-				int lo = sg_ == 0 ? 0 : sg_ == 1 ? e0 : sg_ == 2 ? e1 : e2;
-				int hi = sg_ == 0 ? e0 : sg_ == 1 ? e1 : sg_ == 2 ? e2 : NF;
-				float* y = sg_ == 0 ? y0 : sg_ == 1 ? y1 : sg_ == 2 ? y2 : y3;
-				y[(long long)r * (hi - lo) + (f - lo)] = a;
-			}
-		}
-		__syncthreads(); // red is the next block's
+		qmvf_out<MF, RB, FORM>(QMVF_ARGS, b, G, acc, ss, red, nred);
 	}
 }
 
