@@ -148,6 +148,8 @@ func Rules(skip []string) []Rule {
 			}},
 		GDNPrepRule{},
 		ExpertGLURule(),
+		HCMixMatMulRule(),
+		HCInjectNormRule{},
 		SiblingRule{},
 		QuantSiblingRule{},
 		ChainRule{},

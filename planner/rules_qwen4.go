@@ -16,7 +16,78 @@ const (
 	RuleGDNPrep = "gdn_prep"
 	// RuleExpertGLU is the name of ExpertGLURule's template rule.
 	RuleExpertGLU = "expert_matmul_glu"
+	// RuleHCInjectNorm is the name of HCInjectNormRule.
+	RuleHCInjectNorm = "hc_inject_norm"
+	// RuleHCMixMatMul is the name of HCMixMatMulRule's template rule.
+	RuleHCMixMatMul = "hc_mix_matmul"
 )
+
+// HCMixMatMulRule fuses a gated residual's block input from its down
+// projection (scale, silu, the up projection's matmul and hc_mix) into
+// hc_mix_matmul: three launches a residual become one.
+func HCMixMatMulRule() Rule {
+	return &TemplateRule{Op: ops.OpHCMixMatMul,
+		Variants: []Example{{Inputs: []ExampleInput{
+			{Kind: graph.Input, DType: graph.F32, Shape: graph.Shape{2, 8}},
+			{Kind: graph.Input, DType: graph.F32, Shape: graph.Shape{2, 3}},
+			{Kind: graph.Weight, DType: graph.F32, Shape: graph.Shape{8, 3}},
+		}, Attrs: ops.HCMixMatMulAttrs{Streams: 2, Scale: 0.5}}},
+		Attrs: func(m *Match) (any, bool) {
+			s, ok1 := attrsOf[ops.ScaleAttrs](firstTemplate(m, ops.OpScale.Op), m)
+			c, ok2 := attrsOf[ops.StreamAttrs](firstTemplate(m, ops.OpHCMix.Op), m)
+			return ops.HCMixMatMulAttrs{Streams: c.Streams, Scale: s.Factor}, ok1 && ok2
+		}}
+}
+
+// HCInjectNormRule fuses hc_inject with the rmsnorm that reads its result
+// (the next gated residual's norm, or any rmsnorm of the new hyper-state:
+// the first in build order) into hc_inject_norm, which gives both the new
+// hyper-state and its norm. A template rule cannot find it: the
+// hyper-state is read outside the match too (by the next hc_inject).
+type HCInjectNormRule struct{}
+
+// Name is "hc_inject_norm".
+func (HCInjectNormRule) Name() string { return RuleHCInjectNorm }
+
+// Match pairs each hc_inject with the first rmsnorm of its result.
+func (HCInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	var reps []Replacement
+	for _, n := range g.Nodes {
+		if n.Op != ops.OpHCInject.Op || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
+			continue
+		}
+		sa, ok := attrsValue[ops.StreamAttrs](n.Attrs)
+		if !ok {
+			continue
+		}
+		x := n.Outputs[0]
+		var norm *graph.Node
+		for _, r := range u.readers[x.ID] {
+			if r.Op == ops.OpRMSNorm.Op && len(r.Inputs) == 2 && r.Inputs[0] == x && r.Inputs[1] != x && (norm == nil || r.ID < norm.ID) {
+				norm = r
+			}
+		}
+		if norm == nil {
+			continue
+		}
+		na, ok := attrsValue[ops.NormAttrs](norm.Attrs)
+		if !ok {
+			continue
+		}
+		attrs := ops.HCInjectNormAttrs{Streams: sa.Streams, Norm: na}
+		in := []*graph.Value{n.Inputs[0], n.Inputs[1], n.Inputs[2], norm.Inputs[1]}
+		sig, err := ops.OpHCInjectNorm.Infer(attrs, in)
+		if err != nil || len(sig.Outputs) != 2 || !sig.Outputs[1].Shape.Equal(norm.Outputs[0].Shape) {
+			continue
+		}
+		rep := Replacement{Op: ops.OpHCInjectNorm, Attrs: attrs, Inputs: in, Members: []*graph.Node{n, norm},
+			Outputs: []*graph.Value{x, norm.Outputs[0]}, At: norm}
+		if eligible(g, u, &rep) {
+			reps = append(reps, rep)
+		}
+	}
+	return reps
+}
 
 // ExpertGLURule fuses a routed expert block's gate_up product with its
 // activation (expert_matmul then silu_glu) into expert_matmul_glu.
