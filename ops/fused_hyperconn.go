@@ -15,7 +15,7 @@ import (
 
 // fusedHCDefs are the fused stream ops; they are registered beside the
 // others.
-var fusedHCDefs = []*Def{OpHCInjectNorm, OpHCMixMatMul}
+var fusedHCDefs = []*Def{OpHCInjectNorm, OpMoEInjectNorm, OpHCMixMatMul}
 
 // HCInjectNormAttrs are the attributes of hc_inject_norm: the streams of
 // its hc_inject and the runs and epsilon of its rmsnorm.
@@ -55,6 +55,40 @@ var OpHCInjectNorm = &Def{
 		}
 		x := HCInject(b, in[0], in[1], in[2], at.Streams)
 		return []*graph.Value{x, RMSNorm(b, x, in[3], at.Norm.Group, at.Norm.Eps)}
+	},
+}
+
+// OpMoEInjectNorm is hc_inject_norm of a mixture of experts' output: the
+// routed experts' weighted sum (and the shared expert under its gate)
+// computed where hc_inject reads it.
+var OpMoEInjectNorm = &Def{
+	Op: "moe_inject_norm",
+	Doc: "moe_inject_norm(x[T, C·H], l[T, C], w, y[T, k, H], p[T, k][, s[T, H], sg[T, 1]]) = hc_inject_norm(x, moe_combine(y, p[, s, sg]), l, w): " +
+		"a mixture of experts' output, its routed experts' products y under their weights p (and the shared expert s under its gate), " +
+		"added into every stream, then the next residual's norm of the new hyper-state (Norm, w as hc_inject_norm's); the sum " +
+		"rounded to f32 as moe_combine rounds it. The new hyper-state may take x's memory.",
+	Arity: -1, InPlace: []int{0, -1},
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		if len(in) != 5 && len(in) != 7 {
+			return graph.Signature{}, fmt.Errorf("moe_inject_norm takes x, l, w, y, p and optionally s, sg; got %d inputs", len(in))
+		}
+		c, err := OpMoECombine.Rule(nil, in[3:])
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		return OpHCInjectNorm.Rule(a, []*graph.Value{in[0], specValue(c.Outputs[0]), in[1], in[2]})
+	},
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		at, ok := attrsIn[HCInjectNormAttrs](b, "moe_inject_norm", a)
+		if !ok || (len(in) != 5 && len(in) != 7) {
+			return failed(2)
+		}
+		var s, sg *graph.Value
+		if len(in) == 7 {
+			s, sg = in[5], in[6]
+		}
+		x := HCInject(b, in[0], MoECombine(b, in[3], in[4], s, sg), in[1], at.Streams)
+		return []*graph.Value{x, RMSNorm(b, x, in[2], at.Norm.Group, at.Norm.Eps)}
 	},
 }
 

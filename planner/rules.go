@@ -149,6 +149,7 @@ func Rules(skip []string) []Rule {
 		GDNPrepRule{},
 		ExpertGLURule(),
 		HCMixMatMulRule(),
+		MoEInjectNormRule{},
 		HCInjectNormRule{},
 		SiblingRule{},
 		QuantSiblingRule{},

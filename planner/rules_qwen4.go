@@ -18,6 +18,8 @@ const (
 	RuleExpertGLU = "expert_matmul_glu"
 	// RuleHCInjectNorm is the name of HCInjectNormRule.
 	RuleHCInjectNorm = "hc_inject_norm"
+	// RuleMoEInjectNorm is the name of MoEInjectNormRule.
+	RuleMoEInjectNorm = "moe_inject_norm"
 	// RuleHCMixMatMul is the name of HCMixMatMulRule's template rule.
 	RuleHCMixMatMul = "hc_mix_matmul"
 )
@@ -53,40 +55,91 @@ func (HCInjectNormRule) Name() string { return RuleHCInjectNorm }
 func (HCInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
 	var reps []Replacement
 	for _, n := range g.Nodes {
-		if n.Op != ops.OpHCInject.Op || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
-			continue
-		}
-		sa, ok := attrsValue[ops.StreamAttrs](n.Attrs)
+		inj, norm, attrs, ok := injectNormAt(u, n)
 		if !ok {
 			continue
 		}
-		x := n.Outputs[0]
-		var norm *graph.Node
-		for _, r := range u.readers[x.ID] {
-			if r.Op == ops.OpRMSNorm.Op && len(r.Inputs) == 2 && r.Inputs[0] == x && r.Inputs[1] != x && (norm == nil || r.ID < norm.ID) {
-				norm = r
-			}
-		}
-		if norm == nil {
-			continue
-		}
-		na, ok := attrsValue[ops.NormAttrs](norm.Attrs)
-		if !ok {
-			continue
-		}
-		attrs := ops.HCInjectNormAttrs{Streams: sa.Streams, Norm: na}
-		in := []*graph.Value{n.Inputs[0], n.Inputs[1], n.Inputs[2], norm.Inputs[1]}
-		sig, err := ops.OpHCInjectNorm.Infer(attrs, in)
-		if err != nil || len(sig.Outputs) != 2 || !sig.Outputs[1].Shape.Equal(norm.Outputs[0].Shape) {
-			continue
-		}
-		rep := Replacement{Op: ops.OpHCInjectNorm, Attrs: attrs, Inputs: in, Members: []*graph.Node{n, norm},
-			Outputs: []*graph.Value{x, norm.Outputs[0]}, At: norm}
-		if eligible(g, u, &rep) {
+		rep := Replacement{Op: ops.OpHCInjectNorm, Attrs: attrs, Inputs: []*graph.Value{inj.Inputs[0], inj.Inputs[1], inj.Inputs[2], norm.Inputs[1]},
+			Members: []*graph.Node{inj, norm}, Outputs: []*graph.Value{inj.Outputs[0], norm.Outputs[0]}, At: norm}
+		if fits(&rep) && eligible(g, u, &rep) {
 			reps = append(reps, rep)
 		}
 	}
 	return reps
+}
+
+// MoEInjectNormRule fuses a mixture of experts' moe_combine with the
+// hc_inject that adds it into the streams and the rmsnorm of the result
+// (HCInjectNormRule's pair) into moe_inject_norm; it runs first, and
+// hc_inject_norm takes the pairs it leaves.
+type MoEInjectNormRule struct{}
+
+// Name is "moe_inject_norm".
+func (MoEInjectNormRule) Name() string { return RuleMoEInjectNorm }
+
+// Match finds each hc_inject_norm pair whose block output is a
+// moe_combine read by the hc_inject only.
+func (MoEInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	var reps []Replacement
+	for _, n := range g.Nodes {
+		inj, norm, attrs, ok := injectNormAt(u, n)
+		if !ok {
+			continue
+		}
+		y := inj.Inputs[1]
+		comb := y.Producer
+		if r, ok := u.single(y); !ok || r != inj || comb == nil || comb.Op != ops.OpMoECombine.Op || len(comb.Outputs) != 1 {
+			continue
+		}
+		rep := Replacement{Op: ops.OpMoEInjectNorm, Attrs: attrs,
+			Inputs:  append([]*graph.Value{inj.Inputs[0], inj.Inputs[2], norm.Inputs[1]}, comb.Inputs...),
+			Members: []*graph.Node{comb, inj, norm}, Outputs: []*graph.Value{inj.Outputs[0], norm.Outputs[0]}, At: norm}
+		if fits(&rep) && eligible(g, u, &rep) {
+			reps = append(reps, rep)
+		}
+	}
+	return reps
+}
+
+// injectNormAt gives, when n is an hc_inject whose result an rmsnorm
+// reads, n, the first such rmsnorm in build order and the attributes of
+// their fused op.
+func injectNormAt(u *Uses, n *graph.Node) (inj, norm *graph.Node, attrs ops.HCInjectNormAttrs, ok bool) {
+	if n.Op != ops.OpHCInject.Op || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
+		return nil, nil, attrs, false
+	}
+	sa, ok := attrsValue[ops.StreamAttrs](n.Attrs)
+	if !ok {
+		return nil, nil, attrs, false
+	}
+	x := n.Outputs[0]
+	for _, r := range u.readers[x.ID] {
+		if r.Op == ops.OpRMSNorm.Op && len(r.Inputs) == 2 && r.Inputs[0] == x && r.Inputs[1] != x && (norm == nil || r.ID < norm.ID) {
+			norm = r
+		}
+	}
+	if norm == nil {
+		return nil, nil, attrs, false
+	}
+	na, ok := attrsValue[ops.NormAttrs](norm.Attrs)
+	if !ok {
+		return nil, nil, attrs, false
+	}
+	return n, norm, ops.HCInjectNormAttrs{Streams: sa.Streams, Norm: na}, true
+}
+
+// fits checks that the fused node of rep makes what its members made.
+func fits(rep *Replacement) bool {
+	sig, err := rep.Op.Infer(rep.Attrs, rep.Inputs)
+	if err != nil || len(sig.Outputs) != len(rep.Outputs) {
+		return false
+	}
+	for i, s := range sig.Outputs {
+		if o := rep.Outputs[i]; o.DType != s.DType || !o.Shape.Equal(s.Shape) {
+			return false
+		}
+	}
+	return true
 }
 
 // ExpertGLURule fuses a routed expert block's gate_up product with its

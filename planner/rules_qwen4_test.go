@@ -12,7 +12,7 @@ import (
 
 // qwen4Rules are the rules of Qwen4-Exp's decode step: they do not fire on
 // the tiny Dory block, so TestEachRule leaves them to the tests here.
-var qwen4Rules = []string{planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleHCInjectNorm}
+var qwen4Rules = []string{planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleMoEInjectNorm, planner.RuleHCInjectNorm}
 
 // gdnBlock builds a Gated DeltaNet step as models/qwen4 does: gdn_prep's
 // chain over a convolved projection of rows rows (2 key heads of 4, 4

@@ -62,3 +62,21 @@ func hcMixMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step,
 	}
 	return steps{sc, act, mm, mix}, nil
 }
+
+// moeInjectNormKernel is moe_combine into scratch, then hc_inject_norm.
+func moeInjectNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	if (len(in) != 5 && len(in) != 7) || len(out) != 2 {
+		return nil, fmt.Errorf("moe_inject_norm: %d inputs and %d outputs", len(in), len(out))
+	}
+	yv, y := be.scratchOf("moe_out", graph.Spec{DType: graph.F32, Shape: graph.Shape{n.Inputs[0].Shape[0], n.Inputs[3].Shape.Last()}})
+	comb, err := moeCombineKernel(be, part(n, "moe_combine", nil, n.Inputs[3:], []*graph.Value{yv}), in[3:], []*Buffer{y})
+	if err != nil {
+		return nil, err
+	}
+	inj, err := hcInjectNormKernel(be, part(n, "hc_inject_norm", n.Attrs, []*graph.Value{n.Inputs[0], yv, n.Inputs[1], n.Inputs[2]}, n.Outputs),
+		[]*Buffer{in[0], y, in[1], in[2]}, out)
+	if err != nil {
+		return nil, err
+	}
+	return steps{comb, inj}, nil
+}

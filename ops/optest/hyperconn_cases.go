@@ -100,6 +100,45 @@ func fusedHCCases() []Case {
 			Tol: TolF32,
 		})
 	}
+	// moe_inject_norm: qwen4-12l's 10 experts and shared expert at one row,
+	// without a shared expert, several rows per stream and over whole rows,
+	// prompt rows, and runs past the row kernels (CUDA's parts)
+	type moe struct {
+		rows, c, h, k, group int
+		shared               bool
+	}
+	for _, s := range []moe{
+		{1, 4, 2560, 10, 2560, true}, {3, 4, 33, 2, 33, false}, {8, 2, 64, 4, 0, true},
+		{20, 4, 40, 3, 40, true}, {1, 2, 20000, 2, 40000, true},
+	} {
+		g := s.group
+		if g == 0 {
+			g = s.c * s.h
+		}
+		at := ops.HCInjectNormAttrs{Streams: s.c, Norm: ops.NormAttrs{Group: s.group, Eps: 1e-6}}
+		name := fmt.Sprintf("moe_inject_norm/%dx%dx%d/k=%d/group=%d/shared=%v", s.rows, s.c, s.h, s.k, s.group, s.shared)
+		m := newMaker(name)
+		c, h, k, shared := s.c, s.h, s.k, s.shared
+		inputs := []Tensor{m.in("x", s.rows, c*h), m.tensor("l", graph.Input, graph.F32, 6, s.rows, c),
+			m.tensor("w", graph.Weight, graph.F32, 1.5, c*h), m.tensor("y", graph.Input, graph.F32, 2, s.rows, k, h), m.in("p", s.rows, k)}
+		if shared {
+			inputs = append(inputs, m.in("s", s.rows, h), m.tensor("sg", graph.Input, graph.F32, 4, s.rows, 1))
+		}
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: inputs,
+			Build:  applyAll(ops.OpMoEInjectNorm, at, 2),
+			Ref: func(in [][]float64) [][]float64 {
+				var sh, sg []float64
+				if shared {
+					sh, sg = in[5], in[6]
+				}
+				x := refHCInject(in[0], refCombine(in[3], in[4], sh, sg, k, h), in[1], c, h)
+				return [][]float64{x, refRMSNorm(x, in[2], g, float64(float32(1e-6)))}
+			},
+			Tol: TolF32,
+		})
+	}
 	// hc_mix_matmul: decode rows (1 to 8: CUDA's fused kernel) and prompt
 	// rows (its parts), qwen4-12l's rank of 320 (16-byte loads), ranks of
 	// odd length (element loads), f32, bf16 and f16 weights, 1 to 4
