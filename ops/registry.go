@@ -35,6 +35,9 @@ var defs = func() map[string]*Def {
 	for _, d := range fusedMoEDefs {
 		m[d.Op] = d
 	}
+	for _, d := range fusedHCDefs {
+		m[d.Op] = d
+	}
 	for _, d := range quantDefs {
 		m[d.Op] = d
 	}

@@ -124,7 +124,7 @@ func (u *Uses) single(v *graph.Value) (*graph.Node, bool) {
 // eligible checks a replacement against the rules every fusion keeps
 // (ggml's, extended to trees): an output of a member that the fused node
 // does not give is read only by members and is not a graph output; the
-// fused node's outputs are read only after At; and no member is moved
+// fused node's outputs are read only after At (or by members); and no member is moved
 // across a node that writes a state it reads (or reads a state it writes).
 func eligible(g *graph.Graph, u *Uses, r *Replacement) bool {
 	in := map[*graph.Node]bool{}
@@ -138,8 +138,10 @@ func eligible(g *graph.Graph, u *Uses, r *Replacement) bool {
 	for _, m := range r.Members {
 		for _, v := range m.Outputs {
 			if given[v] {
+				// a member may read a value the fused node gives (it is
+				// computed inside it: hc_inject_norm's new hyper-state)
 				for _, rd := range u.readers[v.ID] {
-					if in[rd] || rd.ID <= r.At.ID {
+					if !in[rd] && rd.ID <= r.At.ID {
 						return false
 					}
 				}

@@ -16,7 +16,131 @@ const (
 	RuleGDNPrep = "gdn_prep"
 	// RuleExpertGLU is the name of ExpertGLURule's template rule.
 	RuleExpertGLU = "expert_matmul_glu"
+	// RuleHCInjectNorm is the name of HCInjectNormRule.
+	RuleHCInjectNorm = "hc_inject_norm"
+	// RuleMoEInjectNorm is the name of MoEInjectNormRule.
+	RuleMoEInjectNorm = "moe_inject_norm"
+	// RuleHCMixMatMul is the name of HCMixMatMulRule's template rule.
+	RuleHCMixMatMul = "hc_mix_matmul"
 )
+
+// HCMixMatMulRule fuses a gated residual's block input from its down
+// projection (scale, silu, the up projection's matmul and hc_mix) into
+// hc_mix_matmul: three launches a residual become one.
+func HCMixMatMulRule() Rule {
+	return &TemplateRule{Op: ops.OpHCMixMatMul,
+		Variants: []Example{{Inputs: []ExampleInput{
+			{Kind: graph.Input, DType: graph.F32, Shape: graph.Shape{2, 8}},
+			{Kind: graph.Input, DType: graph.F32, Shape: graph.Shape{2, 3}},
+			{Kind: graph.Weight, DType: graph.F32, Shape: graph.Shape{8, 3}},
+		}, Attrs: ops.HCMixMatMulAttrs{Streams: 2, Scale: 0.5}}},
+		Attrs: func(m *Match) (any, bool) {
+			s, ok1 := attrsOf[ops.ScaleAttrs](firstTemplate(m, ops.OpScale.Op), m)
+			c, ok2 := attrsOf[ops.StreamAttrs](firstTemplate(m, ops.OpHCMix.Op), m)
+			return ops.HCMixMatMulAttrs{Streams: c.Streams, Scale: s.Factor}, ok1 && ok2
+		}}
+}
+
+// HCInjectNormRule fuses hc_inject with the rmsnorm that reads its result
+// (the next gated residual's norm, or any rmsnorm of the new hyper-state:
+// the first in build order) into hc_inject_norm, which gives both the new
+// hyper-state and its norm. A template rule cannot find it: the
+// hyper-state is read outside the match too (by the next hc_inject).
+type HCInjectNormRule struct{}
+
+// Name is "hc_inject_norm".
+func (HCInjectNormRule) Name() string { return RuleHCInjectNorm }
+
+// Match pairs each hc_inject with the first rmsnorm of its result.
+func (HCInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	var reps []Replacement
+	for _, n := range g.Nodes {
+		inj, norm, attrs, ok := injectNormAt(u, n)
+		if !ok {
+			continue
+		}
+		rep := Replacement{Op: ops.OpHCInjectNorm, Attrs: attrs, Inputs: []*graph.Value{inj.Inputs[0], inj.Inputs[1], inj.Inputs[2], norm.Inputs[1]},
+			Members: []*graph.Node{inj, norm}, Outputs: []*graph.Value{inj.Outputs[0], norm.Outputs[0]}, At: norm}
+		if fits(&rep) && eligible(g, u, &rep) {
+			reps = append(reps, rep)
+		}
+	}
+	return reps
+}
+
+// MoEInjectNormRule fuses a mixture of experts' moe_combine with the
+// hc_inject that adds it into the streams and the rmsnorm of the result
+// (HCInjectNormRule's pair) into moe_inject_norm; it runs first, and
+// hc_inject_norm takes the pairs it leaves.
+type MoEInjectNormRule struct{}
+
+// Name is "moe_inject_norm".
+func (MoEInjectNormRule) Name() string { return RuleMoEInjectNorm }
+
+// Match finds each hc_inject_norm pair whose block output is a
+// moe_combine read by the hc_inject only.
+func (MoEInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
+	var reps []Replacement
+	for _, n := range g.Nodes {
+		inj, norm, attrs, ok := injectNormAt(u, n)
+		if !ok {
+			continue
+		}
+		y := inj.Inputs[1]
+		comb := y.Producer
+		if r, ok := u.single(y); !ok || r != inj || comb == nil || comb.Op != ops.OpMoECombine.Op || len(comb.Outputs) != 1 {
+			continue
+		}
+		rep := Replacement{Op: ops.OpMoEInjectNorm, Attrs: attrs,
+			Inputs:  append([]*graph.Value{inj.Inputs[0], inj.Inputs[2], norm.Inputs[1]}, comb.Inputs...),
+			Members: []*graph.Node{comb, inj, norm}, Outputs: []*graph.Value{inj.Outputs[0], norm.Outputs[0]}, At: norm}
+		if fits(&rep) && eligible(g, u, &rep) {
+			reps = append(reps, rep)
+		}
+	}
+	return reps
+}
+
+// injectNormAt gives, when n is an hc_inject whose result an rmsnorm
+// reads, n, the first such rmsnorm in build order and the attributes of
+// their fused op.
+func injectNormAt(u *Uses, n *graph.Node) (inj, norm *graph.Node, attrs ops.HCInjectNormAttrs, ok bool) {
+	if n.Op != ops.OpHCInject.Op || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
+		return nil, nil, attrs, false
+	}
+	sa, ok := attrsValue[ops.StreamAttrs](n.Attrs)
+	if !ok {
+		return nil, nil, attrs, false
+	}
+	x := n.Outputs[0]
+	for _, r := range u.readers[x.ID] {
+		if r.Op == ops.OpRMSNorm.Op && len(r.Inputs) == 2 && r.Inputs[0] == x && r.Inputs[1] != x && (norm == nil || r.ID < norm.ID) {
+			norm = r
+		}
+	}
+	if norm == nil {
+		return nil, nil, attrs, false
+	}
+	na, ok := attrsValue[ops.NormAttrs](norm.Attrs)
+	if !ok {
+		return nil, nil, attrs, false
+	}
+	return n, norm, ops.HCInjectNormAttrs{Streams: sa.Streams, Norm: na}, true
+}
+
+// fits checks that the fused node of rep makes what its members made.
+func fits(rep *Replacement) bool {
+	sig, err := rep.Op.Infer(rep.Attrs, rep.Inputs)
+	if err != nil || len(sig.Outputs) != len(rep.Outputs) {
+		return false
+	}
+	for i, s := range sig.Outputs {
+		if o := rep.Outputs[i]; o.DType != s.DType || !o.Shape.Equal(s.Shape) {
+			return false
+		}
+	}
+	return true
+}
 
 // ExpertGLURule fuses a routed expert block's gate_up product with its
 // activation (expert_matmul then silu_glu) into expert_matmul_glu.

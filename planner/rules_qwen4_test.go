@@ -12,7 +12,7 @@ import (
 
 // qwen4Rules are the rules of Qwen4-Exp's decode step: they do not fire on
 // the tiny Dory block, so TestEachRule leaves them to the tests here.
-var qwen4Rules = []string{planner.RuleGDNPrep, planner.RuleExpertGLU}
+var qwen4Rules = []string{planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleMoEInjectNorm, planner.RuleHCInjectNorm}
 
 // gdnBlock builds a Gated DeltaNet step as models/qwen4 does: gdn_prep's
 // chain over a convolved projection of rows rows (2 key heads of 4, 4
@@ -124,4 +124,90 @@ func TestExpertGLURule(t *testing.T) {
 	_, rep, err := planner.Plan(block(2, true), planner.Options{Fuse: true})
 	require.NoError(t, err)
 	require.Zero(t, rep.Fusions[planner.RuleExpertGLU])
+}
+
+// residualBlock builds two gated residuals over 2 streams of 8 as
+// models/qwen4 does (rmsnorm of the hyper-state, the down and inject
+// products, scale and silu, the up product and hc_mix; the block; then
+// hc_inject): the first around a matmul, the second around a mixture of
+// experts (routed experts and a shared expert, moe_combine), and a last
+// rmsnorm of the final hyper-state; leak makes the first block's output a
+// graph output too, and shared leaves out the shared expert when false.
+func residualBlock(t *testing.T, rows int, leak, shared bool) *graph.Graph {
+	t.Helper()
+	const c, h, r = 2, 8, 3
+	return small(t, func(b *graph.Builder) {
+		x := ops.HCExpand(b, b.Input("x", graph.F32, rows, h), c)
+		in := func(pre string, x *graph.Value) (u, xn *graph.Value) {
+			xn = ops.RMSNorm(b, x, b.Weight(pre+"norm", graph.F32, c*h), h, 1e-6)
+			d := ops.SiLU(b, ops.Scale(b, ops.MatMul(b, xn, b.Weight(pre+"down", graph.F32, r, c*h)), 1/float32(c)))
+			return ops.HCMix(b, xn, ops.MatMul(b, d, b.Weight(pre+"up", graph.F32, c*h, r)), c), xn
+		}
+		out := func(pre string, x, xn, y *graph.Value) *graph.Value {
+			return ops.HCInject(b, x, y, ops.MatMul(b, xn, b.Weight(pre+"inject", graph.F32, c, c*h)), c)
+		}
+		u, xn := in("a.", x)
+		y := ops.MatMul(b, u, b.Weight("a.proj", graph.F32, h, h))
+		if leak {
+			b.Output(y)
+		}
+		x = out("a.", x, xn, y)
+		u, xn = in("m.", x)
+		ids, w := ops.MoERoute(b, ops.MatMul(b, u, b.Weight("m.router", graph.F32, 4, h)), 2, true)
+		e := ops.ExpertMatMul(b, u, b.Weight("m.experts", graph.F32, 4, h, h), ids)
+		var s, sg *graph.Value
+		if shared {
+			s, sg = ops.MatMul(b, u, b.Weight("m.shared", graph.F32, h, h)), ops.MatMul(b, u, b.Weight("m.gate", graph.F32, 1, h))
+		}
+		x = out("m.", x, xn, ops.MoECombine(b, e, w, s, sg))
+		b.Output(ops.RMSNorm(b, x, b.Weight("final", graph.F32, h), h, 1e-6), x)
+	})
+}
+
+// TestResidualRules: a gated residual's mix becomes hc_mix_matmul, each
+// hc_inject with the norm after it hc_inject_norm, and the one after a
+// mixture of experts moe_inject_norm (with and without a shared expert),
+// the results the unfused ones bit for bit on the CPU (the fused kernels
+// run their parts), at one and three rows; a skipped rule leaves its ops.
+func TestResidualRules(t *testing.T) {
+	for _, rows := range []int{1, 3} {
+		for _, shared := range []bool{true, false} {
+			g := residualBlock(t, rows, false, shared)
+			e := newEnv(g, 5, 0, 8)
+			ref := runReference(t, g, e)
+			got, rep := runPlanned(t, g, planner.Options{Fuse: true}, e)
+			require.Equal(t, 2, rep.Fusions[planner.RuleHCMixMatMul])
+			require.Equal(t, 8, rep.Absorbed[planner.RuleHCMixMatMul])
+			require.Equal(t, 1, rep.Fusions[planner.RuleHCInjectNorm])
+			require.Equal(t, 1, rep.Fusions[planner.RuleMoEInjectNorm])
+			require.Equal(t, 3, rep.Absorbed[planner.RuleMoEInjectNorm])
+			requireSame(t, got, ref, "fused residuals vs the unfused ops")
+		}
+	}
+	g := residualBlock(t, 2, false, true)
+	_, rep, err := planner.Plan(g, planner.Options{Fuse: true, Skip: []string{planner.RuleMoEInjectNorm}})
+	require.NoError(t, err)
+	require.Zero(t, rep.Fusions[planner.RuleMoEInjectNorm])
+	require.Equal(t, 2, rep.Fusions[planner.RuleHCInjectNorm]) // the second hc_inject with its norm, moe_combine alone
+}
+
+// TestResidualRulesDecline: an hc_inject whose block output is read
+// elsewhere still fuses with its norm (the output is an input of the fused
+// node), and one that no rmsnorm reads stays as it is.
+func TestResidualRulesDecline(t *testing.T) {
+	g := residualBlock(t, 2, true, true)
+	e := newEnv(g, 5, 0, 8)
+	ref := runReference(t, g, e)
+	got, rep := runPlanned(t, g, planner.Options{Fuse: true}, e)
+	require.Equal(t, 1, rep.Fusions[planner.RuleHCInjectNorm])
+	requireSame(t, got, ref, "fused residuals vs the unfused ops")
+	g = small(t, func(b *graph.Builder) {
+		x := b.Input("x", graph.F32, 2, 16)
+		y := ops.HCInject(b, x, b.Input("y", graph.F32, 2, 8), b.Input("l", graph.F32, 2, 2), 2)
+		b.Output(ops.L2Norm(b, y, 8, 1e-6))
+	})
+	_, rep, err := planner.Plan(g, planner.Options{Fuse: true})
+	require.NoError(t, err)
+	require.Zero(t, rep.Fusions[planner.RuleHCInjectNorm])
+	require.Zero(t, rep.Fusions[planner.RuleMoEInjectNorm])
 }

@@ -333,6 +333,12 @@ func productFLOPs(p *planner.Planned) float64 {
 			}
 			continue
 		}
+		if n.Op == "hc_mix_matmul" && len(n.Inputs) == 3 && len(n.Inputs[2].Shape) == 2 {
+			// the up product multiplies the down projection (input 1), not xn
+			w := n.Inputs[2].Shape
+			total += 2 * float64(rows) * float64(w[0]) * float64(w[1])
+			continue
+		}
 		if n.Op == "quant_matmul" {
 			total += 2 * float64(rows) * float64(k) * float64(n.Outputs[0].Shape.Last())
 			continue

@@ -6,7 +6,11 @@ var familyKernels = map[string]kernelFunc{
 	"hc_expand": hcExpandKernel,
 	"hc_mix":    hcMixKernel,
 	"hc_inject": hcInjectKernel,
-	"reshape":   reshapeKernel,
+	// the fused stream ops (ops/fused_hyperconn.go)
+	"hc_inject_norm":  hcInjectNormKernel,
+	"moe_inject_norm": moeInjectNormKernel,
+	"hc_mix_matmul":   hcMixMatMulKernel,
+	"reshape":         reshapeKernel,
 
 	"split":         splitKernel,
 	"causal_conv":   causalConvKernel,

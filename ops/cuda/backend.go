@@ -199,8 +199,11 @@ type Backend struct {
 	deq, glu, normed, kvHalf, gdn reused
 	// act is the gated activation of swiglu_norm_matmul where it is
 	// computed in f32 (decode rows, f32 weights).
-	act  reused
-	half [2]reused
+	act reused
+	// hcMix is hc_mix_matmul's activation and logits where it runs its
+	// parts (prompt rows).
+	hcMix reused
+	half  [2]reused
 	// win is a decode window's scratch on cuBLAS (window): x split in
 	// 16 bits, the GEMMs' outputs, the rows' scales.
 	win reused

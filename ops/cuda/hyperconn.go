@@ -18,12 +18,16 @@ var hcBinders = map[string]binder{
 	"hc_mix":    bindHCMix,
 	"hc_inject": bindHCInject,
 	"reshape":   bindReshape,
+	// the fused stream ops (fused_hyperconn.go)
+	"hc_inject_norm":  bindHCInjectNorm,
+	"moe_inject_norm": bindMoEInjectNorm,
+	"hc_mix_matmul":   bindHCMixMatMul,
 }
 
 // hcKernels are the kernels of kernels/hyperconn.cu the binders launch.
-var hcKernels = []string{
+var hcKernels = append([]string{
 	"hc_expand", "hc_mix", "hc_inject",
-}
+}, hcFusedKernels...)
 
 // hcKernelErr words the error record's codes of the hc kernels; they report
 // none (codes 30..39 are unused), so it is nil for every record.
