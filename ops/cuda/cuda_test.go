@@ -529,3 +529,35 @@ func TestKernelUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileFailures: a program that does not compile takes only its own
+// kernels out, each with its program's error; every program failing is an
+// error; a launch of a kernel taken out says why instead of launching.
+func TestCompileFailures(t *testing.T) {
+	us := []unit{
+		{"a.cu", `extern "C" __global__ void ka(int n) {}` + "\n" + `extern "C" __global__ void __launch_bounds__(256, 2) kb(int n) {}`},
+		{"b.cu", `extern "C" __global__ void kc(int n) {}`},
+	}
+	boom := errors.New("nvrtcCompileProgram(b.cu): NVRTC_ERROR_COMPILATION")
+	got, err := compileFailures(us, []error{nil, nil})
+	if got != nil || err != nil {
+		t.Errorf("no failures: %v, %v; want nil, nil", got, err)
+	}
+	got, err = compileFailures(us, []error{nil, boom})
+	if err != nil || len(got) != 1 || !errors.Is(got["kc"], boom) || !strings.Contains(got["kc"].Error(), "b.cu") {
+		t.Errorf("b.cu failing: %v, %v; want kc alone, naming b.cu and wrapping its error", got, err)
+	}
+	if _, err = compileFailures(us, []error{boom, boom}); !errors.Is(err, boom) {
+		t.Errorf("every program failing: %v, want the programs' errors", err)
+	}
+	ks := &kernelSet{unavailable: got}
+	be := &Backend{kernels: ks}
+	s := &steps{be: be}
+	s.add("kc", [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0)
+	s.add("nosuch", [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0)
+	for i, want := range []string{"launch kc: its program b.cu did not compile", "launch nosuch: no such kernel"} {
+		if err := s.work[i](); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("launch %d: %v, want an error containing %q", i, err, want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
@@ -46,10 +45,46 @@ func flashKernelNames() []string {
 	return out
 }
 
-// kernelSet is the loaded module's kernels, by name.
+// kernelSet is the loaded modules' kernels, by name.
 type kernelSet struct {
-	fn  map[string]*cu.Function
-	sms int
+	fn map[string]*cu.Function
+	// unavailable are the kernels of programs that did not compile, with
+	// why: the ops that launch them fail, the others run.
+	unavailable map[string]error
+	sms         int
+}
+
+// why says why kernel name has no function: its program did not compile,
+// or no program defines it.
+func (ks *kernelSet) why(name string) error {
+	if err := ks.unavailable[name]; err != nil {
+		return err
+	}
+	return errors.New("no such kernel")
+}
+
+// compileFailures is what loadKernels makes of its units' compile errors:
+// none failed, nil; every one, an error; some, the kernels of those
+// programs, each with its program's error (the backend runs without them).
+func compileFailures(us []unit, errs []error) (map[string]error, error) {
+	failed := map[string]error{}
+	n := 0
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		n++
+		for _, d := range kernelDef.FindAllStringSubmatch(us[i].src, -1) {
+			failed[d[1]] = fmt.Errorf("its program %s did not compile: %w", us[i].name, err)
+		}
+	}
+	if n == len(us) {
+		return nil, errors.Join(errs...)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return failed, nil
 }
 
 // unit is one NVRTC program of kernels.
@@ -181,14 +216,23 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 	}
 	close(next)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	unavailable, err := compileFailures(us, errs)
+	if err != nil {
 		return nil, fmt.Errorf("cuda: compile kernels: %w", err)
 	}
+	for i, err := range errs {
+		if err != nil {
+			log.Error("a CUDA kernel program did not compile: the ops that launch its kernels will fail", "program", us[i].name, "err", err)
+		}
+	}
 	if missing > 0 {
-		log.Info("compiled the CUDA kernels", "seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()), "cache", filepath.Dir(compiled[0].Path))
+		log.Info("compiled the CUDA kernels", "seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()))
 	}
 	owner := map[string]*cu.Module{}
 	for i, u := range us {
+		if errs[i] != nil {
+			continue
+		}
 		m, err := ctx.LoadModule(compiled[i].Image)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: load kernels of %s: %w", u.name, err)
@@ -197,8 +241,11 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 			owner[d[1]] = m
 		}
 	}
-	ks := &kernelSet{fn: map[string]*cu.Function{}, sms: ctx.SMCount()}
+	ks := &kernelSet{fn: map[string]*cu.Function{}, unavailable: unavailable, sms: ctx.SMCount()}
 	for _, n := range kernelNames {
+		if unavailable[n] != nil {
+			continue
+		}
 		m := owner[n]
 		if m == nil {
 			return nil, fmt.Errorf("cuda: kernel %s is in no program", n)
@@ -209,37 +256,47 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 		}
 		ks.fn[n] = f
 	}
+	// shared raises a kernel's dynamic shared memory limit to b bytes; a
+	// kernel of a program that did not compile has none to raise.
+	shared := func(n string, b int) error {
+		if f := ks.fn[n]; f != nil {
+			if err := f.SetMaxDynamicSharedBytes(b); err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", n, err)
+			}
+		}
+		return nil
+	}
 	for _, k := range flashKernels {
 		if b := k.shared(); b > 48*1024 {
-			if err := ks.fn[k.name].SetMaxDynamicSharedBytes(b); err != nil {
-				return nil, fmt.Errorf("cuda: kernel %s: %w", k.name, err)
+			if err := shared(k.name, b); err != nil {
+				return nil, err
 			}
 			// A hint, so that two blocks fit an SM where their shared
 			// memory allows (wide at 128 dimensions, narrow at 256): a
 			// driver that refuses it only leaves the choice to itself.
-			_ = ks.fn[k.name].SetSharedCarveout(100)
-		}
-	}
-	for n, b := range gdnChunkKernels() {
-		if err := ks.fn[n].SetMaxDynamicSharedBytes(b); err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
-		}
-	}
-	if qmvSharedMax > 48<<10 {
-		for _, n := range append(append(qmvsKernelNames(), qfuseKernelNames()...), qmvdKernelNames()...) {
-			if err := ks.fn[n].SetMaxDynamicSharedBytes(qmvSharedMax); err != nil {
-				return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+			if f := ks.fn[k.name]; f != nil {
+				_ = f.SetSharedCarveout(100)
 			}
 		}
 	}
-	for _, n := range qmmaKernelNames() {
-		if err := ks.fn[n].SetMaxDynamicSharedBytes(qmmaSharedMax); err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+	limits := map[string]int{}
+	for n, b := range gdnChunkKernels() {
+		limits[n] = b
+	}
+	if qmvSharedMax > 48<<10 {
+		for _, n := range append(append(qmvsKernelNames(), qfuseKernelNames()...), qmvdKernelNames()...) {
+			limits[n] = qmvSharedMax
 		}
 	}
+	for _, n := range qmmaKernelNames() {
+		limits[n] = qmmaSharedMax
+	}
 	for _, n := range qsaRowsKernels {
-		if err := ks.fn[n].SetMaxDynamicSharedBytes(qsaRowsSharedMax); err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", n, err)
+		limits[n] = qsaRowsSharedMax
+	}
+	for n, b := range limits {
+		if err := shared(n, b); err != nil {
+			return nil, err
 		}
 	}
 	return ks, nil
@@ -249,6 +306,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 type launch struct {
 	name        string // the kernel's, for errors
 	fn          *cu.Function
+	why         error // fn is nil: why the kernel is unavailable
 	grid, block [3]uint32
 	shared      uint32
 	args        []any
@@ -259,6 +317,9 @@ type launch struct {
 
 // run enqueues the launch on the backend's stream.
 func (l *launch) run(ctx *cu.Context) error {
+	if l.fn == nil {
+		return fmt.Errorf("launch %s: %w", l.name, l.why)
+	}
 	var err error
 	if l.pdl {
 		err = ctx.Stream().LaunchPDL(l.fn, l.grid, l.block, l.shared, l.args...)
@@ -293,6 +354,9 @@ func (s *steps) Run() error {
 // add appends a launch of kernel name.
 func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...any) {
 	l := &launch{name: name, fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args, pdl: s.be.pdl}
+	if l.fn == nil {
+		l.why = s.be.kernels.why(name)
+	}
 	ctx := s.be.ctx
 	s.work = append(s.work, func() error { return l.run(ctx) })
 }

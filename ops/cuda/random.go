@@ -110,5 +110,8 @@ func (be *Backend) launchRandom(r ops.Random, p cu.DevicePtr, store graph.DType)
 // launchDirect launches a kernel now, outside any plan.
 func (be *Backend) launchDirect(name string, fn *cu.Function, grid, block [3]uint32, args ...any) error {
 	l := &launch{name: name, fn: fn, grid: grid, block: block, args: args}
+	if fn == nil {
+		l.why = be.kernels.why(name)
+	}
 	return l.run(be.ctx)
 }
