@@ -15,7 +15,23 @@ import (
 // slerp and the product it replaces.
 
 // slerpDefs are the fused slerp ops; they are registered beside the others.
-var slerpDefs = []*Def{OpSlerpMatMul, OpSlerpMatMulSwiGLU}
+var slerpDefs = []*Def{OpSlerpMatMul, OpSlerpMatMulSwiGLU, OpQuantSlerpMatMul}
+
+// quantSlerpMatMul is OpQuantSlerpMatMul's name.
+const quantSlerpMatMul = "quant_slerp_matmul"
+
+// SlerpParts splits the attributes a of the fused slerp op op into the
+// slerp's and its product's: EpsAttrs and none for slerp_matmul and
+// slerp_matmul_swiglu; for quant_slerp_matmul (QuantNormAttrs) its Eps and
+// its Blocks, the quant_grouped_matmul's.
+func SlerpParts(op string, a any) (EpsAttrs, any, error) {
+	if op == quantSlerpMatMul {
+		at, err := attrsAs[QuantNormAttrs](op, a)
+		return EpsAttrs{Eps: at.Eps}, at.Blocks, err
+	}
+	at, err := attrsAs[EpsAttrs](op, a)
+	return at, nil, err
+}
 
 // slerpThen is the Rule of a fused slerp op whose product, checked by
 // product's Rule, takes h = slerp(x, y, α) and the inputs after α: h's
@@ -25,7 +41,8 @@ func slerpThen(op string, product *Def) func(a any, in []*graph.Value) (graph.Si
 		if len(in) < 4 {
 			return graph.Signature{}, fmt.Errorf("%s takes x, y, alpha and at least one weight, got %d inputs", op, len(in))
 		}
-		if _, err := attrsAs[EpsAttrs](op, a); err != nil {
+		_, pa, err := SlerpParts(op, a)
+		if err != nil {
 			return graph.Signature{}, err
 		}
 		slerp, err := OpSlerp.Rule(EpsAttrs{}, in[:3])
@@ -33,7 +50,7 @@ func slerpThen(op string, product *Def) func(a any, in []*graph.Value) (graph.Si
 			return graph.Signature{}, fmt.Errorf("slerp: %w", err)
 		}
 		h := slerp.Outputs[0]
-		sig, err := product.Rule(nil, append([]*graph.Value{specValue(h)}, in[3:]...))
+		sig, err := product.Rule(pa, append([]*graph.Value{specValue(h)}, in[3:]...))
 		if err != nil {
 			return graph.Signature{}, err
 		}
@@ -68,6 +85,32 @@ var OpSlerpMatMulSwiGLU = &Def{
 		h := apply1(b, OpSlerp, a, in[:3]...)
 		return []*graph.Value{h, apply1(b, OpMatMulSwiGLU, nil, append([]*graph.Value{h}, in[3:]...)...)}
 	},
+}
+
+// OpQuantSlerpMatMul is slerp_matmul over quantized weights: the nGPT
+// residual followed by the quant_grouped_matmul of its result.
+var OpQuantSlerpMatMul = &Def{
+	Op: quantSlerpMatMul,
+	Doc: "quant_slerp_matmul(x[T,K], y[T,K], α[K], w1, s1, ..., wn, sn) = (h, quant_grouped_matmul(h, w1, s1, ..., wn, sn)) with " +
+		"h = slerp(x, y, α) (Eps) and one set of blocks (Blocks) for every weight: a residual update and the quantized grouped " +
+		"projections of its result (Dory's q/k/v/g) in one step; h is also an output, the next residual's x.",
+	Arity: -1,
+	Rule:  slerpThen("quant_slerp_matmul", OpQuantGroupedMatMul),
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		at, ok := attrsIn[QuantNormAttrs](b, "quant_slerp_matmul", a)
+		if !ok {
+			return failed(1 + (len(in)-3)/2)
+		}
+		h := apply1(b, OpSlerp, EpsAttrs{Eps: at.Eps}, in[:3]...)
+		return append([]*graph.Value{h}, QuantGroupedMatMul(b, h, at.Blocks, in[3:]...)...)
+	},
+}
+
+// QuantSlerpMatMul is quant_slerp_matmul as one node: h and the product of
+// h by each quantized weight (codes and scales alternating in ws). Like
+// SlerpMatMul, for tests.
+func QuantSlerpMatMul(b *graph.Builder, x, y, alpha *graph.Value, a QuantNormAttrs, ws ...*graph.Value) []*graph.Value {
+	return b.Apply(OpQuantSlerpMatMul, a, 1+len(ws)/2, append([]*graph.Value{x, y, alpha}, ws...)...)
 }
 
 // SlerpMatMul is slerp_matmul as one node: h and h·wᵢᵀ for each weight.

@@ -7,16 +7,17 @@ import (
 )
 
 // Fused products with quantized weights, which only the planner makes (its
-// rules quant_grouped_matmul, quant_matmul_swiglu and quant_norm_matmul):
-// grouped_matmul, matmul_swiglu and norm_matmul with each weight a
-// quant_matmul's codes and block scales. A quantized decode token would
+// rules quant_grouped_matmul, quant_matmul_swiglu, quant_norm_matmul and
+// quant_swiglu_norm_matmul): grouped_matmul, matmul_swiglu, norm_matmul
+// and swiglu_norm_matmul with each weight a quant_matmul's codes and block
+// scales (quant_slerp_matmul, slerp_matmul's, is in fused_slerp.go). A quantized decode token would
 // otherwise run each projection of a layer as its own launch, each reading
 // x again. Each keeps a Decompose into quant_matmul and the primitives the
 // fused plan is checked against.
 
 // quantFusedDefs are the fused quantized products; they are registered
 // beside the others.
-var quantFusedDefs = []*Def{OpQuantGroupedMatMul, OpQuantMatMulSwiGLU, OpQuantNormMatMul}
+var quantFusedDefs = []*Def{OpQuantGroupedMatMul, OpQuantMatMulSwiGLU, OpQuantNormMatMul, OpQuantSwiGLUNormMatMul}
 
 // quantPairs checks that in holds x followed by n (codes, scales) pairs
 // and gives each pair's quant_matmul output spec.
@@ -110,8 +111,9 @@ func QuantMatMulSwiGLU(b *graph.Builder, x, wg, sgw, wu, suw, sg, su *graph.Valu
 	return apply1(b, OpQuantMatMulSwiGLU, a, x, wg, sgw, wu, suw, sg, su)
 }
 
-// QuantNormAttrs are the attributes of quant_norm_matmul: the weight's
-// blocks and the norm's epsilon.
+// QuantNormAttrs are the attributes of quant_norm_matmul,
+// quant_swiglu_norm_matmul and quant_slerp_matmul: the weights' blocks and
+// the epsilon of the norm (the slerp's norms).
 type QuantNormAttrs struct {
 	Blocks QuantAttrs
 	Eps    float32
@@ -153,4 +155,42 @@ var OpQuantNormMatMul = &Def{
 // QuantGroupedMatMul, for tests.
 func QuantNormMatMul(b *graph.Builder, x, w, s *graph.Value, a QuantNormAttrs) *graph.Value {
 	return apply1(b, OpQuantNormMatMul, a, x, w, s)
+}
+
+// OpQuantSwiGLUNormMatMul is swiglu_norm_matmul over quantized weights.
+var OpQuantSwiGLUNormMatMul = &Def{
+	Op: "quant_swiglu_norm_matmul",
+	Doc: "quant_swiglu_norm_matmul(x[T,K], wg, sg_w, wu, su_w, sg[F], su[F], wd, sd_w) = quant_norm_matmul(quant_matmul_swiglu(x, wg, sg_w, wu, su_w, sg, su), wd, sd_w) " +
+		"with one set of blocks (Blocks) for the three weights: a SwiGLU MLP stored quantized with the gated activation's rows " +
+		"l2-normalized (Eps) before the down projection, the activation never stored.",
+	Arity: 9,
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		at, err := attrsAs[QuantNormAttrs]("quant_swiglu_norm_matmul", a)
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig, err := OpQuantMatMulSwiGLU.Rule(at.Blocks, in[:7])
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		sig, err = OpQuantNormMatMul.Rule(at, []*graph.Value{specValue(sig.Outputs[0]), in[7], in[8]})
+		if err != nil {
+			return graph.Signature{}, fmt.Errorf("down: %w", err)
+		}
+		return sig, nil
+	},
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		at, ok := attrsIn[QuantNormAttrs](b, "quant_swiglu_norm_matmul", a)
+		if !ok {
+			return failed(1)
+		}
+		y := OpQuantMatMulSwiGLU.Decompose(b, at.Blocks, in[:7])[0]
+		return []*graph.Value{QuantMatMul(b, L2Norm(b, y, 0, at.Eps), in[7], in[8], at.Blocks)}
+	},
+}
+
+// QuantSwiGLUNormMatMul is quant_swiglu_norm_matmul as one node. Like
+// QuantGroupedMatMul, for tests.
+func QuantSwiGLUNormMatMul(b *graph.Builder, x, wg, sgw, wu, suw, sg, su, wd, sdw *graph.Value, a QuantNormAttrs) *graph.Value {
+	return apply1(b, OpQuantSwiGLUNormMatMul, a, x, wg, sgw, wu, suw, sg, su, wd, sdw)
 }

@@ -133,8 +133,11 @@ func unitRows(x []float32, w int) {
 // TestFusedEqualsUnfusedDoryQuant plans a quantized tiny Dory's decode and
 // chunk stages fused and unfused, in each format, and runs both on the CPU:
 // every quant_matmul is fused (q/k/v/g grouped, gate/up with the SwiGLU,
-// the norms before o and down folded in), and the logits and states agree
-// within 1e-5.
+// the norms before o and down folded in; for prompt rows the whole MLP as
+// quant_swiglu_norm_matmul and the slerp before q/k/v/g as
+// quant_slerp_matmul), the logits and states agree within 1e-5, and the
+// fused plan is the bf16 model's, node for node, each quantized op in the
+// place of its 16-bit form.
 func TestFusedEqualsUnfusedDoryQuant(t *testing.T) {
 	be := cpu.New(2)
 	c := tinyDory(dory.PerLoop)
@@ -146,12 +149,12 @@ func TestFusedEqualsUnfusedDoryQuant(t *testing.T) {
 		m := mq.(*dory.Model)
 		weights, err := m.Upload(be, nil)
 		require.NoError(t, err)
-		for _, rows := range []int{1, 3} {
+		for _, rows := range []int{1, 3, ops.AttentionChunkRows} {
 			k := dory.Key{Stage: dory.All, Loops: 2, Want: lm.WantLast, Rows: rows}
 			t.Run(fmt.Sprintf("%s/%s", q, k), func(t *testing.T) {
 				g, err := dory.BuildStage(&c, k, m.Stored())
 				require.NoError(t, err)
-				e := newEnv(g, 8, 6, 16)
+				e := newEnv(g, 8, 6, 32)
 				for _, v := range g.OfKind(graph.State) {
 					unitRows(e.f32[v.Name], v.Shape.Last())
 				}
@@ -172,11 +175,38 @@ func TestFusedEqualsUnfusedDoryQuant(t *testing.T) {
 				got, rep := run(fused)
 				require.LessOrEqual(t, maxRelDiff(t, got, ref), 1e-5)
 				require.Positive(t, rep.Fusions[planner.RuleQuantGroupMatMul])
-				require.Positive(t, rep.Fusions[planner.RuleQuantMatMulSwiGLU])
-				require.Equal(t, 2*rep.Fusions[planner.RuleQuantMatMulSwiGLU], rep.Fusions[planner.RuleQuantNormMatMul])
-				require.Equal(t, rep.Fusions[planner.RuleQuantGroupMatMul], rep.Fusions[planner.RuleQuantMatMulSwiGLU])
-				require.Zero(t, rep.Fusions[planner.RuleGroupMatMul]+rep.Fusions[planner.RuleMatMulSwiGLU]+rep.Fusions[planner.RuleNormMatMul])
+				require.Zero(t, rep.Fusions[planner.RuleGroupMatMul]+rep.Fusions[planner.RuleMatMulSwiGLU]+rep.Fusions[planner.RuleNormMatMul]+
+					rep.Fusions[planner.RuleSwiGLUNormMatMul])
+				if rows < ops.AttentionChunkRows {
+					require.Positive(t, rep.Fusions[planner.RuleQuantMatMulSwiGLU])
+					require.Equal(t, 2*rep.Fusions[planner.RuleQuantMatMulSwiGLU], rep.Fusions[planner.RuleQuantNormMatMul])
+					require.Equal(t, rep.Fusions[planner.RuleQuantGroupMatMul], rep.Fusions[planner.RuleQuantMatMulSwiGLU])
+					require.Zero(t, rep.Fusions[planner.RuleQuantSwiGLUNormMatMul]+rep.Fusions[planner.RuleSlerpMatMul])
+				} else {
+					mlps := rep.Fusions[planner.RuleQuantSwiGLUNormMatMul]
+					require.Positive(t, mlps)
+					require.Zero(t, rep.Fusions[planner.RuleQuantMatMulSwiGLU])
+					require.Equal(t, mlps, rep.Fusions[planner.RuleQuantNormMatMul]) // o's
+					// every q/k/v/g but the first block's reads a slerp's h
+					require.Equal(t, mlps, rep.Fusions[planner.RuleQuantGroupMatMul]+rep.Fusions[planner.RuleSlerpMatMul])
+					require.Positive(t, rep.Fusions[planner.RuleSlerpMatMul])
+				}
 				t.Logf("%s: %s", k, rep.FusionString())
+				// The bf16 model's fused plan, node for node.
+				g16, err := dory.BuildStage(&c, k, m0.Stored())
+				require.NoError(t, err)
+				p16, _, err := planner.Plan(g16, fused)
+				require.NoError(t, err)
+				pq, _, err := planner.Plan(g, fused)
+				require.NoError(t, err)
+				var want, ops16 []string
+				for _, n := range p16.Graph.Nodes {
+					want = append(want, n.Op)
+				}
+				for _, n := range pq.Graph.Nodes {
+					ops16 = append(ops16, strings.TrimPrefix(n.Op, "quant_"))
+				}
+				require.Equal(t, want, ops16)
 			})
 		}
 	}

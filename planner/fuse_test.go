@@ -14,14 +14,14 @@ import (
 
 // allRules are the rule names in run order.
 var allRules = []string{
-	planner.RuleSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQuantMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV,
+	planner.RuleSwiGLUNormMatMul, planner.RuleQuantSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQuantMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV,
 	planner.RuleAttentionGate, planner.RuleSlerp, planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix,
 	planner.RuleNormMatMul, planner.RuleQuantNormMatMul, planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleMoEInjectNorm, planner.RuleHCInjectNorm, planner.RuleGroupMatMul,
 	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
 }
 
 // quantRules are the rules of the fused quantized products.
-var quantRules = []string{planner.RuleQuantMatMulSwiGLU, planner.RuleQuantNormMatMul, planner.RuleQuantGroupMatMul}
+var quantRules = []string{planner.RuleQuantSwiGLUNormMatMul, planner.RuleQuantMatMulSwiGLU, planner.RuleQuantNormMatMul, planner.RuleQuantGroupMatMul}
 
 func TestRuleNames(t *testing.T) {
 	var names []string

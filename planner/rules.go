@@ -28,6 +28,9 @@ const (
 	RuleQuantMatMulSwiGLU = "quant_matmul_swiglu"
 	RuleQuantNormMatMul   = "quant_norm_matmul"
 	RuleQuantGroupMatMul  = "quant_grouped_matmul"
+	// RuleQuantSwiGLUNormMatMul is RuleSwiGLUNormMatMul over quantized
+	// weights.
+	RuleQuantSwiGLUNormMatMul = "quant_swiglu_norm_matmul"
 )
 
 // Rules gives the fusion rules in the order they run, leaving out those
@@ -106,6 +109,21 @@ func Rules(skip []string) []Rule {
 					return nil, false
 				}
 				return normEps(m)
+			}},
+		&TemplateRule{Op: ops.OpQuantSwiGLUNormMatMul,
+			Variants: []Example{{Inputs: []ExampleInput{f32(ops.AttentionChunkRows, 64), qw(64, 64), qs(64, 2), qw(64, 64), qs(64, 2),
+				f32(64), f32(64), qw(5, 64), qs(5, 2)}, Attrs: ops.QuantNormAttrs{Blocks: blocks, Eps: 1e-6}}},
+			Attrs: func(m *Match) (any, bool) {
+				// Prompt rows only, as swiglu_norm_matmul.
+				if x := m.bind[0]; len(x.Shape) == 0 || x.Shape[0] < ops.AttentionChunkRows {
+					return nil, false
+				}
+				b, ok1 := quantBlocks(m)
+				e, ok2 := normEps(m)
+				if !ok1 || !ok2 {
+					return nil, false
+				}
+				return ops.QuantNormAttrs{Blocks: b.(ops.QuantAttrs), Eps: e.(ops.EpsAttrs).Eps}, true
 			}},
 		&TemplateRule{Op: ops.OpMatMulSwiGLU,
 			Variants: []Example{{Inputs: []ExampleInput{f32(2, 4), w(6, 4), w(6, 4), f32(6), f32(6)}}},

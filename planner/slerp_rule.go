@@ -11,7 +11,8 @@ const RuleSlerpMatMul = "slerp_matmul"
 
 // SlerpProductRule folds a slerp (the fused node of the slerp rule) into
 // the product that reads its result next: a grouped_matmul (Dory's q/k/v/g)
-// becomes slerp_matmul, a matmul_swiglu slerp_matmul_swiglu. The fused node
+// becomes slerp_matmul, a matmul_swiglu slerp_matmul_swiglu, a
+// quant_grouped_matmul (q/k/v/g stored quantized) quant_slerp_matmul. The fused node
 // gives the slerp's result h too, for its other readers (the next
 // residual), which must all come after the product; it takes the product's
 // scope (the next sub-layer's), where its launch runs. A plain matmul is left
@@ -24,7 +25,7 @@ const RuleSlerpMatMul = "slerp_matmul"
 // slerp computed inside every block of the matvec instead was measured
 // slower (H200, Dory 4B decode: 141.6 tok/s against 215.5, session 5). It
 // runs after the rules that make its parts (slerp, grouped_matmul,
-// matmul_swiglu).
+// matmul_swiglu, quant_grouped_matmul).
 type SlerpProductRule struct{}
 
 // Name is "slerp_matmul".
@@ -44,7 +45,8 @@ func (SlerpProductRule) Match(g *graph.Graph, u *Uses) []Replacement {
 		}
 		var p *graph.Node
 		for _, r := range u.readers[h.ID] {
-			if (r.Op == ops.OpGroupedMatMul.Op || r.Op == ops.OpMatMulSwiGLU.Op) && (p == nil || r.ID < p.ID) {
+			if (r.Op == ops.OpGroupedMatMul.Op || r.Op == ops.OpMatMulSwiGLU.Op || r.Op == ops.OpQuantGroupedMatMul.Op) &&
+				(p == nil || r.ID < p.ID) {
 				p = r
 			}
 		}
@@ -54,9 +56,18 @@ func (SlerpProductRule) Match(g *graph.Graph, u *Uses) []Replacement {
 		rep := Replacement{Members: []*graph.Node{s, p}, Attrs: s.Attrs, At: p, Scope: p.Scope,
 			Inputs:  append(append([]*graph.Value(nil), s.Inputs...), p.Inputs[1:]...),
 			Outputs: append([]*graph.Value{h}, p.Outputs...)}
-		rep.Op = ops.OpSlerpMatMul
-		if p.Op == ops.OpMatMulSwiGLU.Op {
+		switch p.Op {
+		case ops.OpMatMulSwiGLU.Op:
 			rep.Op = ops.OpSlerpMatMulSwiGLU
+		case ops.OpQuantGroupedMatMul.Op:
+			e, ok1 := attrsValue[ops.EpsAttrs](s.Attrs)
+			b, ok2 := attrsValue[ops.QuantAttrs](p.Attrs)
+			if !ok1 || !ok2 {
+				continue
+			}
+			rep.Op, rep.Attrs = ops.OpQuantSlerpMatMul, ops.QuantNormAttrs{Blocks: b, Eps: e.Eps}
+		default:
+			rep.Op = ops.OpSlerpMatMul
 		}
 		if _, err := rep.Op.Infer(rep.Attrs, rep.Inputs); err != nil {
 			continue

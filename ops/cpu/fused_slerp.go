@@ -15,6 +15,7 @@ import (
 var slerpKernels = map[string]kernelFunc{
 	"slerp_matmul":        slerpThen("grouped_matmul", bindMatMul),
 	"slerp_matmul_swiglu": slerpThen("matmul_swiglu", matmulSwiGLUKernel),
+	"quant_slerp_matmul":  slerpThen("quant_grouped_matmul", quantGroupedMatMulKernel),
 }
 
 // slerpThen is the kernel of a fused slerp op whose product part is op,
@@ -24,13 +25,17 @@ func slerpThen(op string, product kernelFunc) kernelFunc {
 		if len(in) < 4 || len(out) < 2 || len(n.Inputs) != len(in) || len(n.Outputs) != len(out) {
 			return nil, fmt.Errorf("%s: %d inputs and %d outputs", n.Op, len(in), len(out))
 		}
+		sa, pa, err := ops.SlerpParts(n.Op, n.Attrs)
+		if err != nil {
+			return nil, err
+		}
 		h := n.Outputs[0]
-		sl, err := slerpKernel(be, part(n, "slerp", n.Attrs, n.Inputs[:3], n.Outputs[:1]), in[:3], out[:1])
+		sl, err := slerpKernel(be, part(n, "slerp", sa, n.Inputs[:3], n.Outputs[:1]), in[:3], out[:1])
 		if err != nil {
 			return nil, fmt.Errorf("slerp: %w", err)
 		}
 		pin := append([]*graph.Value{h}, n.Inputs[3:]...)
-		pr, err := product(be, part(n, op, nil, pin, n.Outputs[1:]), append([]*Buffer{out[0]}, in[3:]...), out[1:])
+		pr, err := product(be, part(n, op, pa, pin, n.Outputs[1:]), append([]*Buffer{out[0]}, in[3:]...), out[1:])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}

@@ -18,6 +18,9 @@ var quantFusedKernels = map[string]kernelFunc{
 	"quant_grouped_matmul": quantGroupedMatMulKernel,
 	"quant_matmul_swiglu":  quantMatMulSwiGLUKernel,
 	"quant_norm_matmul":    quantNormMatMulKernel,
+	// quant_swiglu_norm_matmul is quant_matmul_swiglu into scratch, then
+	// quant_norm_matmul of it.
+	"quant_swiglu_norm_matmul": quantSwiGLUNormMatMulKernel,
 }
 
 // quantGroupedMatMulKernel is one quant_matmul a weight.
@@ -79,4 +82,28 @@ func quantNormMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.S
 		return nil, err
 	}
 	return steps{norm, mm}, nil
+}
+
+// quantSwiGLUNormMatMulKernel is quant_matmul_swiglu into scratch, then
+// quant_norm_matmul of it.
+func quantSwiGLUNormMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	if len(in) != 9 || len(out) != 1 {
+		return nil, fmt.Errorf("quant_swiglu_norm_matmul: %d inputs and %d outputs", len(in), len(out))
+	}
+	at, err := ops.NodeAttrs[ops.QuantNormAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	spec := graph.Spec{DType: graph.F32, Shape: graph.Shape{n.Inputs[0].Shape.Rows(), n.Inputs[1].Shape[0]}}
+	av, a := be.scratchOf("activation", spec)
+	sw, err := quantMatMulSwiGLUKernel(be, part(n, "quant_matmul_swiglu", at.Blocks, n.Inputs[:7], []*graph.Value{av}), in[:7], []*Buffer{a})
+	if err != nil {
+		return nil, err
+	}
+	down, err := quantNormMatMulKernel(be, part(n, "quant_norm_matmul", at, []*graph.Value{av, n.Inputs[7], n.Inputs[8]}, n.Outputs),
+		[]*Buffer{a, in[7], in[8]}, out)
+	if err != nil {
+		return nil, fmt.Errorf("down: %w", err)
+	}
+	return steps{sw, down}, nil
 }

@@ -18,17 +18,18 @@ import (
 // as its own launch (session 5, run 2).
 
 func bindSlerpMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	return be.slerpThen(n, in, out, ops.OpGroupedMatMul.Op, bindMatMul)
+	return be.slerpThen(n, in, out, ops.OpGroupedMatMul.Op, bindMatMul, halfType)
 }
 
 func bindSlerpMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	return be.slerpThen(n, in, out, ops.OpMatMulSwiGLU.Op, bindMatMulSwiGLU)
+	return be.slerpThen(n, in, out, ops.OpMatMulSwiGLU.Op, bindMatMulSwiGLU, halfType)
 }
 
 // slerpThen binds a fused slerp op whose product part is op, bound by
-// product.
-func (be *Backend) slerpThen(n *graph.Node, in, out []*Buffer, op string, product binder) (*steps, error) {
-	at, err := ops.NodeAttrs[ops.EpsAttrs](n)
+// product; half gives the 16-bit type (wtype's code) of the copy of h the
+// product reads from its weights (the inputs after α), 0 for none.
+func (be *Backend) slerpThen(n *graph.Node, in, out []*Buffer, op string, product binder, half func([]*Buffer) int32) (*steps, error) {
+	at, pa, err := ops.SlerpParts(n.Op, n.Attrs)
 	if err != nil {
 		return nil, err
 	}
@@ -43,14 +44,14 @@ func (be *Backend) slerpThen(n *graph.Node, in, out []*Buffer, op string, produc
 	if x.n != rows*k || y.n != x.n || h.n != x.n || alpha.n != k {
 		return nil, fmt.Errorf("x of %d, y of %d, alpha of %d and h of %d elements do not fit %d rows of %d", x.n, y.n, alpha.n, h.n, rows, k)
 	}
-	sub := &graph.Node{ID: n.ID, Op: op, Inputs: append([]*graph.Value{n.Outputs[0]}, n.Inputs[3:]...), Outputs: n.Outputs[1:], Scope: n.Scope}
+	sub := &graph.Node{ID: n.ID, Op: op, Attrs: pa, Inputs: append([]*graph.Value{n.Outputs[0]}, n.Inputs[3:]...), Outputs: n.Outputs[1:], Scope: n.Scope}
 	s := be.newSteps()
 	hv := h
 	if rows > 0 && k > 0 {
 		var hi, lo cu.DevicePtr
 		wt := int32(0)
 		if rows > matvecMaxRows && be.blas != nil {
-			if wt = halfType(in[3:]); wt != 0 {
+			if wt = half(in[3:]); wt != 0 {
 				c, err := be.halfCopy(rows*k, wt)
 				if err != nil {
 					return nil, err

@@ -75,6 +75,23 @@ func bindSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps
 		}
 		return s, nil
 	}
+	if err := be.mlpHalf(s, x, wg, wu, sg, su, y, rows, k, f, nOut, wt, wtd, at.Eps, func() (*Buffer, error) { return wd, nil }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// mlpHalf appends the prompt path of swiglu_norm_matmul (and of
+// quant_swiglu_norm_matmul, whose weights are dequantized into 16-bit
+// scratch): x converted to 16 bits of wt, the gate and up products of the
+// 16-bit weights wg and wu (one type wt) into scratch (one batched call;
+// in 16 bits with Options.HalfGLU), one row kernel (swiglu_norm_half) from
+// them to the down product's 16-bit input (of wtd), and the down product,
+// whose weight down gives after the gate and up products are appended (a
+// quantized down is dequantized there, into scratch the gate and up
+// weights no longer need).
+func (be *Backend) mlpHalf(s *steps, x, wg, wu, sg, su, y *Buffer, rows, k, f, nOut int, wt, wtd int32, eps float32,
+	down func() (*Buffer, error)) error {
 	// gt and yt: the type of the gate and up products (the kernels' code,
 	// cuBLAS's); 16-bit only when one GEMM a product (not exact's hi + lo).
 	gt, gdt, yt := int32(0), graph.F32, cu.F32
@@ -86,20 +103,24 @@ func bindSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps
 	}
 	glu, err := be.gluScratch(rows, f, gdt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	hx, err := be.toHalf(s, x, rows, k, wt, nil, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g, u := gluOrder(wg, wu, glu)
 	be.gemm16(s, hx, []*Buffer{wg, wu}, []cu.DevicePtr{g.ptr, u.ptr}, yt, rows, k, f, wt)
 	ha, err := be.halfBuf(1, rows*f)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.add("swiglu_norm_half", [3]uint32{uint32(rows), 1, 1}, [3]uint32{threadsFor((f+snhPer-1)/snhPer, 1024), 1, 1}, 0,
-		g.ptr, u.ptr, gt, sg.ptr, su.ptr, ha[0], ha[1], int32(f), wtd, at.Eps)
+		g.ptr, u.ptr, gt, sg.ptr, su.ptr, ha[0], ha[1], int32(f), wtd, eps)
+	wd, err := down()
+	if err != nil {
+		return fmt.Errorf("down: %w", err)
+	}
 	be.gemm16(s, ha, []*Buffer{wd}, []cu.DevicePtr{y.ptr}, cu.F32, rows, f, nOut, wtd)
-	return s, nil
+	return nil
 }

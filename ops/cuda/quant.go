@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -14,7 +15,7 @@ import (
 // sharing x, the launch shape by mvPlan; qmvs_*, kernels/quant.cu) when
 // the codes can be read as 16-byte vectors, else a warp a feature reading
 // them element by element (qmv_*, also the tuning's quantOld). More rows
-// (a prompt chunk, quantProduct) dequantize the weight whole into scratch
+// (a prompt chunk, quantProducts) dequantize the weight whole into scratch
 // the backend shares between all such products (one runs at a time on the
 // stream), just before its product: in the 16-bit type of its format
 // (quantHalf: dequant16_*, kernels/quant_prompt.cu) for matmul's
@@ -105,41 +106,134 @@ type quantWeight struct {
 	st, scols, br, bc int32
 }
 
-// quantProduct appends y[rows, nOut] = x[rows, k] · Wᵀ for the quantized
-// weight q, for rows past matvecMaxRows: the weight dequantized into the
-// backend's shared deq scratch (in quantHalf's 16-bit type, or f32 when
-// quantF32), then matmul's products (eps as products takes it: x
-// normalized per row first). The grouped, SwiGLU and normalized forms
-// take it for each of their quantized weights.
-func (be *Backend) quantProduct(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int, eps *float32) error {
+// quantProducts appends y_i[rows, n_i] = x[rows, k] · W_iᵀ for the
+// quantized weight of every seg, for rows past matvecMaxRows (eps as
+// products takes it: each row of x normalized first). With quantF32 each
+// weight is dequantized to f32 into the backend's shared deq scratch and
+// multiplied as it is (products' f32 path), one after the other. Else x is
+// converted once for all weights of one 16-bit type (quantHalfX: the
+// 16-bit copy x carries, made by a slerp before, when it is of that type),
+// and the weights are taken in batches of one 16-bit type and shape (q and
+// g, k and v; gate and up), in order: a batch is dequantized whole into
+// the deq scratch (dequantBatch: one dequant16_* launch a weight) just
+// before its products, which gemm16 takes as one strided batched cuBLAS
+// call, as it takes 16-bit weights of one shape. The scratch holds the
+// largest batch (Dory 4B's gate and up: 73 MB in bf16).
+func (be *Backend) quantProducts(s *steps, x *Buffer, segs []qfuseSeg, rows, k int, eps *float32) error {
+	if rows == 0 {
+		return nil
+	}
+	if k == 0 {
+		ctx := be.ctx
+		for _, sg := range segs {
+			y := sg.y
+			s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		}
+		return nil
+	}
 	if be.quantF32() {
-		deq, err := be.reuse(&be.deq, 4*nOut*k)
+		for _, sg := range segs {
+			if sg.n == 0 {
+				continue
+			}
+			q, nOut := sg.q, sg.n
+			deq, err := be.reuse(&be.deq, 4*nOut*k)
+			if err != nil {
+				return err
+			}
+			g, b := grid1(int64(nOut) * int64(k))
+			s.add("dequant_f32", g, b, 0, q.w.ptr, int64(q.stride), q.code, q.sc.ptr, q.st, q.scols, q.br, q.bc, deq, int32(nOut), int32(k))
+			wb := &Buffer{ptr: deq, dt: graph.F32, store: graph.F32, n: nOut * k, bytes: 4 * nOut * k, be: be}
+			if err := be.products(s, x, []mvSeg{{w: wb, y: sg.y, n: nOut}}, rows, k, eps); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	type shape struct {
+		ht int32
+		n  int
+	}
+	var order []shape
+	batches := map[shape][]qfuseSeg{}
+	for _, sg := range segs {
+		if sg.n == 0 {
+			continue
+		}
+		sh := shape{be.quantHalf(sg.q.w.store), sg.n}
+		if batches[sh] == nil {
+			order = append(order, sh)
+		}
+		batches[sh] = append(batches[sh], sg)
+	}
+	hx := &quantHalfX{be: be, x: x, rows: rows, k: k, eps: eps}
+	for _, sh := range order {
+		b := batches[sh]
+		xv, err := hx.view(s, b[0].q)
 		if err != nil {
 			return err
 		}
-		g, b := grid1(int64(nOut) * int64(k))
-		s.add("dequant_f32", g, b, 0, q.w.ptr, int64(q.stride), q.code, q.sc.ptr, q.st, q.scols, q.br, q.bc, deq, int32(nOut), int32(k))
-		wb := &Buffer{ptr: deq, dt: graph.F32, store: graph.F32, n: nOut * k, bytes: 4 * nOut * k, be: be}
-		return be.products(s, x, []mvSeg{{w: wb, y: y, n: nOut}}, rows, k, eps)
+		ws, err := be.dequantBatch(s, b, k, sh.ht)
+		if err != nil {
+			return err
+		}
+		if err := be.products(s, xv, ws, rows, k, hx.productEps()); err != nil {
+			return err
+		}
 	}
-	ht := be.quantHalf(q.w.store)
-	deq, err := be.reuse(&be.deq, 2*nOut*k)
+	return nil
+}
+
+// deqAlign is the alignment of each weight in a batch of dequantized
+// weights (dequantBatch) in the deq scratch.
+const deqAlign = 256
+
+// dequantBatch appends the dequantization of the weights of segs (each
+// [sg.n, k], into 16-bit type ht) into one area of the deq scratch, in
+// the order of their outputs' addresses (as given where an output is nil),
+// so that gemmRuns, which wants the weights and the outputs of a batched
+// call in one order, can take the products of equal shapes as one call;
+// it gives each as a 16-bit weight with its output, in the order of segs.
+func (be *Backend) dequantBatch(s *steps, segs []qfuseSeg, k int, ht int32) ([]mvSeg, error) {
+	idx := make([]int, len(segs))
+	for i := range idx {
+		idx[i] = i
+	}
+	yptr := func(i int) cu.DevicePtr {
+		if segs[i].y == nil {
+			return 0
+		}
+		return segs[i].y.ptr
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return yptr(idx[a]) < yptr(idx[b]) })
+	offs := make([]int, len(segs))
+	total := 0
+	for _, i := range idx {
+		offs[i] = total
+		total += (2*segs[i].n*k + deqAlign - 1) / deqAlign * deqAlign
+	}
+	deq, err := be.reuse(&be.deq, total)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	vec, per := int32(0), 1
-	if k%q.perVec == 0 && int(q.bc)%q.perVec == 0 && q.stride%16 == 0 && q.w.ptr%16 == 0 {
-		vec, per = 1, q.perVec
-	}
-	g, b := grid1(int64(nOut) * int64(k/per))
-	s.add("dequant16_"+q.name+"_"+wtypeNames[ht], g, b, 0,
-		q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, q.bc, deq, int32(nOut), int32(k), vec)
 	store := graph.BF16
 	if ht == 2 {
 		store = graph.F16
 	}
-	wb := &Buffer{ptr: deq, dt: graph.F32, store: store, n: nOut * k, bytes: 2 * nOut * k, be: be}
-	return be.products(s, x, []mvSeg{{w: wb, y: y, n: nOut}}, rows, k, eps)
+	out := make([]mvSeg, len(segs))
+	for _, i := range idx {
+		q, nOut := segs[i].q, segs[i].n
+		p := deq.Offset(uint64(offs[i]))
+		vec, per := int32(0), 1
+		if k%q.perVec == 0 && int(q.bc)%q.perVec == 0 && q.stride%16 == 0 && q.w.ptr%16 == 0 {
+			vec, per = 1, q.perVec
+		}
+		g, b := grid1(int64(nOut) * int64(k/per))
+		s.add("dequant16_"+q.name+"_"+wtypeNames[ht], g, b, 0,
+			q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, q.bc, p, int32(nOut), int32(k), vec)
+		out[i] = mvSeg{w: &Buffer{ptr: p, dt: graph.F32, store: store, n: nOut * k, bytes: 2 * nOut * k, be: be}, y: segs[i].y, n: nOut}
+	}
+	return out, nil
 }
 
 // qmvWarps is the warps (features) of a qmv block.
@@ -372,7 +466,7 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 		be.quantMatvec(s, x, q, y, rows, k, nOut)
 		return s, nil
 	}
-	if err := be.quantProduct(s, x, q, y, rows, k, nOut, nil); err != nil {
+	if err := be.quantProducts(s, x, []qfuseSeg{{q: q, y: y, n: nOut}}, rows, k, nil); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -25,10 +25,12 @@ import (
 // or scratch, then swiglu, or a norm of x into scratch first.
 //
 // Prompt rows convert x to the format's 16-bit type once for the group
-// (the row norm fused into that conversion for quant_norm_matmul), then
-// dequantize each weight in turn into the shared deq scratch and multiply
-// it (quantProduct, products); with quantF32 each weight is dequantized to
-// f32 and multiplies x as it is.
+// (the row norm fused into that conversion for quant_norm_matmul; none
+// where x carries the 16-bit copy a quant_slerp_matmul's slerp wrote),
+// then dequantize the weights of one shape together into the shared deq
+// scratch and multiply them as 16-bit weights of that shape are (one
+// strided batched cuBLAS call: quantProducts); with quantF32 each weight
+// is dequantized to f32 and multiplies x as it is.
 
 // qfuseSegs is the most weights a qmvg launch takes (QF_SEGS).
 const qfuseSegs = 4
@@ -44,6 +46,10 @@ var quantFusedBinders = map[string]binder{
 	"quant_grouped_matmul": bindQuantGroupedMatMul,
 	"quant_matmul_swiglu":  bindQuantMatMulSwiGLU,
 	"quant_norm_matmul":    bindQuantNormMatMul,
+	// quant_swiglu_norm_matmul: mlp.go's prompt path over the weights
+	// dequantized into scratch.
+	"quant_swiglu_norm_matmul": bindQuantSwiGLUNormMatMul,
+	"quant_slerp_matmul":       bindQuantSlerpMatMul,
 }
 
 // qfuseKernelNames are the fused kernels' names (quant_fused.cu's
@@ -267,7 +273,14 @@ func (h *quantHalfX) view(s *steps, q quantWeight) (*Buffer, error) {
 		h.views[ht] = h.x
 		return h.x, nil
 	}
-	hp, err := h.be.toHalf(s, h.x, h.rows, h.k, ht, h.eps, len(h.views))
+	// The scratch slot of the conversion: the first free one, or, where x
+	// carries a copy the products read (in the first), the second (only
+	// one type is then converted).
+	slot := len(h.views)
+	if h.x.half != nil && h.eps == nil {
+		slot = 1
+	}
+	hp, err := h.be.toHalf(s, h.x, h.rows, h.k, ht, h.eps, slot)
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +301,9 @@ func (h *quantHalfX) productEps() *float32 {
 
 // quantGroup appends y_i = x · W_iᵀ for every weight of segs: fused
 // launches for decode rows where qfuseLaunch takes a run of one format,
-// else each weight's own quant_matmul matvec; prompt rows x converted once
-// (quantHalfX) and each weight's quantProduct.
+// else each weight's own quant_matmul matvec; prompt rows quantProducts
+// (x converted once a 16-bit type, the weights dequantized a batch of one
+// shape at a time).
 func (be *Backend) quantGroup(s *steps, x *Buffer, segs []qfuseSeg, rows, k int) error {
 	if rows == 0 {
 		return nil
@@ -315,20 +329,7 @@ func (be *Backend) quantGroup(s *steps, x *Buffer, segs []qfuseSeg, rows, k int)
 		}
 		return nil
 	}
-	hx := &quantHalfX{be: be, x: x, rows: rows, k: k}
-	for _, sg := range segs {
-		if sg.n == 0 {
-			continue
-		}
-		xv, err := hx.view(s, sg.q)
-		if err != nil {
-			return err
-		}
-		if err := be.quantProduct(s, xv, sg.q, sg.y, rows, k, sg.n, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return be.quantProducts(s, x, segs, rows, k, nil)
 }
 
 func bindQuantGroupedMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
@@ -397,20 +398,32 @@ func bindQuantMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*step
 			x.n, f, segs[1].n, sg.n, su.n, y.n, rows, k)
 	}
 	s := be.newSteps()
+	if err := be.quantMatMulSwiGLU(s, x, segs, sg, su, y, rows, k, f); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// quantMatMulSwiGLU appends y[rows, f] = swiglu(x·Wgᵀ, x·Wuᵀ, sg, su) for
+// the quantized gate and up weights of segs (outputs not set): decode rows
+// one fused launch where qfuseLaunch takes them, else the gate and up
+// products into scratch (their matvecs, or quantGroup for prompt rows),
+// then swiglu.
+func (be *Backend) quantMatMulSwiGLU(s *steps, x *Buffer, segs [2]qfuseSeg, sg, su, y *Buffer, rows, k, f int) error {
 	if rows == 0 || f == 0 {
-		return s, nil
+		return nil
 	}
 	if k == 0 {
 		ctx := be.ctx
 		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
-		return s, nil
+		return nil
 	}
 	if rows <= matvecMaxRows && be.qfuseLaunch(s, x, segs[:], rows, k, qfuseForm{prefix: "qmvsw", swiglu: &[3]*Buffer{y, sg, su}}) {
-		return s, nil
+		return nil
 	}
 	tmp, err := be.gluScratch(rows, f, graph.F32)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	segs[0].y, segs[1].y = tmp[0], tmp[1]
 	if rows <= matvecMaxRows {
@@ -420,12 +433,10 @@ func bindQuantMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*step
 			be.quantMatvec(s, x, sg.q, sg.y, rows, k, f)
 		}
 	} else if err := be.quantGroup(s, x, segs[:], rows, k); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := be.swiglu(tmp[0], tmp[1], sg, su, y, s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	_, err = be.swiglu(tmp[0], tmp[1], sg, su, y, s)
+	return err
 }
 
 func bindQuantNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
@@ -450,33 +461,132 @@ func bindQuantNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps,
 		return nil, fmt.Errorf("x of %d, output of %d elements do not fit %d rows of %d -> %d", x.n, y.n, rows, k, nOut)
 	}
 	s := be.newSteps()
+	if err := be.quantNormMatMul(s, x, q, y, rows, k, nOut, a.Eps); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// quantNormMatMul appends y[rows, nOut] = l2norm(x[rows, k]) · Wᵀ for the
+// quantized weight q (k not 0): decode rows one fused launch where
+// qfuseLaunch takes it, else the rows normalized into scratch and the
+// matvec; prompt rows quantProducts with the norm fused into x's
+// conversion.
+func (be *Backend) quantNormMatMul(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int, eps float32) error {
 	if rows == 0 || nOut == 0 {
-		return s, nil
+		return nil
 	}
 	seg := []qfuseSeg{{q: q, y: y, n: nOut}}
-	eps := a.Eps
 	if rows <= matvecMaxRows {
 		if be.qfuseLaunch(s, x, seg, rows, k, qfuseForm{prefix: "qmvn", eps: eps}) {
-			return s, nil
+			return nil
 		}
 		// The parts: the rows normalized into scratch, then the matvec.
 		p, err := be.reuse(&be.normed, 4*rows*k)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		xn := &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * k, bytes: 4 * rows * k, be: be}
 		s.add("norm_rows_long", [3]uint32{uint32(rows), 1, 1}, [3]uint32{256, 1, 1}, 0,
 			x.ptr, cu.DevicePtr(0), int32(0), xn.ptr, int32(k), int32(k), int32(0), eps, int32(0))
 		be.quantMatvec(s, xn, q, y, rows, k, nOut)
-		return s, nil
+		return nil
 	}
-	hx := &quantHalfX{be: be, x: x, rows: rows, k: k, eps: &eps}
-	xh, err := hx.view(s, q)
+	return be.quantProducts(s, x, seg, rows, k, &eps)
+}
+
+// bindQuantSwiGLUNormMatMul binds quant_swiglu_norm_matmul. A prompt chunk
+// (more than matvecMaxRows rows) on cuBLAS in a 16-bit precision runs
+// swiglu_norm_matmul's prompt path (mlpHalf) over the weights dequantized
+// into the deq scratch: gate and up together (one batched call), down
+// after their products, into the same scratch. Otherwise (decode rows,
+// quantF32, no cuBLAS, gate and up of two 16-bit types) the parts:
+// quant_matmul_swiglu into f32 scratch, then quant_norm_matmul of it.
+func bindQuantSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	a, err := ops.NodeAttrs[ops.QuantNormAttrs](n)
 	if err != nil {
 		return nil, err
 	}
-	if err := be.quantProduct(s, xh, q, y, rows, k, nOut, hx.productEps()); err != nil {
+	if len(in) != 9 || len(out) != 1 {
+		return nil, fmt.Errorf("quant_swiglu_norm_matmul: %d inputs and %d outputs", len(in), len(out))
+	}
+	x, sg, su, y := in[0], in[5], in[6], out[0]
+	if err := f32All([]string{"x", "sg", "su", "output"}, []*Buffer{x, sg, su, y}); err != nil {
 		return nil, err
 	}
+	xv := n.Inputs[0]
+	k, rows := xv.Shape.Last(), xv.Shape.Rows()
+	var segs [2]qfuseSeg
+	for i := range segs {
+		q, f, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a.Blocks, k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+		}
+		segs[i] = qfuseSeg{q: q, n: f}
+	}
+	f := segs[0].n
+	down, nOut, err := quantWeightOf(n.Inputs[7], n.Inputs[8], in[7], in[8], a.Blocks, f)
+	if err != nil {
+		return nil, fmt.Errorf("down: %w", err)
+	}
+	if segs[1].n != f || x.n != rows*k || sg.n != f || su.n != f || y.n != rows*nOut {
+		return nil, fmt.Errorf("x of %d, gate of %d and up of %d features, scales of %d and %d, output of %d elements "+
+			"do not fit %d rows of %d -> %d -> %d", x.n, f, segs[1].n, sg.n, su.n, y.n, rows, k, f, nOut)
+	}
+	s := be.newSteps()
+	if rows == 0 || nOut == 0 {
+		return s, nil
+	}
+	if f == 0 {
+		// An empty activation normalizes to zeros.
+		ctx := be.ctx
+		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		return s, nil
+	}
+	wt, wtd := be.quantHalf(segs[0].q.w.store), be.quantHalf(down.w.store)
+	if rows > matvecMaxRows && be.blas != nil && !be.quantF32() && k > 0 && be.quantHalf(segs[1].q.w.store) == wt {
+		gu, err := be.dequantBatch(s, segs[:], k, wt)
+		if err != nil {
+			return nil, err
+		}
+		deqDown := func() (*Buffer, error) {
+			d, err := be.dequantBatch(s, []qfuseSeg{{q: down, n: nOut}}, f, wtd)
+			if err != nil {
+				return nil, err
+			}
+			return d[0].w, nil
+		}
+		if err := be.mlpHalf(s, x, gu[0].w, gu[1].w, sg, su, y, rows, k, f, nOut, wt, wtd, a.Eps, deqDown); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	p, err := be.reuse(&be.act, 4*rows*f)
+	if err != nil {
+		return nil, err
+	}
+	act := &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * f, bytes: 4 * rows * f, be: be}
+	if err := be.quantMatMulSwiGLU(s, x, segs, sg, su, act, rows, k, f); err != nil {
+		return nil, err
+	}
+	if err := be.quantNormMatMul(s, act, down, y, rows, f, nOut, a.Eps); err != nil {
+		return nil, fmt.Errorf("down: %w", err)
+	}
 	return s, nil
+}
+
+// bindQuantSlerpMatMul binds quant_slerp_matmul as slerp_matmul is bound
+// (slerpThen): for prompt rows on cuBLAS in a 16-bit precision the slerp
+// writes the 16-bit copy of h in the weights' type (quantHalf), which the
+// group's products read instead of converting h (quantHalfX).
+func bindQuantSlerpMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	return be.slerpThen(n, in, out, ops.OpQuantGroupedMatMul.Op, bindQuantGroupedMatMul, func(ws []*Buffer) int32 {
+		if be.quantF32() || len(ws) == 0 {
+			return 0
+		}
+		if _, _, _, err := quantCode(ws[0].store); err != nil {
+			return 0
+		}
+		return be.quantHalf(ws[0].store)
+	})
 }

@@ -33,7 +33,9 @@ var qfuseTunings = []struct {
 	{-1, mvTuning{}}, {-1, mvTuning{quantNoMMA: true}}, {-1, mvTuning{quantOld: true}},
 }
 
-// TestQuantFused runs every case of the fused quantized products with the
+// TestQuantFused runs every case of the fused quantized products (and of
+// quant_swiglu_norm_matmul and quant_slerp_matmul, whose decode rows take
+// them) with the
 // default launches, against its reference and the CPU, then with every
 // qfuseTunings launch; checks that eager runs and a replay agree bit for
 // bit; and runs the prompt cases in PrecisionExact (f32 products).
@@ -43,8 +45,8 @@ func TestQuantFused(t *testing.T) {
 	ref := cpu.New(0)
 	n := 0
 	for _, c := range optest.Cases() {
-		if !strings.HasPrefix(c.Name, "quant_grouped_matmul/") && !strings.HasPrefix(c.Name, "quant_matmul_swiglu/") &&
-			!strings.HasPrefix(c.Name, "quant_norm_matmul/") {
+		if !slices.ContainsFunc([]string{"quant_grouped_matmul/", "quant_matmul_swiglu/", "quant_norm_matmul/", "quant_swiglu_norm_matmul/",
+			"quant_slerp_matmul/"}, func(p string) bool { return strings.HasPrefix(c.Name, p) }) {
 			continue
 		}
 		n++

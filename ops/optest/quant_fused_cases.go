@@ -91,7 +91,106 @@ func quantFusedCases() []Case {
 			cs = append(cs, quantNormCase(f, s[0], s[1], s[2]))
 		}
 	}
+	// quant_swiglu_norm_matmul: decode rows (CUDA's parts) and prompt rows
+	// (the weights dequantized into scratch, swiglu_norm_matmul's row kernel
+	// between the products), odd sizes (the element path of the
+	// dequantization), a zero row; an activation too long for the row
+	// kernel's registers (f > 8192) in one format.
+	for _, f := range quantFormats {
+		for _, s := range [][4]int{{1, 256, 96, 40}, {3, 65, 33, 17}, {8, 128, 64, 24}, {16, 64, 96, 48}, {17, 300, 130, 31}, {33, 256, 64, 40}} {
+			cs = append(cs, quantSwiGLUNormCase(f, s[0], s[1], s[2], s[3]))
+		}
+	}
+	cs = append(cs, quantSwiGLUNormCase(u4, 17, 64, 8200, 24))
+	// quant_slerp_matmul: decode and prompt rows (the slerp writing the
+	// 16-bit copy the products read), K of whole vectors and odd, one to
+	// four weights; two formats in one group (the copy in the first
+	// weight's 16-bit type, the other converted).
+	for _, f := range quantFormats {
+		for _, s := range []shape{{1, 256, []int{64, 32, 32, 64}}, {5, 65, []int{17, 9}}, {16, 64, []int{32, 8, 8, 32}}, {33, 300, []int{70}}} {
+			cs = append(cs, quantSlerpCase(s.rows, s.k, s.ns, []quantFormat{f}))
+		}
+	}
+	for _, fs := range [][]quantFormat{{i8, u4, i8}, {u4, i8}} {
+		cs = append(cs, quantSlerpCase(20, 128, []int{24, 8, 16}, fs))
+	}
 	return cs
+}
+
+// quantSwiGLUNormCase is quant_swiglu_norm_matmul of rows x k by gate and
+// up weights of f features and a down weight of n; from 16 rows the second
+// row is zero (and its output stays zero).
+func quantSwiGLUNormCase(qf quantFormat, rows, k, f, n int) Case {
+	const eps = 1e-6
+	name := fmt.Sprintf("quant_swiglu_norm_matmul/%s/%s/%dx%dx%dx%d/blocks=%dx%d", qf.dt, qf.sdt, rows, k, f, n,
+		qf.blocks.BlockRows, qf.blocks.BlockCols)
+	m := newMaker(name)
+	x := m.in("x", rows, k)
+	if rows >= 16 {
+		clear(x.Data[k : 2*k])
+	}
+	in := []Tensor{x}
+	in = append(in, m.quantWeight("wg", qf, f, k)...)
+	in = append(in, m.quantWeight("wu", qf, f, k)...)
+	in = append(in, m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f))
+	in = append(in, m.quantWeight("wd", qf, n, f)...)
+	at := ops.QuantNormAttrs{Blocks: qf.blocks, Eps: eps}
+	return Case{
+		Name:   name,
+		Inputs: in,
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return []*graph.Value{ops.QuantSwiGLUNormMatMul(b, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], at)}
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			g := refQuant(qf, in[0], in[1], in[2], f, k)
+			u := refQuant(qf, in[0], in[3], in[4], f, k)
+			a := refL2Norm(refSwiGLU(g, u, in[5], in[6]), f, float64(float32(eps)))
+			return [][]float64{refQuant(qf, a, in[7], in[8], n, f)}
+		},
+		// The SwiGLU's two products' errors (swigluErrors), then the down
+		// product's own: its input and weight rounded once more each over
+		// 8 rows.
+		Tol: tolQuantFormats(rows, qf) * (swigluErrors(rows) + 1),
+	}
+}
+
+// quantSlerpCase is quant_slerp_matmul of rows x k: h = slerp(x, y, α) and
+// its products by weights of ns features, weight i in format fs[i mod
+// len(fs)].
+func quantSlerpCase(rows, k int, ns []int, fs []quantFormat) Case {
+	const eps = 1e-6
+	var fmts []string
+	for _, f := range fs {
+		fmts = append(fmts, f.dt.String()+"/"+f.sdt.String())
+	}
+	outs := make([]string, len(ns))
+	for i, n := range ns {
+		outs[i] = fmt.Sprint(n)
+	}
+	name := fmt.Sprintf("quant_slerp_matmul/%s/%dx%dx%s/blocks=%dx%d", strings.Join(fmts, "+"), rows, k, strings.Join(outs, ","),
+		fs[0].blocks.BlockRows, fs[0].blocks.BlockCols)
+	m := newMaker(name)
+	in := []Tensor{m.in("x", rows, k), m.in("y", rows, k), m.in("alpha", k)}
+	for i, n := range ns {
+		in = append(in, m.quantWeight(fmt.Sprintf("w%d", i), fs[i%len(fs)], n, k)...)
+	}
+	at := ops.QuantNormAttrs{Blocks: fs[0].blocks, Eps: eps}
+	return Case{
+		Name:   name,
+		Inputs: in,
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return ops.QuantSlerpMatMul(b, in[0], in[1], in[2], at, in[3:]...)
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			h := refSlerp(in[0], in[1], in[2], float64(float32(eps)))
+			out := [][]float64{h}
+			for i, n := range ns {
+				out = append(out, refQuant(fs[i%len(fs)], h, in[3+2*i], in[4+2*i], n, k))
+			}
+			return out
+		},
+		Tol: max(TolF32, tolQuantFormats(rows, fs...)),
+	}
 }
 
 // quantGroupedCase is quant_grouped_matmul of rows x k by weights of ns
