@@ -14,6 +14,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/models"
+	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/planner"
 )
 
@@ -345,12 +346,22 @@ func productFLOPs(p *planner.Planned) float64 {
 		}
 		// A weight [out, in] multiplies the node's input (in = k) or,
 		// in a fused chain (swiglu_norm_matmul's down product), the
-		// output of a product before it (in = that product's out).
+		// output of a product before it (in = that product's out). A
+		// quantized weight is its codes, [out, QuantCols(in)], then its
+		// scales.
 		widths := []int{k}
-		for _, v := range n.Inputs[1:] {
-			if v.Kind == graph.Weight && len(v.Shape) == 2 && slices.Contains(widths, v.Shape[1]) {
-				total += 2 * float64(rows) * float64(v.Shape[0]) * float64(v.Shape[1])
+		in := n.Inputs[1:]
+		for i := 0; i < len(in); i++ {
+			v := in[i]
+			if v.Kind != graph.Weight || len(v.Shape) != 2 {
+				continue
+			}
+			if j := slices.IndexFunc(widths, func(w int) bool { return ops.QuantCols(v.DType, w) == v.Shape[1] }); j >= 0 {
+				total += 2 * float64(rows) * float64(v.Shape[0]) * float64(widths[j])
 				widths = append(widths, v.Shape[0])
+			}
+			if v.DType.IsQuantized() {
+				i++ // its scales
 			}
 		}
 	}

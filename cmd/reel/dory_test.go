@@ -265,13 +265,19 @@ func TestRunDraftTinyMTP(t *testing.T) {
 // TestProductFLOPsFused: a prompt chunk's product work is the same whether
 // the planner fuses the products (grouped, with SwiGLU, with the norm and
 // the down product after it, with the slerp before them) or not, for each
-// synthetic shape.
+// synthetic shape, in bf16 and quantized (Dory's the same in each).
 func TestProductFLOPsFused(t *testing.T) {
-	for _, name := range []string{"dory-4b", "qwen4-12l"} {
-		a, ok := models.Synthetic(name)
+	var bf16 float64
+	for _, name := range []string{"dory-4b", "dory-4b/q4", "dory-4b/fp8", "qwen4-12l", "qwen4-12l/q4"} {
+		arch, q, _ := strings.Cut(name, "/")
+		a, ok := models.Synthetic(arch)
 		require.True(t, ok, name)
-		m, err := a.Shapes[name]()
+		m, err := a.Shapes[arch]()
 		require.NoError(t, err)
+		if q != "" {
+			m, err = models.Quantize(m, q, nil)
+			require.NoError(t, err)
+		}
 		g, err := m.Graph(m.Stages()[0], 64, lm.WantLast, models.Options{Params: map[string]string{}})
 		require.NoError(t, err)
 		fused, _, err := planner.Plan(g, planner.Options{Fuse: true})
@@ -280,6 +286,12 @@ func TestProductFLOPsFused(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, productFLOPs(plain), name)
 		require.InEpsilon(t, productFLOPs(plain), productFLOPs(fused), 1e-12, name)
+		switch name {
+		case "dory-4b":
+			bf16 = productFLOPs(fused)
+		case "dory-4b/q4", "dory-4b/fp8":
+			require.InEpsilon(t, bf16, productFLOPs(fused), 1e-12, name) // the same products, stored otherwise
+		}
 		require.NoError(t, m.Close())
 	}
 }

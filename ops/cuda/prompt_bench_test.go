@@ -36,6 +36,18 @@ const (
 //     in bf16);
 //   - qkvg and qkvg_unbatched: grouped_matmul of q/k/v/g, with q and g, k
 //     and v batched where their addresses allow, and without;
+//   - slerp_qkvg: slerp_matmul (the slerp writing the bf16 copy of h that
+//     q/k/v/g read);
+//   - q4_mlp_old: the MLP with q4 weights as quant_matmul_swiglu and
+//     quant_norm_matmul (the quantized prompt plan before
+//     quant_swiglu_norm_matmul: gate and up dequantized and multiplied one
+//     at a time, swiglu in f32, to_half_norm);
+//   - q4_mlp_fused: quant_swiglu_norm_matmul (mlp_fused over gate and up
+//     dequantized together, down after them);
+//   - q4_qkvg and q4_qkvg_unbatched: quant_grouped_matmul (each batch of
+//     one shape dequantized together, then its batched call), and every
+//     product its own call;
+//   - q4_slerp_qkvg: quant_slerp_matmul, as slerp_qkvg;
 //   - gemm_gate_up_f32, gemm_gate_up_bf16 and gemm_down_f32: cuBLAS alone,
 //     one bf16 GEMM of the gate and up weights as one [14336, 2560] matrix
 //     (f32 or bf16 out) and the down GEMM: what the products cost without
@@ -59,6 +71,12 @@ func BenchmarkPromptMLP(b *testing.B) {
 		{"mlp_fused_halfglu", "mlp_fused", false, true},
 		{"qkvg", "qkvg", false, false},
 		{"qkvg_unbatched", "qkvg", true, false},
+		{"slerp_qkvg", "slerp_qkvg", false, false},
+		{"q4_mlp_old", "q4_mlp_old", false, false},
+		{"q4_mlp_fused", "q4_mlp_fused", false, false},
+		{"q4_qkvg", "q4_qkvg", false, false},
+		{"q4_qkvg_unbatched", "q4_qkvg", true, false},
+		{"q4_slerp_qkvg", "q4_slerp_qkvg", false, false},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			be.opts.NoBatchedGemm, be.opts.HalfGLU = v.unbatched, v.halve
@@ -125,8 +143,54 @@ func newPromptBench(tb testing.TB, be *Backend, form string) (*gemvBench, float6
 		ws = append(ws, w)
 		return w
 	}
+	// qweight declares a q4 weight [n, k] (codes and scales, groups of 32)
+	// and gives both.
+	q4 := ops.QuantAttrs{BlockRows: 1, BlockCols: 32}
+	qweight := func(name string, n, k int) []*graph.Value {
+		w, sc := gb.Weight(name, graph.U8, n, (k+1)/2), gb.Weight(name+"_scale", graph.F16, n, (k+31)/32)
+		ws = append(ws, w, sc)
+		return []*graph.Value{w, sc}
+	}
+	qkvgFlops := 2 * rows * float64(h*(2*promptQ+2*promptKV))
 	var flops float64
 	switch form {
+	case "q4_mlp_old", "q4_mlp_fused":
+		gw, uw := qweight("wg", f, h), qweight("wu", f, h)
+		sg, su := gb.Input("sg", graph.F32, f), gb.Input("su", graph.F32, f)
+		dw := qweight("wd", h, f)
+		if form == "q4_mlp_old" {
+			a := ops.QuantMatMulSwiGLU(gb, x, gw[0], gw[1], uw[0], uw[1], sg, su, q4)
+			gb.Output(ops.QuantNormMatMul(gb, a, dw[0], dw[1], ops.QuantNormAttrs{Blocks: q4, Eps: 1e-6}))
+		} else {
+			gb.Output(ops.QuantSwiGLUNormMatMul(gb, x, gw[0], gw[1], uw[0], uw[1], sg, su, dw[0], dw[1], ops.QuantNormAttrs{Blocks: q4, Eps: 1e-6}))
+		}
+		flops = 2 * rows * float64(3*f*h)
+	case "q4_qkvg", "q4_slerp_qkvg":
+		var qws []*graph.Value
+		for _, w := range []struct {
+			name string
+			n    int
+		}{{"wq", promptQ}, {"wk", promptKV}, {"wv", promptKV}, {"wg", promptQ}} {
+			qws = append(qws, qweight(w.name, w.n, h)...)
+		}
+		var outs []*graph.Value
+		if form == "q4_qkvg" {
+			outs = ops.QuantGroupedMatMul(gb, x, q4, qws...)
+		} else {
+			y, alpha := gb.Input("y", graph.F32, rows, h), gb.Input("alpha", graph.F32, h)
+			outs = ops.QuantSlerpMatMul(gb, x, y, alpha, ops.QuantNormAttrs{Blocks: q4, Eps: 1e-6}, qws...)
+		}
+		for _, y := range outs {
+			gb.Output(y)
+		}
+		flops = qkvgFlops
+	case "slerp_qkvg":
+		y, alpha := gb.Input("y", graph.F32, rows, h), gb.Input("alpha", graph.F32, h)
+		for _, o := range ops.SlerpMatMul(gb, x, y, alpha, 1e-6, weight("wq", promptQ, h), weight("wk", promptKV, h),
+			weight("wv", promptKV, h), weight("wg", promptQ, h)) {
+			gb.Output(o)
+		}
+		flops = qkvgFlops
 	case "mlp_old", "mlp_fused":
 		wg, wu := weight("wg", f, h), weight("wu", f, h)
 		sg, su := gb.Input("sg", graph.F32, f), gb.Input("su", graph.F32, f)
@@ -157,11 +221,24 @@ func newPromptBench(tb testing.TB, be *Backend, form string) (*gemvBench, float6
 	for _, v := range g.Values {
 		switch {
 		case v.Kind == graph.Weight:
-			host := make([]byte, 2*v.Shape.Elems())
-			for j := range host {
-				host[j] = byte(j*7+j>>9) & 0x3f // small finite bf16 values
+			host := make([]byte, v.Shape.Elems())
+			switch v.DType {
+			case graph.U8:
+				for j := range host {
+					host[j] = byte(j*7 + j>>9) // any 4-bit codes
+				}
+			case graph.F16:
+				host = make([]byte, 2*v.Shape.Elems())
+				for j := 0; j < len(host); j += 2 {
+					host[j], host[j+1] = byte(j*5), 0x1c // f16 scales about 2⁻⁸
+				}
+			default:
+				host = make([]byte, 2*v.Shape.Elems())
+				for j := range host {
+					host[j] = byte(j*7+j>>9) & 0x3f // small finite bf16 values
+				}
 			}
-			buf := b.alloc(tb, graph.BF16, v.Shape.Elems())
+			buf := b.alloc(tb, v.DType, v.Shape.Elems())
 			if err := be.Write(buf, host); err != nil {
 				tb.Fatal(err)
 			}
