@@ -142,6 +142,57 @@ func TestCUDAPromptPrecision(t *testing.T) {
 	}
 }
 
+// TestCUDAQuantPrompt runs dory-gotiny quantized at load in each format
+// on the prompt path: the prompt and greedy.json's ids in one chunk of 229
+// rows (the quantized plan of bf16's schedule: quant_slerp_matmul,
+// quant_swiglu_norm_matmul, each weight dequantized into 16-bit scratch
+// for cuBLAS) against the CPU on the same quantized weights, in the
+// default precision (activations and dequantized weights rounded once each
+// to the format's 16-bit type: about twice the bf16 model's rounding, whose
+// bound TestCUDAPromptPrecision sets at 0.1) and in PrecisionExact (f32
+// products of the weights dequantized exactly; f32 attention): the largest
+// logit difference, and the positions whose argmax is not the CPU's, at
+// most 2 % of them.
+func TestCUDAQuantPrompt(t *testing.T) {
+	bes := map[cuda.Precision]*cuda.Backend{}
+	for _, p := range []cuda.Precision{cuda.PrecisionAuto, cuda.PrecisionExact} {
+		bes[p] = cudaBackend(t, cuda.Options{Precision: p})
+	}
+	dir := filepath.Join(testdata, "dory-gotiny")
+	raw, err := os.ReadFile(filepath.Join(dir, "greedy.json"))
+	require.NoError(t, err)
+	var g greedyFile
+	require.NoError(t, json.Unmarshal(raw, &g))
+	seq := append(append([]int{}, g.Prompt...), g.GreedyIDs[:len(g.GreedyIDs)-1]...)
+	for _, q := range []string{lm.QuantFP8, lm.QuantQ8, lm.QuantQ4} {
+		m, err := LoadQuantized(dir, q)
+		require.NoError(t, err)
+		loops := m.Config.Loops
+		host := forwardIn(t, newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: cpu.New(0)}, Chunk: len(seq)}}),
+			seq, len(seq), loops)
+		for _, c := range []struct {
+			prec  cuda.Precision
+			bound float64
+		}{{cuda.PrecisionAuto, 0.2}, {cuda.PrecisionExact, 2e-2}} {
+			gpu := forwardIn(t, newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: bes[c.prec]}, Chunk: len(seq)}}),
+				seq, len(seq), loops)
+			worst, misses := 0.0, 0
+			for i := range gpu {
+				for j := range gpu[i] {
+					worst = math.Max(worst, math.Abs(float64(gpu[i][j]-host[i][j])))
+				}
+				if sample.Argmax(gpu[i]) != sample.Argmax(host[i]) {
+					misses++
+				}
+			}
+			t.Logf("%s, precision %v: max abs logit diff from the CPU %.3g; argmax differs at %d of %d positions", q, c.prec, worst, misses, len(gpu))
+			require.Less(t, worst, c.bound, q)
+			require.LessOrEqual(t, misses, len(gpu)/50, q)
+		}
+		m.Close()
+	}
+}
+
 // TestCUDABuckets is TestBuckets on the card, within 1e-3, and the golden
 // prompts on a bucket's plan (23 rows on 24).
 func TestCUDABuckets(t *testing.T) {
