@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -257,9 +258,10 @@ func newPromptBench(tb testing.TB, be *Backend, form string) (*gemvBench, float6
 	return b, flops
 }
 
-// TestHalfGLU runs the swiglu_norm_matmul cases with the gate and up
-// products written in 16 bits (Options.HalfGLU), and again with every
-// product its own cuBLAS call (Options.NoBatchedGemm), against the float64
+// TestHalfGLU runs the swiglu_norm_matmul cases (and the quantized MLP's)
+// with the gate and up products written in 16 bits (Options.HalfGLU), and
+// again with every product its own cuBLAS call (Options.NoBatchedGemm,
+// the grouped and quantized grouped products too), against the float64
 // reference and the CPU.
 func TestHalfGLU(t *testing.T) {
 	be := newTestBackend(t, Options{Precision: PrecisionHalf})
@@ -270,8 +272,8 @@ func TestHalfGLU(t *testing.T) {
 	}{{"halfglu", true, false}, {"unbatched", false, true}} {
 		n := 0
 		for _, c := range optest.Cases() {
-			if !strings.HasPrefix(c.Name, "swiglu_norm_matmul") && !strings.HasPrefix(c.Name, "matmul_swiglu") &&
-				!strings.HasPrefix(c.Name, "grouped_matmul") {
+			if !slices.ContainsFunc([]string{"swiglu_norm_matmul", "matmul_swiglu", "grouped_matmul", "quant_swiglu_norm_matmul",
+				"quant_grouped_matmul", "quant_slerp_matmul"}, func(p string) bool { return strings.HasPrefix(c.Name, p) }) {
 				continue
 			}
 			n++
