@@ -498,6 +498,41 @@ __device__ __forceinline__ void adec_load_v(float4 (&vp)[ADEC_VPF], const float*
 	}
 }
 
+// adec_sel is c ? a : b as one selp: a conditional of two array elements
+// in C may become a load from a selected address, which keeps the array in
+// local memory.
+__device__ __forceinline__ float adec_sel(int c, float a, float b) {
+	float r;
+	asm("{ .reg .pred p; setp.ne.s32 p, %3, 0; selp.f32 %0, %1, %2, p; }" : "=f"(r) : "f"(a), "f"(b), "r"(c));
+	return r;
+}
+
+// adec_tsum sums each of v's NV values (NV a power of two, at most 32)
+// over the warp, transposed: each of the first log2 NV butterfly steps
+// halves the values a lane keeps (a lane with the step's bit set keeps the
+// upper half), the rest add the one left, so NV + log2(32/NV) − 1 shuffles
+// instead of 5·NV. Lane L gets the sum of value L / (32/NV); the order of
+// the additions is fixed.
+template <int NV>
+__device__ __forceinline__ float adec_tsum(float (&v)[NV], int lane) {
+	const int LOG = NV >= 32 ? 5 : NV >= 16 ? 4 : NV >= 8 ? 3 : NV >= 4 ? 2 : NV >= 2 ? 1 : 0;
+#pragma unroll
+	for (int step = 0; step < LOG; step++) {
+		const int h = NV >> (step + 1), o = 16 >> step;
+		int up = lane & o;
+#pragma unroll
+		for (int i = 0; i < h; i++) {
+			float send = adec_sel(up, v[i], v[i + h]);
+			float keep = adec_sel(up, v[i + h], v[i]);
+			v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+		}
+	}
+	float r = v[0];
+#pragma unroll
+	for (int o = 16 >> LOG; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+	return r;
+}
+
 // adec_arrive counts the block's arrival at counter c of a group of size
 // blocks, once the block's partial is written: true in the group's last
 // block, which resets the counter and may read the group's partials. Every
@@ -661,11 +696,9 @@ __device__ void attn_dec_body(const float* q, const float* k, const float* v, co
 	float* sc = sh + G * d; // [G][chunk]
 	for (int ja = warp; ja < n; ja += KPW * nw) {
 		if (ja != warp) adec_load_k<KPW>(kr, kc, ja, nw, n, r0, cap, kw, lane, dn);
-		float pk[KPW][G];
+		float pk[KPW * G]; // key u's score of head gg at u·G + gg
 #pragma unroll
-		for (int u = 0; u < KPW; u++)
-#pragma unroll
-			for (int gg = 0; gg < G; gg++) pk[u][gg] = 0.f;
+		for (int i = 0; i < KPW * G; i++) pk[i] = 0.f;
 #pragma unroll
 		for (int x = 0; x < ADEC_VL; x++)
 			if (lane + 32 * x < dn)
@@ -673,20 +706,12 @@ __device__ void attn_dec_body(const float* q, const float* k, const float* v, co
 				for (int gg = 0; gg < G; gg++) {
 					float4 qv = qs[gg * dn + lane + 32 * x];
 #pragma unroll
-					for (int u = 0; u < KPW; u++) pk[u][gg] = adec_dot(qv, kr[u][x], pk[u][gg]);
+					for (int u = 0; u < KPW; u++) pk[u * G + gg] = adec_dot(qv, kr[u][x], pk[u * G + gg]);
 				}
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-			for (int u = 0; u < KPW; u++)
-#pragma unroll
-				for (int gg = 0; gg < G; gg++) pk[u][gg] += __shfl_xor_sync(0xffffffffu, pk[u][gg], o);
-		if (lane == 0)
-#pragma unroll
-			for (int u = 0; u < KPW; u++)
-				if (ja + u * nw < n)
-#pragma unroll
-					for (int gg = 0; gg < G; gg++) sc[gg * chunk + ja + u * nw] = scale * pk[u][gg];
+		float sum = adec_tsum<KPW * G>(pk, lane);
+		const int LPV = 32 / (KPW * G); // lanes that hold each sum
+		int i = lane / LPV, j = ja + i / G * nw;
+		if (lane % LPV == 0 && j < n) sc[i % G * chunk + j] = scale * sum;
 	}
 	__syncthreads();
 	int NG = (S + fan - 1) / fan;
