@@ -84,7 +84,8 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 // scale sg are not nil: prompt chunks on the flash kernel (half
 // precision), else attn_dec over (row, kv head, key chunk), merging the
 // chunks and gating them in the same launch, where it takes the shape
-// (planAttnDec) and be.attnDec does not ask for the old form; else
+// (planAttnDec), be.attnDec does not ask for the old form and its program
+// compiled; else
 // attn_part over (row, kv head, key chunk), then attn_finish merging the
 // chunks of each (row, head) and gating them.
 func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buffer) (*steps, error) {
@@ -139,7 +140,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if !be.attnDec.old && vec && aligned16(y.ptr, gp, sp) {
 		if p, ok, err := planAttnDec(rows, at.KVHeads, groups, d, span, be.kernels.sms, be.attnDec); err != nil {
 			return nil, err
-		} else if ok {
+		} else if ok && be.kernels.fn[p.kernel] != nil { // else its program did not compile (logged at load)
 			return be.attnDecode(s, p, at, q, k, v, call, y, gp, sp, rows, capacity, ring)
 		}
 	}
@@ -361,13 +362,13 @@ func (be *Backend) attnParts(parts, d int) (m, l, acc cu.DevicePtr, err error) {
 }
 
 // Decode attention in one launch: attn_dec_g1, g2, g4 and g8
-// (kernels/attention.cu) score the key chunks as attn_part does and merge
+// (kernels/attention_dec.cu, their own program) score the key chunks as attn_part does and merge
 // them in the same launch, the last block of each group of chunks to finish
 // merging the group and the last group merging into the output, each merge
 // in a fixed order (bit-identical results on every run).
 
 // attnDecMaxDim is the widest head attn_dec takes (ADEC_VL·128 of
-// attention.cu).
+// attention_dec.cu).
 const attnDecMaxDim = 256
 
 // attnDecShared is the most dynamic shared memory an attn_dec block asks
