@@ -2,7 +2,9 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -47,6 +49,10 @@ func bindKVWrite(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 // KV head.
 const attnMaxGroup = 16
 
+// attnMaxSplit is ATTN_MAX_SPLIT of attention.cu: the most parts a
+// block's sum over keys is split into.
+const attnMaxSplit = 8
+
 // attnChunkMax is the most keys one attn_part block scores.
 const attnChunkMax = 1024
 
@@ -75,8 +81,13 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 }
 
 // attention binds attention, or attention_gate when the gate g and its
-// scale sg are not nil: attn_part over (row, kv head, key chunk), then
-// attn_finish merging the chunks of each (row, head) and gating them.
+// scale sg are not nil: prompt chunks on the flash kernel (half
+// precision), else attn_dec over (row, kv head, key chunk), merging the
+// chunks and gating them in the same launch, where it takes the shape
+// (planAttnDec), be.attnDec does not ask for the old form and its program
+// compiled; else
+// attn_part over (row, kv head, key chunk), then attn_finish merging the
+// chunks of each (row, head) and gating them.
 func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buffer) (*steps, error) {
 	var gp, sp cu.DevicePtr
 	if g != nil {
@@ -125,6 +136,14 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 		span = min(at.Window, capacity)
 	}
 	span = max(span, 1)
+	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr)
+	if !be.attnDec.old && vec && aligned16(y.ptr, gp, sp) {
+		if p, ok, err := planAttnDec(rows, at.KVHeads, groups, d, span, be.kernels.sms, be.attnDec); err != nil {
+			return nil, err
+		} else if ok && be.kernels.fn[p.kernel] != nil { // else its program did not compile (logged at load)
+			return be.attnDecode(s, p, at, q, k, v, call, y, gp, sp, rows, capacity, ring)
+		}
+	}
 	// Chunks: enough blocks to fill the SMs twice, each at most attnChunkMax
 	// keys and within 48 KiB of shared memory with the group's queries, and
 	// at least attnChunkMin keys, so that a block's loads are many and the
@@ -143,7 +162,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if err != nil {
 		return nil, err
 	}
-	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr, pacc)
+	vec = vec && aligned16(pacc)
 	part := "attn_part_s"
 	if vec {
 		part = "attn_part_vx"
@@ -340,4 +359,144 @@ func (be *Backend) attnParts(parts, d int) (m, l, acc cu.DevicePtr, err error) {
 		return 0, 0, 0, err
 	}
 	return m, m.Offset(uint64(4 * parts)), m.Offset(uint64(mlBytes)), nil
+}
+
+// Decode attention in one launch: attn_dec_g1, g2, g4 and g8
+// (kernels/attention_dec.cu, their own program) score the key chunks as attn_part does and merge
+// them in the same launch, the last block of each group of chunks to finish
+// merging the group and the last group merging into the output, each merge
+// in a fixed order (bit-identical results on every run).
+
+// attnDecMaxDim is the widest head attn_dec takes (ADEC_VL·128 of
+// attention_dec.cu).
+const attnDecMaxDim = 256
+
+// attnDecShared is the most dynamic shared memory an attn_dec block asks
+// for: 48 KiB (the limit without opting in) less 1 KiB for its static
+// shared memory.
+const attnDecShared = 47 * 1024
+
+// attnDecFlat is the most chunks whose partials one block merges in one
+// level when the fan is chosen: more are merged in groups of about √S.
+const attnDecFlat = 16
+
+// attnDecMaxSplits is the most key chunks REEL_ATTN_SPLITS may ask for.
+const attnDecMaxSplits = 4096
+
+// attnDecTune is how decode attention is computed: attn_dec (the default)
+// or attn_part and attn_finish (old: REEL_ATTN_DECODE=old), and attn_dec's
+// key chunks and merge fan when not chosen by the shape (0: chosen;
+// REEL_ATTN_SPLITS and REEL_ATTN_FAN, for the lead's sweeps).
+type attnDecTune struct {
+	old bool
+	// splits is the key chunks of each (row, kv head).
+	splits int
+	// fan is the chunks merged by one block of a group; at least the
+	// chunks: one level (the last chunk merges them all into the output).
+	fan int
+}
+
+// parseAttnDecode reads REEL_ATTN_DECODE (new or "": attn_dec; old:
+// attn_part and attn_finish), REEL_ATTN_SPLITS and REEL_ATTN_FAN (a
+// number; 0 or "": chosen by the shape).
+func parseAttnDecode(mode, splits, fan string) (attnDecTune, error) {
+	var t attnDecTune
+	switch mode {
+	case "", "new":
+	case "old":
+		t.old = true
+	default:
+		return t, fmt.Errorf("REEL_ATTN_DECODE=%q: want new or old", mode)
+	}
+	for _, e := range []struct {
+		name, v string
+		to      *int
+	}{{"REEL_ATTN_SPLITS", splits, &t.splits}, {"REEL_ATTN_FAN", fan, &t.fan}} {
+		if e.v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(e.v)
+		if err != nil || n < 0 || n > attnDecMaxSplits {
+			return t, fmt.Errorf("%s=%q: want a number of chunks from 0 (chosen) to %d", e.name, e.v, attnDecMaxSplits)
+		}
+		*e.to = n
+	}
+	return t, nil
+}
+
+// attnDecPlan is one attn_dec launch's shape.
+type attnDecPlan struct {
+	kernel string
+	// splits is the key chunks of each (row, kv head) (the grid's z),
+	// chunk the most keys of one, fan the chunks of a merge group and
+	// groups the groups (⌈splits/fan⌉; 1: one level).
+	splits, chunk, fan, groups int
+	// shared is the block's dynamic shared memory in bytes.
+	shared int
+}
+
+// planAttnDec plans attn_dec for rows rows of kvh kv heads, g query heads
+// each, of d dimensions, over a span of keys (the slot's capacity or the
+// window), on sms multiprocessors: ok false where attn_dec does not take
+// the shape (attn_part and attn_finish do). The chunks are as attn_part's:
+// enough blocks to fill the SMs attnBlocksPerSM times, at least
+// attnChunkMin keys each, at most attnChunkMax and what shared memory holds.
+func planAttnDec(rows, kvh, g, d, span, sms int, tune attnDecTune) (p attnDecPlan, ok bool, err error) {
+	if tune.old || d%4 != 0 || d > attnDecMaxDim || (g != 1 && g != 2 && g != 4 && g != 8) || rows <= 0 || kvh <= 0 || span <= 0 {
+		return p, false, nil
+	}
+	blocks := rows * kvh
+	splits := max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*max(sms, 1)+blocks-1)/blocks))
+	if tune.splits > 0 {
+		splits = min(tune.splits, span)
+	}
+	chunk := (span + splits - 1) / splits
+	chunk = min(chunk, attnChunkMax, (attnDecShared/4-g*d)/g)
+	if chunk < 1 {
+		return p, false, fmt.Errorf("attention: %d query heads per kv head of %d do not fit in shared memory", g, d)
+	}
+	splits = (span + chunk - 1) / chunk
+	fan := splits
+	if tune.fan > 0 {
+		fan = min(tune.fan, splits)
+	} else if splits > attnDecFlat {
+		fan = int(math.Ceil(math.Sqrt(float64(splits))))
+	}
+	groups := (splits + fan - 1) / fan
+	kg := min(attnThreads/(d/4), attnMaxSplit)
+	np := max(fan, groups) // the most partials one merge reads
+	shared := 4 * max(g*d+g*chunk, kg*g*d, 2*np*g+2*g)
+	if shared > attnDecShared {
+		return p, false, fmt.Errorf("attention: %d key chunks merged %d at a time need %d bytes of shared memory, over %d", splits, fan, shared, attnDecShared)
+	}
+	if splits > 65535 {
+		return p, false, fmt.Errorf("attention: %d key chunks, over the grid's 65535", splits)
+	}
+	return attnDecPlan{kernel: fmt.Sprintf("attn_dec_g%d", g), splits: splits, chunk: chunk, fan: fan, groups: groups, shared: shared}, true, nil
+}
+
+// attnDecKernelNames are attn_dec's kernels.
+var attnDecKernelNames = []string{"attn_dec_g1", "attn_dec_g2", "attn_dec_g4", "attn_dec_g8"}
+
+// attnDecode appends attn_dec of plan p: its partials and counters are
+// the node's own scratch, the counters zeroed here (the kernel leaves them
+// zero).
+func (be *Backend) attnDecode(s *steps, p attnDecPlan, at ops.AttentionAttrs, q, k, v, call, y *Buffer, gp, sp cu.DevicePtr, rows, capacity int, ring int32) (*steps, error) {
+	g, d := at.Heads/at.KVHeads, at.HeadDim
+	parts := rows * at.KVHeads * (p.splits + p.groups)
+	cntBytes := (4*rows*at.KVHeads*(p.groups+1) + 15) &^ 15
+	mlBytes := (4*parts*g + 15) &^ 15
+	base, err := be.scratchAlloc(cntBytes + 2*mlBytes + 4*parts*g*d)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.ctx.Memset(base, 0, uint64(cntBytes)); err != nil {
+		return nil, fmt.Errorf("attention: zero the merge counters: %w", err)
+	}
+	cnt, pm := base, base.Offset(uint64(cntBytes))
+	pl, pacc := pm.Offset(uint64(mlBytes)), pm.Offset(uint64(2*mlBytes))
+	s.add(p.kernel, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(p.splits)}, [3]uint32{attnThreads, 1, 1}, uint32(p.shared),
+		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, cnt, y.ptr, gp, sp, int32(rows), int32(at.Heads), int32(at.KVHeads),
+		int32(d), int32(capacity), int32(at.Window), ring, at.Scale, int32(p.chunk), int32(p.fan))
+	return s, nil
 }

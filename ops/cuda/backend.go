@@ -242,6 +242,10 @@ type Backend struct {
 	// its warps takes (0: moeWindowFPW chooses); REEL_MOE_WINDOW and
 	// REEL_MOE_WINDOW_FPW (parseMoEWindow).
 	moeWindowRows, moeWindowFPW int
+	// attnDec is how decode attention is computed: attn_dec in one
+	// launch, or attn_part and attn_finish (REEL_ATTN_DECODE=old), and
+	// attn_dec's chunks and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
+	attnDec attnDecTune
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
 	closed bool
@@ -303,6 +307,10 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("REEL_QMMA_ROWS: %w", err)
 	}
+	attnDec, err := parseAttnDecode(os.Getenv("REEL_ATTN_DECODE"), os.Getenv("REEL_ATTN_SPLITS"), os.Getenv("REEL_ATTN_FAN"))
+	if err != nil {
+		return nil, err
+	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -313,6 +321,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh, qfuseRows: qfr}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
+	be.attnDec = attnDec
 	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if os.Getenv("REEL_FLASH_NARROW") == "1" {
 		be.flashVariant = flashNarrow

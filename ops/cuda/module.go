@@ -34,7 +34,7 @@ var kernelNames = append([]string{
 	"attn_finish", "qkv_prep",
 	"matmul_tiled", "slerp_rows", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
 	"win_half", "win_sum", "win_glu_half",
-}, append(append(mvKernelNames(), familyKernelNames()...), flashKernelNames()...)...)
+}, append(append(append(mvKernelNames(), familyKernelNames()...), flashKernelNames()...), attnDecKernelNames...)...)
 
 // flashKernelNames are the flash kernels' names.
 func flashKernelNames() []string {

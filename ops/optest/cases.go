@@ -466,6 +466,18 @@ func attentionCases() []Case {
 		{heads: 16, kvHeads: 2, hd: 32, rows: 2, pos: 50, capacity: 64},
 		{heads: 12, kvHeads: 4, hd: 16, rows: 1, pos: 70, capacity: 80},
 		{heads: 16, kvHeads: 1, hd: 64, rows: 1, pos: 100, capacity: 128},
+		// decode rows in one launch (CUDA's attn_dec: groups of 1, 2, 4
+		// and 8, heads of 4 to 256 dimensions): most key chunks empty,
+		// many chunks merged in groups, a wrapped ring with a group of 8,
+		// rows left unused, a head not a multiple of 32 lanes' vectors,
+		// and one too wide for it (attn_part)
+		{heads: 16, kvHeads: 4, hd: 256, rows: 1, pos: 3, capacity: 2048},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 1, pos: 4095, capacity: 4096},
+		{heads: 16, kvHeads: 2, hd: 256, rows: 3, pos: 700, capacity: 512, window: 300, ring: true},
+		{heads: 8, kvHeads: 8, hd: 128, rows: 8, pos: 900, capacity: 1024, used: 6},
+		{heads: 4, kvHeads: 2, hd: 252, rows: 2, pos: 77, capacity: 128},
+		{heads: 4, kvHeads: 1, hd: 4, rows: 1, pos: 50, capacity: 64},
+		{heads: 4, kvHeads: 2, hd: 260, rows: 1, pos: 20, capacity: 32},
 		// a ring shorter than its window and a chunk need (one a session
 		// grows with the sequence) is read as a linear slot: fine while
 		// every position is below its capacity, an error past it

@@ -105,6 +105,11 @@ func attentionGateCases() []Case {
 		{heads: 16, kvHeads: 4, hd: 64, rows: 1, pos: 900, capacity: 1024, window: 512, ring: true},
 		{heads: 16, kvHeads: 4, hd: 256, rows: 1, pos: 2100, capacity: 1024, window: 1024, ring: true},
 		{heads: 2, kvHeads: 2, hd: 8, rows: 2, pos: 7, capacity: 8, err: "capacity"},
+		// Dory 4B's decode: a global layer, a window on its wrapped ring,
+		// and a window of rows of which some are unused (gated zeros)
+		{heads: 16, kvHeads: 4, hd: 256, rows: 1, pos: 2047, capacity: 2048},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 2, pos: 5000, capacity: 1983, window: 1024, ring: true},
+		{heads: 16, kvHeads: 4, hd: 256, rows: 5, pos: 100, capacity: 512, used: 3},
 		{heads: 16, kvHeads: 4, hd: 256, rows: 24, pos: 8, capacity: 64, window: 16},
 		{heads: 8, kvHeads: 2, hd: 64, rows: 21, pos: 40, capacity: 32, window: 12, ring: true},
 		{heads: 16, kvHeads: 4, hd: 256, rows: 70, pos: 30, capacity: 128, window: 64},
