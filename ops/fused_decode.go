@@ -118,6 +118,18 @@ var OpAttentionGate = &Def{
 	},
 }
 
+// checkNormedRows checks x as the input of a projection of its rows
+// l2-normalized (eps): what l2norm takes, and not empty.
+func checkNormedRows(eps float32, x *graph.Value) error {
+	if _, err := OpL2Norm.Rule(NormAttrs{Eps: eps}, []*graph.Value{x}); err != nil {
+		return err
+	}
+	if x.Shape.Elems() == 0 {
+		return fmt.Errorf("x %s is empty", x)
+	}
+	return nil
+}
+
 // OpNormMatMul is a projection of l2-normalized rows.
 var OpNormMatMul = &Def{
 	Op: "norm_matmul",
@@ -129,11 +141,8 @@ var OpNormMatMul = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if _, err := OpL2Norm.Rule(NormAttrs{Eps: at.Eps}, in[:1]); err != nil {
+		if err := checkNormedRows(at.Eps, in[0]); err != nil {
 			return graph.Signature{}, err
-		}
-		if in[0].Shape.Elems() == 0 {
-			return graph.Signature{}, fmt.Errorf("x %s is empty", in[0])
 		}
 		return OpMatMul.Rule(nil, in)
 	},

@@ -134,11 +134,8 @@ var OpQuantNormMatMul = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		if _, err := OpL2Norm.Rule(NormAttrs{Eps: at.Eps}, in[:1]); err != nil {
+		if err := checkNormedRows(at.Eps, in[0]); err != nil {
 			return graph.Signature{}, err
-		}
-		if in[0].Shape.Elems() == 0 {
-			return graph.Signature{}, fmt.Errorf("x %s is empty", in[0])
 		}
 		return OpQuantMatMul.Rule(at.Blocks, in)
 	},

@@ -89,6 +89,18 @@ func (r Random) MadeShape() []int {
 	return s
 }
 
+// Matrices is the shape of a quantized r's float tensor as a stack: its
+// matrices (1 for a matrix [out, in], E for a stack [E, out, in]) and each
+// one's rows and columns. r must have passed Check.
+func (r Random) Matrices() (mats, out, in int) {
+	n := len(r.Shape)
+	mats = 1
+	if n == 3 {
+		mats = r.Shape[0]
+	}
+	return mats, r.Shape[n-2], r.Shape[n-1]
+}
+
 // Len is the elements of the tensor r makes.
 func (r Random) Len() int {
 	n := 1

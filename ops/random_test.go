@@ -73,3 +73,20 @@ func TestRandomShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRandomMatrices: a quantized random weight's float tensor as a stack
+// of matrices, of a matrix and of a stack.
+func TestRandomMatrices(t *testing.T) {
+	for _, c := range []struct {
+		shape         []int
+		mats, out, in int
+	}{{[]int{5, 7}, 1, 5, 7}, {[]int{3, 5, 7}, 3, 5, 7}} {
+		r := Random{Float: graph.F32, Shape: c.shape, Codes: graph.I8, Blocks: QuantAttrs{BlockRows: 1, BlockCols: 32}, ScaleType: graph.F16}
+		if err := r.Check(); err != nil {
+			t.Fatal(err)
+		}
+		if m, o, i := r.Matrices(); m != c.mats || o != c.out || i != c.in {
+			t.Errorf("Matrices of %v = %d, %d, %d; want %d, %d, %d", c.shape, m, o, i, c.mats, c.out, c.in)
+		}
+	}
+}

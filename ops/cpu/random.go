@@ -56,12 +56,7 @@ func Random(r ops.Random, threads int) ([]byte, error) {
 		})
 		return data, nil
 	}
-	shape := r.Shape
-	out, in := shape[len(shape)-2], shape[len(shape)-1]
-	mats := 1
-	if len(shape) == 3 {
-		mats = shape[0]
-	}
+	mats, out, in := r.Matrices()
 	br, bc := r.Blocks.BlockRows, r.Blocks.BlockCols
 	sr, sc := (out+br-1)/br, (in+bc-1)/bc
 	stride := ops.QuantCols(r.Codes, in)

@@ -123,6 +123,21 @@ func pow2Floor(n int) int {
 // wtypeNames are the kernels' names of the weight types (wtype's codes).
 var wtypeNames = [...]string{"f32", "bf16", "f16"}
 
+// segEnds gives the ends of segments' virtual features, the e0..e2 of the
+// kernels that take up to mvSegs weights as one virtual matrix: the running
+// sums of the segments' features (n), the last repeated past len(segs).
+func segEnds[S any](segs []S, n func(S) int) [mvSegs - 1]int32 {
+	var ends [mvSegs - 1]int32
+	e := 0
+	for i := range ends {
+		if i < len(segs) {
+			e += n(segs[i])
+		}
+		ends[i] = int32(e)
+	}
+	return ends
+}
+
 // mvSeg is one weight of a matvec launch and its output.
 type mvSeg struct {
 	w, y *Buffer
@@ -153,7 +168,6 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 	}
 	var w [mvSegs]cu.DevicePtr
 	var y [mvSegs]cu.DevicePtr
-	ends := [mvSegs - 1]int32{}
 	nf := 0
 	for i, sg := range segs {
 		if t, err := wtype(sg.w); err != nil || t != wt {
@@ -167,13 +181,8 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 			y[i] = sg.y.ptr
 		}
 		nf += sg.n
-		if i < mvSegs-1 {
-			ends[i] = int32(nf)
-		}
 	}
-	for i := len(segs); i < mvSegs-1; i++ {
-		ends[i] = int32(nf)
-	}
+	ends := segEnds(segs, func(sg mvSeg) int { return sg.n })
 	if k > 0 && be.windowed(wt, rows) {
 		return be.window(s, x, segs, rows, k, wt, swiglu, norm)
 	}

@@ -277,3 +277,21 @@ func TestMatVecSweep(t *testing.T) {
 		}()
 	}
 }
+
+// TestSegEnds: the kernels' segment ends are the running sums of the
+// segments' features, the total repeated past the last segment.
+func TestSegEnds(t *testing.T) {
+	n := func(x int) int { return x }
+	for _, c := range []struct {
+		segs []int
+		want [mvSegs - 1]int32
+	}{
+		{[]int{7}, [3]int32{7, 7, 7}},
+		{[]int{3, 4}, [3]int32{3, 7, 7}},
+		{[]int{1, 2, 3, 4}, [3]int32{1, 3, 6}},
+	} {
+		if got := segEnds(c.segs, n); got != c.want {
+			t.Errorf("segEnds(%v) = %v, want %v", c.segs, got, c.want)
+		}
+	}
+}

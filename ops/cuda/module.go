@@ -187,31 +187,32 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 		return nil, fmt.Errorf("cuda: kernel sources: %w", err)
 	}
 	opts := append([]string{"-DREEL_KERNELS=1"}, defines...)
-	missing := 0
-	for _, u := range us {
-		if !nv.Cached(cacheDir, u.src, u.name, opts, ctx.Arch()) {
-			missing++
+	compiled := make([]*cu.Compiled, len(us))
+	compiles := make([]func() (*cu.Compiled, error), len(us))
+	var missing []int
+	for i, u := range us {
+		if compiled[i], compiles[i] = nv.Cached(cacheDir, u.src, u.name, opts, ctx.Arch()); compiles[i] != nil {
+			missing = append(missing, i)
 		}
 	}
 	t0 := time.Now()
-	if missing > 0 {
+	if len(missing) > 0 {
 		log.Info("compiling the CUDA kernels with NVRTC: once for this card, NVRTC and source (cached on disk)",
-			"programs", missing, "of", len(us), "arch", ctx.Arch())
+			"programs", len(missing), "of", len(us), "arch", ctx.Arch())
 	}
-	compiled := make([]*cu.Compiled, len(us))
 	errs := make([]error, len(us))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(len(us), runtime.GOMAXPROCS(0)) {
+	for range min(len(missing), runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				compiled[i], errs[i] = nv.CompileCached(cacheDir, us[i].src, us[i].name, opts, ctx.Arch())
+				compiled[i], errs[i] = compiles[i]()
 			}
 		}()
 	}
-	for i := range us {
+	for _, i := range missing {
 		next <- i
 	}
 	close(next)
@@ -225,7 +226,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 			log.Error("a CUDA kernel program did not compile: the ops that launch its kernels will fail", "program", us[i].name, "err", err)
 		}
 	}
-	if missing > 0 {
+	if len(missing) > 0 {
 		log.Info("compiled the CUDA kernels", "seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()))
 	}
 	owner := map[string]*cu.Module{}

@@ -32,8 +32,9 @@ import (
 // strided batched cuBLAS call: quantProducts); with quantF32 each weight
 // is dequantized to f32 and multiplies x as it is.
 
-// qfuseSegs is the most weights a qmvg launch takes (QF_SEGS).
-const qfuseSegs = 4
+// qfuseSegs is the most weights a qmvg launch takes (QF_SEGS): as many as
+// an mv_* launch.
+const qfuseSegs = mvSegs
 
 // qfuseRows is the most decode rows the fused kernels take by default: one
 // row, where they beat the tensor cores' qmma_* (q4 129.7 against 118.9
@@ -188,21 +189,13 @@ func (be *Backend) qmvfLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int,
 	}
 	name := fmt.Sprintf("%s_%s_r%d_f%d", prefix, q0.name, rb, l.shape.feats)
 	var w, sc, y [qfuseSegs]cu.DevicePtr
-	ends := [qfuseSegs - 1]int32{}
-	e := 0
 	for i, sg := range segs {
 		w[i], sc[i] = sg.q.w.ptr, sg.q.sc.ptr
 		if sg.y != nil {
 			y[i] = sg.y.ptr
 		}
-		e += sg.n
-		if i < qfuseSegs-1 {
-			ends[i] = int32(e)
-		}
 	}
-	for i := len(segs); i < qfuseSegs-1; i++ {
-		ends[i] = int32(nf)
-	}
+	ends := segEnds(segs, func(sg qfuseSeg) int { return sg.n })
 	var sgp, sup cu.DevicePtr
 	if form.swiglu != nil {
 		name = fmt.Sprintf("%s_%s_r%d", prefix, q0.name, rb)

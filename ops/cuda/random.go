@@ -88,12 +88,7 @@ func (be *Backend) launchRandom(r ops.Random, p cu.DevicePtr, store graph.DType)
 		codes, scales = 0, p
 	}
 	st, sst := floatCode(r.ScaleType), floatCode(store)
-	shape := r.Shape
-	out, in := shape[len(shape)-2], shape[len(shape)-1]
-	mats := 1
-	if len(shape) == 3 {
-		mats = shape[0]
-	}
+	mats, out, in := r.Matrices()
 	br, bc := r.Blocks.BlockRows, r.Blocks.BlockCols
 	if br == 1 {
 		rows := int64(mats) * int64(out)

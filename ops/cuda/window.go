@@ -182,17 +182,10 @@ func (be *Backend) window(s *steps, x *Buffer, segs []mvSeg, rows, k int, wt int
 		nf = units
 		ends = [mvSegs - 1]int32{int32(nf), int32(nf), int32(nf)}
 	} else {
-		e := 0
 		for i, seg := range segs {
 			y[i] = seg.y.ptr
-			e += seg.n
-			if i < mvSegs-1 {
-				ends[i] = int32(e)
-			}
 		}
-		for i := len(segs); i < mvSegs-1; i++ {
-			ends[i] = int32(e)
-		}
+		ends = segEnds(segs, func(sg mvSeg) int { return sg.n })
 	}
 	s.winSum(cs, y, ends, rows, nf, us, sg, su)
 	return nil

@@ -822,6 +822,47 @@ func storeCases() []Case {
 	return cs
 }
 
+// matmulSwiGLUCase is matmul_swiglu of rows x k through gate and up
+// weights of f features stored as dt, with per-feature scales, within tol.
+func matmulSwiGLUCase(name string, dt graph.DType, rows, k, f int, tol float64) Case {
+	m := newMaker(name)
+	return Case{
+		Name: name,
+		Inputs: []Tensor{m.in("x", rows, k), m.weight("wg", dt, f, k), m.weight("wu", dt, f, k),
+			m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f)},
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return b.Apply(ops.OpMatMulSwiGLU, nil, 1, in...)
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			return [][]float64{refSwiGLU(RefMatMul(in[0], k, in[1]), RefMatMul(in[0], k, in[2]), in[3], in[4])}
+		},
+		Tol: tol,
+	}
+}
+
+// normMatMulCase is norm_matmul (eps 1e-6) of rows x k to n features
+// stored as dt, within tol; row zero of x, unless negative, is zero (and
+// stays zero).
+func normMatMulCase(name string, dt graph.DType, rows, k, n, zero int, tol float64) Case {
+	const eps = 1e-6
+	m := newMaker(name)
+	x := m.tensor("x", graph.Input, graph.F32, 5, rows, k)
+	if zero >= 0 {
+		clear(x.Data[zero*k : (zero+1)*k])
+	}
+	return Case{
+		Name:   name,
+		Inputs: []Tensor{x, m.weight("w", dt, n, k)},
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return b.Apply(ops.OpNormMatMul, ops.EpsAttrs{Eps: eps}, 1, in...)
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			return [][]float64{RefMatMul(refL2Norm(in[0], k, float64(float32(eps))), k, in[1])}
+		},
+		Tol: tol,
+	}
+}
+
 // plannerCases are the fused ops only the planner makes, each as its single
 // node (the runner also runs its decomposition).
 func plannerCases() []Case {
@@ -829,20 +870,7 @@ func plannerCases() []Case {
 	for _, s := range [][3]int{{1, 65, 33}, {9, 33, 70}} {
 		rows, k, f := s[0], s[1], s[2]
 		for _, dt := range []graph.DType{graph.F32, graph.BF16} {
-			name := fmt.Sprintf("matmul_swiglu/%s/%dx%dx%d", dt, rows, k, f)
-			m := newMaker(name)
-			cs = append(cs, Case{
-				Name: name,
-				Inputs: []Tensor{m.in("x", rows, k), m.weight("wg", dt, f, k), m.weight("wu", dt, f, k),
-					m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f)},
-				Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-					return b.Apply(ops.OpMatMulSwiGLU, nil, 1, in...)
-				},
-				Ref: func(in [][]float64) [][]float64 {
-					return [][]float64{refSwiGLU(RefMatMul(in[0], k, in[1]), RefMatMul(in[0], k, in[2]), in[3], in[4])}
-				},
-				Tol: tolFor(dt),
-			})
+			cs = append(cs, matmulSwiGLUCase(fmt.Sprintf("matmul_swiglu/%s/%dx%dx%d", dt, rows, k, f), dt, rows, k, f, tolFor(dt)))
 		}
 	}
 	cs = append(cs, swigluNormMatMulCases()...)

@@ -60,38 +60,11 @@ func windowCases() []Case {
 		}
 		for _, s := range [][3]int{{4, 264, 70}, {8, 33, 17}} {
 			rows, k, f := s[0], s[1], s[2]
-			name := fmt.Sprintf("window/matmul_swiglu/%s/%dx%dx%d", dt, rows, k, f)
-			m := newMaker(name)
-			cs = append(cs, Case{
-				Name: name,
-				Inputs: []Tensor{m.in("x", rows, k), m.weight("wg", dt, f, k), m.weight("wu", dt, f, k),
-					m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f)},
-				Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-					return b.Apply(ops.OpMatMulSwiGLU, nil, 1, in...)
-				},
-				Ref: func(in [][]float64) [][]float64 {
-					return [][]float64{refSwiGLU(RefMatMul(in[0], k, in[1]), RefMatMul(in[0], k, in[2]), in[3], in[4])}
-				},
-				Tol: TolSplit,
-			})
+			cs = append(cs, matmulSwiGLUCase(fmt.Sprintf("window/matmul_swiglu/%s/%dx%dx%d", dt, rows, k, f), dt, rows, k, f, TolSplit))
 		}
 		{
-			const rows, k, n, eps = 6, 130, 50, 1e-6
-			name := fmt.Sprintf("window/norm_matmul/%s/%dx%dx%d", dt, rows, k, n)
-			m := newMaker(name)
-			x := m.tensor("x", graph.Input, graph.F32, 5, rows, k)
-			clear(x.Data[2*k : 3*k]) // a zero row stays zero
-			cs = append(cs, Case{
-				Name:   name,
-				Inputs: []Tensor{x, m.weight("w", dt, n, k)},
-				Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
-					return b.Apply(ops.OpNormMatMul, ops.EpsAttrs{Eps: eps}, 1, in...)
-				},
-				Ref: func(in [][]float64) [][]float64 {
-					return [][]float64{RefMatMul(refL2Norm(in[0], k, float64(float32(eps))), k, in[1])}
-				},
-				Tol: TolSplit,
-			})
+			const rows, k, n = 6, 130, 50
+			cs = append(cs, normMatMulCase(fmt.Sprintf("window/norm_matmul/%s/%dx%dx%d", dt, rows, k, n), dt, rows, k, n, 2, TolSplit))
 		}
 		{
 			const rows, k, f, n, eps = 7, 64, 96, 40, 1e-6

@@ -230,7 +230,7 @@ func TestCached(t *testing.T) {
 	n := &NVRTC{major: 13, minor: 0}
 	dir := t.TempDir()
 	src, opts := "__global__ void k() {}", []string{"-DX=1"}
-	if n.Cached(dir, src, "k.cu", opts, "sm_90") {
+	if c, compile := n.Cached(dir, src, "k.cu", opts, "sm_90"); c != nil || compile == nil {
 		t.Fatal("Cached before any entry was written")
 	}
 	path, _, cubin, err := n.cacheEntry(dir, src, "k.cu", opts, "sm_90")
@@ -240,21 +240,21 @@ func TestCached(t *testing.T) {
 	if err := writeCacheEntry(path, []byte("image")); err != nil {
 		t.Fatal(err)
 	}
-	if !n.Cached(dir, src, "k.cu", opts, "sm_90") {
-		t.Error("Cached misses the entry just written")
+	if c, compile := n.Cached(dir, src, "k.cu", opts, "sm_90"); compile != nil || !c.CacheHit || string(c.Image) != "image" || c.Path != path {
+		t.Errorf("Cached misses the entry just written: %+v", c)
 	}
 	for _, c := range []struct {
 		src, name, arch string
 		opts            []string
 	}{{src + " ", "k.cu", "sm_90", opts}, {src, "j.cu", "sm_90", opts}, {src, "k.cu", "sm_80", opts}, {src, "k.cu", "sm_90", nil}} {
-		if n.Cached(dir, c.src, c.name, c.opts, c.arch) {
+		if _, compile := n.Cached(dir, c.src, c.name, c.opts, c.arch); compile == nil {
 			t.Errorf("Cached(%q, %q, %v, %s): an entry of other arguments counted", c.src, c.name, c.opts, c.arch)
 		}
 	}
 	if err := os.WriteFile(path, []byte("corrupt"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n.Cached(dir, src, "k.cu", opts, "sm_90") {
+	if _, compile := n.Cached(dir, src, "k.cu", opts, "sm_90"); compile == nil {
 		t.Error("Cached counts a corrupt entry")
 	}
 }

@@ -176,13 +176,16 @@ func DefaultCacheDir() (string, error) {
 // (temporary file, then rename) and checked on read: a corrupt entry is
 // compiled again and replaced.
 func (n *NVRTC) CompileCached(cacheDir, src, name string, opts []string, arch string) (*Compiled, error) {
-	path, eff, cubin, err := n.cacheEntry(cacheDir, src, name, opts, arch)
-	if err != nil {
-		return nil, err
+	c, compile := n.Cached(cacheDir, src, name, opts, arch)
+	if compile != nil {
+		return compile()
 	}
-	if img, ok := readCacheEntry(path); ok {
-		return &Compiled{Image: img, CUBIN: cubin, CacheHit: true, Path: path}, nil
-	}
+	return c, nil
+}
+
+// compileInto compiles src with the effective options eff and writes the
+// image to the cache entry path.
+func (n *NVRTC) compileInto(path, src, name string, eff []string, cubin bool) (*Compiled, error) {
 	img, log, err := n.Compile(src, name, eff)
 	if err != nil {
 		return nil, err
@@ -190,16 +193,19 @@ func (n *NVRTC) CompileCached(cacheDir, src, name string, opts []string, arch st
 	return &Compiled{Image: img, CUBIN: cubin, Log: log, Path: path, CacheErr: writeCacheEntry(path, img)}, nil
 }
 
-// Cached reports whether CompileCached of the same arguments would read an
-// intact entry of the cache rather than compile (a caller tells its user
-// before a long compile).
-func (n *NVRTC) Cached(cacheDir, src, name string, opts []string, arch string) bool {
-	path, _, _, err := n.cacheEntry(cacheDir, src, name, opts, arch)
+// Cached is CompileCached's cache read alone: the image of an intact entry
+// for the same arguments (CacheHit), or, without one, the compile that
+// CompileCached would do, for the caller to run when it likes (a caller
+// tells its user before a long compile, or runs several at once).
+func (n *NVRTC) Cached(cacheDir, src, name string, opts []string, arch string) (*Compiled, func() (*Compiled, error)) {
+	path, eff, cubin, err := n.cacheEntry(cacheDir, src, name, opts, arch)
 	if err != nil {
-		return false
+		return nil, func() (*Compiled, error) { return nil, err }
 	}
-	_, ok := readCacheEntry(path)
-	return ok
+	if img, ok := readCacheEntry(path); ok {
+		return &Compiled{Image: img, CUBIN: cubin, CacheHit: true, Path: path}, nil
+	}
+	return nil, func() (*Compiled, error) { return n.compileInto(path, src, name, eff, cubin) }
 }
 
 // cacheEntry is CompileCached's cache file for its arguments, with the
