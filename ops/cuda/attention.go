@@ -226,73 +226,56 @@ func flashDim(d int) int {
 }
 
 // flashKernel is one compiled flash kernel: its body's template arguments
-// (warps, keys a tile, warps that share 16 query rows, buffers of K and V)
-// and the variant it belongs to (REEL_FLASH_VARIANT).
+// (warps, keys a tile) and the variant it belongs to (REEL_FLASH_VARIANT).
 type flashKernel struct {
 	name        string
 	dim         int
 	warps, keys int
 	variant     string
-	// split is the warps that share each 16 query rows, dividing the
-	// head's dimensions (flash2_body's SPLIT: 1 or 2); stages the buffers
-	// of each of K and V (2: flash_body's, 1: flash2_body's).
-	split, stages int
 }
 
-// The flash variants: narrow and wide are flash_body with 4 and 8 warps,
+// The flash variants, all flash_body: narrow and wide with 4 and 8 warps,
 // each warp taking 16 rows against a whole tile; widep is wide with the
-// fragments loaded a step ahead of the products. fa2, dsplit and dsplit16
-// are flash2_body (FlashAttention-2's loop, one buffer of K and one of V):
-// fa2 with 4 warps of 16 rows (two blocks an SM at 256 dimensions), dsplit
-// and dsplit16 with 12 and 16 warps, two to each 16 rows (96 and 128 rows).
+// fragments loaded a step ahead of the products.
 const (
-	flashNarrow   = "narrow"
-	flashWide     = "wide"
-	flashWideP    = "widep"
-	flashFA2      = "fa2"
-	flashDSplit   = "dsplit"
-	flashDSplit16 = "dsplit16"
+	flashNarrow = "narrow"
+	flashWide   = "wide"
+	flashWideP  = "widep"
 )
 
 // flashOrder is the variants' order of preference where the backend names
 // none or its choice is not compiled for a dimension: widep (compiled for
 // 256 dimensions), then wide, then narrow (the only one of 32). Measured
-// on the H200 at Dory 4B's 256-dimension shapes (TestFlashSweep, session
-// 5; TFLOP/s for the global layer of 2048, the window on its ring, the
-// ring at position 2048): widep 93.7/83.8/92.8, wide 91.8/81.9/91.6, narrow
-// 87.5/78.1/90.1. Two variants that split a tile's products among the
-// warps, with the probabilities through shared memory (8 warps: 91.4/81.7/
-// 88.8; 4 warps, two blocks an SM: 82.9/73.9/85.7), gained nothing and
-// were removed. fa2, dsplit and dsplit16 are not measured yet: only asked
-// for by name.
+// on the H200 at Dory 4B's 256-dimension shapes (TestFlashSweep; TFLOP/s
+// for the global layer of 2048, the window on its ring, the ring at
+// position 2048): session 5: widep 93.7/83.8/92.8, wide 91.8/81.9/91.6,
+// narrow 87.5/78.1/90.1. Removed after measuring no better: two variants
+// that split a tile's products among the warps (session 5: 91.4/81.7/88.8
+// and 82.9/73.9/85.7), and FlashAttention-2's loop (one buffer each of K
+// and V) as 4 warps of 16 rows, two blocks an SM (fa2: 68.6/64.6/74.4), or
+// 12 and 16 warps two to each 16 rows, splitting the dimensions (83.5/
+// 82.6/81.4 and 81.1/77.0/92.1; widep 93.2/83.8/92.8 in the same session 6
+// run).
 var flashOrder = []string{flashWideP, flashWide, flashNarrow}
 
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashFA2, flashDSplit, flashDSplit16}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
-	{"flash_d32", 32, 4, 64, flashNarrow, 1, 2}, {"flash_d64", 64, 4, 64, flashNarrow, 1, 2},
-	{"flash_d128", 128, 4, 64, flashNarrow, 1, 2}, {"flash_d256", 256, 4, 32, flashNarrow, 1, 2},
-	{"flash_wide_d64", 64, 8, 64, flashWide, 1, 2}, {"flash_wide_d128", 128, 8, 64, flashWide, 1, 2},
-	{"flash_wide_d256", 256, 8, 64, flashWide, 1, 2}, {"flash_widep_d256", 256, 8, 64, flashWideP, 1, 2},
-	{"flash_fa2_d64", 64, 4, 64, flashFA2, 1, 1}, {"flash_fa2_d128", 128, 4, 64, flashFA2, 1, 1},
-	{"flash_fa2_d256", 256, 4, 64, flashFA2, 1, 1},
-	{"flash_ds_d256", 256, 12, 64, flashDSplit, 2, 1}, {"flash_ds16_d256", 256, 16, 64, flashDSplit16, 2, 1},
+	{"flash_d32", 32, 4, 64, flashNarrow}, {"flash_d64", 64, 4, 64, flashNarrow},
+	{"flash_d128", 128, 4, 64, flashNarrow}, {"flash_d256", 256, 4, 32, flashNarrow},
+	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
+	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
 }
 
 // rows is the query rows of a block.
-func (k flashKernel) rows() int { return 16 * k.warps / k.split }
+func (k flashKernel) rows() int { return 16 * k.warps }
 
-// shared is the kernel's dynamic shared memory: the Q tile and the
-// buffers of K and Vᵀ tiles of f16, rows padded by 8 elements, and with
-// split warps each warp's partial scores (a tile's keys by 16 rows, f32).
+// shared is the kernel's dynamic shared memory: the Q tile and two
+// buffers each of K and Vᵀ tiles of f16, rows padded by 8 elements.
 func (k flashKernel) shared() int {
-	b := 2 * (k.rows()*(k.dim+8) + k.stages*k.keys*(k.dim+8) + k.stages*k.dim*(k.keys+8))
-	if k.split > 1 {
-		b += 4 * 16 * k.keys * k.warps
-	}
-	return b
+	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
 }
 
 // checkFlashVariant checks a variant's name ("" : the default order).
@@ -331,8 +314,11 @@ func (be *Backend) flash(s *steps, at ops.AttentionAttrs, fk flashKernel, q, k, 
 	kh, vt := p, p.Offset(uint64(half))
 	s.add(fmt.Sprintf("kv_half_d%d", fd), [3]uint32{uint32(nk / 32), uint32(at.KVHeads), 1}, [3]uint32{256, 1, 1}, uint32(4*32*(fd+1)),
 		k.ptr, v.ptr, call.ptr, be.errRec, kh, vt, int32(rows), int32(at.KVHeads), int32(at.HeadDim), int32(capacity), int32(at.Window), ring, int32(nk))
+	// KV heads along x, blocks of query rows along y: the card starts
+	// blocks in the order of their linear index, so each KV head's block of
+	// the chunk's last rows (the most keys) starts in the first wave.
 	pb := fk.rows() / (at.Heads / at.KVHeads)
-	s.add(fk.name, [3]uint32{uint32((rows + pb - 1) / pb), uint32(at.KVHeads), 1}, [3]uint32{uint32(32 * fk.warps), 1, 1}, uint32(fk.shared()),
+	s.add(fk.name, [3]uint32{uint32(at.KVHeads), uint32((rows + pb - 1) / pb), 1}, [3]uint32{uint32(32 * fk.warps), 1, 1}, uint32(fk.shared()),
 		q.ptr, kh, vt, call.ptr, be.errRec, y.ptr, gp, sp, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(at.HeadDim),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(nk))
 	return s, nil

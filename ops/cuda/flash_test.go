@@ -60,30 +60,18 @@ func TestFlashVariantNames(t *testing.T) {
 		if b := k.shared(); b > 227*1024 {
 			t.Errorf("kernel %s: %d bytes of shared memory, over the 227 KiB of a block", k.name, b)
 		}
-		if k.split < 1 || k.warps%k.split != 0 || k.rows()%16 != 0 || k.stages < 1 || k.stages > 2 {
-			t.Errorf("kernel %s: %d warps, split %d, %d stages", k.name, k.warps, k.split, k.stages)
+		if k.rows()%16 != 0 || k.keys%16 != 0 || k.keys > 64 {
+			t.Errorf("kernel %s: %d warps, %d keys a tile", k.name, k.warps, k.keys)
 		}
 	}
-	// flash2_body's layouts (flash.cu): Q [rows][d+8], K [keys][d+8], Vᵀ
-	// [d][keys+8] in f16 and, split, 16 x keys f32 a warp; two fa2 blocks
-	// share an SM of the H200 (228 KiB, 1 KiB reserved a block) at 256
-	// dimensions, as FlashAttention-2's 64 x 64 tiles of 4 warps do.
-	for name, want := range map[string]int{
-		"flash_fa2_d256":  2 * (64*264 + 64*264 + 256*72),
-		"flash_ds_d256":   2*(96*264+64*264+256*72) + 12*16*64*4,
-		"flash_ds16_d256": 2*(128*264+64*264+256*72) + 16*16*64*4,
-	} {
-		i := slices.IndexFunc(flashKernels, func(k flashKernel) bool { return k.name == name })
-		if i < 0 {
-			t.Errorf("no kernel %s", name)
-			continue
-		}
-		if got := flashKernels[i].shared(); got != want {
-			t.Errorf("%s: shared() = %d bytes, want %d", name, got, want)
-		}
-		if name == "flash_fa2_d256" && 2*(want+1024) > 228*1024 {
-			t.Errorf("%s: two blocks of %d bytes do not fit an SM", name, want)
-		}
+	// flash_body's layout (flash.cu): Q [rows][d+8], two buffers each of K
+	// [keys][d+8] and Vᵀ [d][keys+8], in f16.
+	i := slices.IndexFunc(flashKernels, func(k flashKernel) bool { return k.name == "flash_widep_d256" })
+	if i < 0 {
+		t.Fatal("no kernel flash_widep_d256")
+	}
+	if got, want := flashKernels[i].shared(), 2*(128*264+2*64*264+2*256*72); got != want {
+		t.Errorf("flash_widep_d256: shared() = %d bytes, want %d", got, want)
 	}
 	// The measured defaults: widep at 256 dimensions, wide where it is
 	// compiled, narrow at 32 (the only one); a variant asked for where it
@@ -102,16 +90,9 @@ func TestFlashVariantNames(t *testing.T) {
 	if k := be.flashFor(128); k.name != "flash_wide_d128" {
 		t.Errorf("widep: flashFor(128) = %+v, want the default's flash_wide_d128", k)
 	}
-	be.flashVariant = flashFA2
-	if k := be.flashFor(64); k.name != "flash_fa2_d64" || k.rows() != 64 {
-		t.Errorf("fa2: flashFor(64) = %+v, want flash_fa2_d64 of 64 rows", k)
-	}
-	be.flashVariant = flashDSplit
-	if k := be.flashFor(256); k.name != "flash_ds_d256" || k.rows() != 96 {
-		t.Errorf("dsplit: flashFor(256) = %+v, want flash_ds_d256 of 96 rows", k)
-	}
-	if k := be.flashFor(128); k.name != "flash_wide_d128" {
-		t.Errorf("dsplit: flashFor(128) = %+v, want the default's flash_wide_d128", k)
+	be.flashVariant = flashWide
+	if k := be.flashFor(32); k.name != "flash_d32" {
+		t.Errorf("wide: flashFor(32) = %+v, want the default's flash_d32", k)
 	}
 }
 
@@ -204,7 +185,7 @@ func newFlashBench(tb testing.TB, be *Backend, s flashShape) *gemvBench {
 // (kv_half and the flash kernel, replayed in a CUDA graph) and prints the
 // time of a launch pair, its TFLOP/s and each kernel's registers and spills,
 // for choosing flashOrder: set REEL_FLASH_SWEEP=1 to run it over every
-// variant, or to a comma-separated list of variants (e.g. widep,fa2).
+// variant, or to a comma-separated list of variants (e.g. widep,wide).
 func TestFlashSweep(t *testing.T) {
 	sweep := os.Getenv("REEL_FLASH_SWEEP")
 	if sweep == "" {

@@ -514,8 +514,8 @@ func attentionCases() []Case {
 		{heads: 16, kvHeads: 2, hd: 128, rows: 90, pos: 0, capacity: 96},
 		// a slot far longer than the keys read (kv_half converts those only)
 		{heads: 8, kvHeads: 2, hd: 128, rows: 20, pos: 3, capacity: 400},
-		// 256 dimensions in groups that leave a block's rows (64, 96 or 128:
-		// flash variants fa2, dsplit, dsplit16) padded or not (12 and 16),
+		// 256 dimensions in groups that leave a block's rows (64 or 128)
+		// padded or not (12 and 16),
 		// and one head to a group over several blocks of a window
 		{heads: 12, kvHeads: 1, hd: 256, rows: 30, pos: 0, capacity: 32},
 		{heads: 16, kvHeads: 1, hd: 256, rows: 40, pos: 20, capacity: 64, window: 30},

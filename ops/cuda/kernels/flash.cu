@@ -10,8 +10,10 @@
 // A block's BM = 16·W query rows (W warps, 16 rows each) are (position,
 // head) pairs of one KV head's group: ⌊BM / G⌋ positions times the G query
 // heads that share the KV head, so each tile is read once for the whole
-// group. Blocks run the chunk's last rows first: they have the most keys,
-// and starting them first shortens the tail. Q, K, V and the
+// group. Blocks run the chunk's last rows first, those of every KV head
+// before any lighter one: they have the most keys, and starting them first
+// shortens the tail (by a third for a causal layer of 2048 rows on 256
+// blocks, one block an SM, in a model of the waves). Q, K, V and the
 // probabilities are rounded to f16 (saturating at ±65504; a NaN stays NaN);
 // scores, softmax and sums are f32.
 //
@@ -107,19 +109,21 @@ __device__ void kv_half_body(const float* k, const float* v, const int* call, in
 	}
 }
 
-// FaBlock is a flash block's share of the chunk: the call's first position
-// and rows, the scratch's first key position, the group size, the positions
-// a block takes, the block's first row of the chunk and the ends of its rows
+// FaBlock is a flash block's share of the chunk: its KV head, the call's
+// first position and rows, the scratch's first key position, the group
+// size, the positions a block takes, the block's first row of the chunk and the ends of its rows
 // among the call's (rEnd) and the chunk's (rLim), its first and last
 // positions, and the tiles of BN keys it reads from scratch key iStart (a
 // multiple of 8, for 16-byte copies; the keys before its first position's
 // window start are masked).
 struct FaBlock {
-	int pos, used, jBase, G, PB, r0, rEnd, rLim, pFirst, pLast, iStart, tiles;
+	int hk, pos, used, jBase, G, PB, r0, rEnd, rLim, pFirst, pLast, iStart, tiles;
 };
 
-// fa_block sets up the block of BM query rows (blockIdx.x counted from the
-// chunk's end, blockIdx.y the KV head). It returns false when the block has
+// fa_block sets up the block of BM query rows (blockIdx.x the KV head,
+// blockIdx.y counted from the chunk's end: the card starts blocks in the
+// order of their linear index, so every head's heaviest blocks, the
+// chunk's last rows, start first and the last wave holds light ones). It returns false when the block has
 // nothing more to do: an error reported, or its rows past the call's
 // written as zeros (gated).
 __device__ __forceinline__ bool fa_block(FaBlock& b, int BM, int BN, const int* call, int* err, float* y, const float* g,
@@ -133,12 +137,13 @@ __device__ __forceinline__ bool fa_block(FaBlock& b, int BM, int BN, const int* 
 	}
 	b.G = heads / kvh;
 	b.PB = BM / b.G;
-	b.r0 = (gridDim.x - 1 - blockIdx.x) * b.PB;
+	b.hk = blockIdx.x;
+	b.r0 = (gridDim.y - 1 - blockIdx.y) * b.PB;
 	b.rEnd = min(b.used, b.r0 + b.PB);
 	b.rLim = min(rows, b.r0 + b.PB);
 	if (b.r0 >= b.used) { // rows past the call's: zeros
 		long long qw = (long long)heads * d;
-		int hk = blockIdx.y, G = b.G;
+		int hk = b.hk, G = b.G;
 		for (int i = threadIdx.x; i < (b.rLim - b.r0) * G * d; i += blockDim.x) {
 			int r = b.r0 + i / (G * d), h = hk * G + (i / d) % G, c = i % d;
 			y[r * qw + (long long)h * d + c] = attn_gate(0.f, g, sg, r, h, heads, d, c);
@@ -160,7 +165,7 @@ template <int D>
 __device__ __forceinline__ void fa_fill_q(u16* sQ, int BM, const FaBlock& b, const float* q, int heads, int d) {
 	const int LQ = D + 8;
 	long long qw = (long long)heads * d;
-	int hk = blockIdx.y;
+	int hk = b.hk;
 	for (int i = threadIdx.x; i < BM * (D / 2); i += blockDim.x) {
 		int m = i / (D / 2), c = 2 * (i % (D / 2));
 		int r = b.r0 + m / b.G;
@@ -189,8 +194,8 @@ struct FaLoader {
 	u16 *kDst, *vDst;
 	int nk, iStart;
 
-	__device__ __forceinline__ FaLoader(const u16* kh, const u16* vt, u16* sK, u16* sV, int nk_, int iStart_) {
-		int tid = threadIdx.x, hk = blockIdx.y;
+	__device__ __forceinline__ FaLoader(const u16* kh, const u16* vt, u16* sK, u16* sV, int hk, int nk_, int iStart_) {
+		int tid = threadIdx.x;
 		int kKey = tid / KC, kCol = 8 * (tid % KC), vDim = tid / VC, vKey = 8 * (tid % VC);
 		nk = nk_, iStart = iStart_;
 		kSrc = kh + (long long)hk * nk * D + (long long)kKey * D + kCol;
@@ -222,7 +227,7 @@ __device__ __forceinline__ void fa_put(float* y, const float* g, const float* sg
 	int r = b.r0 + m / b.G;
 	if (m >= b.PB * b.G || r >= b.rLim) return;
 	bool live = r < b.rEnd;
-	int h = blockIdx.y * b.G + m % b.G;
+	int h = b.hk * b.G + m % b.G;
 	float* yr = y + r * ((long long)heads * d) + (long long)h * d;
 	if (c < d) yr[c] = attn_gate(live ? x0 : 0.f, g, sg, r, h, heads, d, c);
 	if (c + 1 < d) yr[c + 1] = attn_gate(live ? x1 : 0.f, g, sg, r, h, heads, d, c + 1);
@@ -329,7 +334,7 @@ __device__ __forceinline__ void fa_finish(const float (&o)[N][4], float lA, floa
 	}
 }
 
-// flash_body: grid (⌈rows / ⌊16·W/G⌋⌉, kv heads), W warps, dynamic shared
+// flash_body: grid (kv heads, ⌈rows / ⌊16·W/G⌋⌉), W warps, dynamic shared
 // memory flashShared (Go) bytes. D is the padded head dimension (a multiple
 // of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and vt are
 // kv_half's scratch of nk keys (a multiple of 64, with at least BN indices
@@ -355,7 +360,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 	int G = b.G, PB = b.PB, pos = b.pos;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
 	fa_fill_q<D>(sQ, BM, b, q, heads, d);
-	FaLoader<D, BN, 32 * W> ld(kh, vt, sK, sV, nk, b.iStart);
+	FaLoader<D, BN, 32 * W> ld(kh, vt, sK, sV, b.hk, nk, b.iStart);
 	ld.load(0, 0);
 
 	const float L2E = 1.4426950408889634f;
@@ -467,188 +472,6 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 	fa_finish<D / 8>(o, lA, lB, y, g, sg, b, mA, mB, 2 * tq, heads, d);
 }
 
-// FA2_AHEAD is how many steps ahead flash2_body loads its B fragments
-// (ldmatrix) of the products: each step is one ldmatrix.x4 and two mma, so
-// one step ahead leaves ldmatrix's latency mostly exposed (REEL_CUDA_DEFINES
-// =-DFA2_AHEAD=n, 0 to BN/16, to sweep).
-#ifndef FA2_AHEAD
-#define FA2_AHEAD 2
-#endif
-
-// fa2_load_k starts the copies of the K tile of BN keys from scratch key
-// i0 ([BN][D + 8] f16 in shared memory) by NT threads, and commits them.
-template <int D, int BN, int NT>
-__device__ __forceinline__ void fa2_load_k(u16* sK, const u16* kg, int i0) {
-	constexpr int KC = D / 8, N = BN * KC;
-#pragma unroll
-	for (int k = 0; k < (N + NT - 1) / NT; k++) {
-		int i = threadIdx.x + k * NT;
-		if (N % NT != 0 && i >= N) break;
-		int key = i / KC, c = 8 * (i % KC);
-		cp_async16(sK + key * (D + 8) + c, kg + (long long)(i0 + key) * D + c);
-	}
-	cp_commit();
-}
-
-// fa2_load_v starts the copies of the Vᵀ tile of BN keys from scratch key
-// i0 ([D][BN + 8] f16; vg is the head's [D][nk]), and commits them.
-template <int D, int BN, int NT>
-__device__ __forceinline__ void fa2_load_v(u16* sV, const u16* vg, int nk, int i0) {
-	constexpr int VC = BN / 8, N = D * VC;
-#pragma unroll
-	for (int k = 0; k < (N + NT - 1) / NT; k++) {
-		int i = threadIdx.x + k * NT;
-		if (N % NT != 0 && i >= N) break;
-		int dim = i / VC, c = 8 * (i % VC);
-		cp_async16(sV + dim * (BN + 8) + c, vg + (long long)dim * nk + i0 + c);
-	}
-	cp_commit();
-}
-
-// flash2_body is FlashAttention-2's forward loop (csrc/flash_attn's
-// flash_fwd_kernel.h at 256 dimensions on an H100: 64 query rows, 64 keys,
-// 4 warps, Q, K and V in single buffers so that two blocks fit an SM): K of
-// tile t is in shared memory at the top of the loop; V of tile t loads
-// while S = Q Kᵀ is computed, K of tile t + 1 while the softmax and O += P
-// V run, so one buffer of each suffices. Grid (⌈rows / ⌊BM/G⌋⌉, kv heads),
-// W warps, dynamic shared memory flashShared (Go) bytes; arguments as
-// flash_body's. The B fragments of both products are loaded FA2_AHEAD
-// steps before their mma.
-//
-// SPLIT = 2 divides each 16 query rows' work between two warps by the
-// head's dimensions: each computes the scores over its half of Q and K,
-// adds its partner's partial scores through shared memory (the two sums
-// are the same floats, a + b = b + a, so both take the same maxima and
-// probabilities), and owns the output of its half (D/2 dimensions: 64 f32
-// registers at D = 256 instead of 128), so that more warps fit an SM. BM =
-// 16·W/SPLIT query rows.
-template <int D, int BN, int W, int SPLIT>
-__device__ void flash2_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
-                            const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
-                            int ring, float scale, int nk) {
-	extern __shared__ u16 fsh[];
-	static_assert(BN % 16 == 0 && BN <= FA_PAD && (SPLIT == 1 || SPLIT == 2) && W % SPLIT == 0 && D % (16 * SPLIT) == 0,
-	              "flash2_body: shape");
-	static_assert(FA2_AHEAD >= 0 && FA2_AHEAD <= BN / 16, "flash2_body: FA2_AHEAD");
-	constexpr int BM = 16 * W / SPLIT, DH = D / SPLIT, NT = 32 * W, LQ = D + 8, LV = BN + 8, AR = FA2_AHEAD + 1;
-	u16* sQ = fsh;          // [BM][LQ]
-	u16* sK = sQ + BM * LQ; // [BN][LQ]
-	u16* sV = sK + BN * LQ; // [D][LV], dimension-major
-	// SPLIT = 2: each warp's partial scores, [W][BN/8][32 lanes] float4.
-	float4* sX = (float4*)(sV + D * LV);
-	pdl_entry();
-	FaBlock b;
-	if (!fa_block(b, BM, BN, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring)) return;
-	int G = b.G, PB = b.PB, pos = b.pos;
-	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
-	int rg = warp / SPLIT, hf = warp % SPLIT; // the warp's 16 rows and its half of the dimensions
-	const u16* kg = kh + (long long)blockIdx.y * nk * D;
-	const u16* vg = vt + (long long)blockIdx.y * D * nk;
-	fa2_load_k<D, BN, NT>(sK, kg, b.iStart);
-	fa_fill_q<D>(sQ, BM, b, q, heads, d);
-
-	const float L2E = 1.4426950408889634f;
-	float sl2 = scale * L2E;
-	// This thread's two rows (g and g+8 of its warp's 16) and their positions.
-	int mA = rg * 16 + gq, mB = mA + 8;
-	int pA = (mA < PB * G && b.r0 + mA / G < b.rEnd) ? pos + b.r0 + mA / G : -1;
-	int pB = (mB < PB * G && b.r0 + mB / G < b.rEnd) ? pos + b.r0 + mB / G : -1;
-	int loA = window > 0 ? pA - window + 1 : 0, loB = window > 0 ? pB - window + 1 : 0;
-	float mxA = -1e30f, mxB = -1e30f, lA = 0.f, lB = 0.f;
-	float o[DH / 8][4];
-#pragma unroll
-	for (int n = 0; n < DH / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-	// ldmatrix rows: A (16 rows × 16) takes rows lane%16, columns
-	// 8·(lane/16); a B pair of n-tiles (16 × 16 of a [n][k] tile) takes
-	// rows lane%8 + 8·(lane/16), columns 8·((lane/8)%2).
-	int bRow = (lane & 7) + 8 * (lane >> 4), bCol = 8 * ((lane >> 3) & 1);
-	const u16* qa = sQ + (rg * 16 + (lane & 15)) * LQ + 8 * (lane >> 4) + hf * DH;
-	const u16* kb = sK + bRow * LQ + bCol + hf * DH;
-	const u16* vb = sV + (hf * DH + bRow) * LV + bCol;
-
-	for (int t = 0; t < b.tiles; t++) {
-		int i0 = b.iStart + t * BN, j0 = b.jBase + i0;
-		cp_wait<0>();
-		__syncthreads(); // K of tile t (and Q) in shared memory; every warp done with V of tile t - 1
-		fa2_load_v<D, BN, NT>(sV, vg, nk, i0);
-		// S = Q Kᵀ over this warp's dimensions: steps of (16 dimensions kk,
-		// a pair of n-tiles np), the A fragment once per kk.
-		float s[BN / 8][4];
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-		{
-			constexpr int NP = BN / 16, STEPS = (DH / 16) * NP;
-			u32 fa[2][4], fb[AR][4];
-#pragma unroll
-			for (int st = 0; st < STEPS + FA2_AHEAD; st++) {
-				const int ld = st, use = st - FA2_AHEAD; // the step loaded and the step multiplied
-				if (ld < STEPS) {
-					const int kk = ld / NP, np = ld % NP;
-					if (np == 0) fa_ldsm4(qa + 16 * kk, fa[kk & 1][0], fa[kk & 1][1], fa[kk & 1][2], fa[kk & 1][3]);
-					fa_ldsm4(kb + 16 * np * LQ + 16 * kk, fb[ld % AR][0], fb[ld % AR][1], fb[ld % AR][2], fb[ld % AR][3]);
-				}
-				if (use >= 0) {
-					const int kk = use / NP, np = use % NP, a = kk & 1, c = use % AR;
-					fa_mma(s[2 * np], fa[a][0], fa[a][1], fa[a][2], fa[a][3], fb[c][0], fb[c][1]);
-					fa_mma(s[2 * np + 1], fa[a][0], fa[a][1], fa[a][2], fa[a][3], fb[c][2], fb[c][3]);
-				}
-			}
-		}
-		if constexpr (SPLIT == 2) {
-			float4* mine = sX + warp * (BN / 8) * 32 + lane;
-#pragma unroll
-			for (int n = 0; n < BN / 8; n++) {
-				float4 x;
-				x.x = s[n][0], x.y = s[n][1], x.z = s[n][2], x.w = s[n][3];
-				mine[n * 32] = x;
-			}
-		}
-		cp_wait<0>();
-		__syncthreads(); // V of tile t in shared memory; every warp done with K (and its partials written)
-		if (t + 1 < b.tiles) fa2_load_k<D, BN, NT>(sK, kg, i0 + BN);
-		if constexpr (SPLIT == 2) {
-			// The partner's lane holds the same rows and keys.
-			const float4* other = sX + (warp ^ 1) * (BN / 8) * 32 + lane;
-#pragma unroll
-			for (int n = 0; n < BN / 8; n++) {
-				float4 x = other[n * 32];
-				s[n][0] += x.x, s[n][1] += x.y, s[n][2] += x.z, s[n][3] += x.w;
-			}
-		}
-		bool whole = j0 + BN - 1 <= b.pFirst && (window <= 0 || j0 > b.pLast - window);
-		float cA, cB;
-		fa_softmax<BN>(s, whole, j0 + 2 * tq, loA, pA, loB, pB, sl2, mxA, mxB, lA, lB, cA, cB);
-		fa_rescale<DH / 8>(o, cA, cB);
-		// O += P V over this warp's dimensions: P's C fragments are the A
-		// fragments; steps of (16 keys kk, a pair of n-tiles np).
-		{
-			constexpr int NP = DH / 16, STEPS = (BN / 16) * NP;
-			u32 pf[BN / 16][4];
-#pragma unroll
-			for (int kk = 0; kk < BN / 16; kk++) {
-				pf[kk][0] = fa_prob2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
-				pf[kk][2] = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-				pf[kk][3] = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-			}
-			u32 fb[AR][4];
-#pragma unroll
-			for (int st = 0; st < STEPS + FA2_AHEAD; st++) {
-				const int ld = st, use = st - FA2_AHEAD;
-				if (ld < STEPS) {
-					const int kk = ld / NP, np = ld % NP;
-					fa_ldsm4(vb + 16 * np * LV + 16 * kk, fb[ld % AR][0], fb[ld % AR][1], fb[ld % AR][2], fb[ld % AR][3]);
-				}
-				if (use >= 0) {
-					const int kk = use / NP, np = use % NP, c = use % AR;
-					fa_mma(o[2 * np], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], fb[c][0], fb[c][1]);
-					fa_mma(o[2 * np + 1], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], fb[c][2], fb[c][3]);
-				}
-			}
-		}
-	}
-	fa_finish<DH / 8>(o, lA, lB, y, g, sg, b, mA, mB, hf * DH + 2 * tq, heads, d);
-}
-
 #define KV_HALF_PARAMS                                                                                            \
 	const float *k, const float *v, const int *call, int *err, u16 *kh, u16 *vt, int rows, int kvh, int d, int cap, \
 	    int window, int ring, int nk
@@ -675,12 +498,3 @@ extern "C" __global__ void __launch_bounds__(256) flash_wide_d256(FLASH_PARAMS) 
 // dimensions, attention.go's flashOrder).
 extern "C" __global__ void __launch_bounds__(256) flash_widep_d256(FLASH_PARAMS) { flash_body<256, 64, 8, true>(FLASH_ARGS); }
 
-// FlashAttention-2's loop (flash2_body, attention.go's fa2, dsplit and
-// dsplit16 variants): fa2 is 4 warps of 16 rows, two blocks an SM at 256
-// dimensions; dsplit and dsplit16 give each 16 rows to two warps by the
-// dimensions (12 and 16 warps, 96 and 128 rows, one block an SM).
-extern "C" __global__ void __launch_bounds__(128, 2) flash_fa2_d64(FLASH_PARAMS) { flash2_body<64, 64, 4, 1>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(128, 2) flash_fa2_d128(FLASH_PARAMS) { flash2_body<128, 64, 4, 1>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(128, 2) flash_fa2_d256(FLASH_PARAMS) { flash2_body<256, 64, 4, 1>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(384, 1) flash_ds_d256(FLASH_PARAMS) { flash2_body<256, 64, 12, 2>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(512, 1) flash_ds16_d256(FLASH_PARAMS) { flash2_body<256, 64, 16, 2>(FLASH_ARGS); }
