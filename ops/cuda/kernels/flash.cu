@@ -438,8 +438,8 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 			u32 pf[BN / 16][4];
 #pragma unroll
 			for (int kk = 0; kk < BN / 16; kk++) {
-				pf[kk][0] = fa_half2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_half2(s[2 * kk][2], s[2 * kk][3]);
-				pf[kk][2] = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pf[kk][3] = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+				pf[kk][0] = fa_prob2(s[2 * kk][0], s[2 * kk][1]), pf[kk][1] = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
+				pf[kk][2] = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pf[kk][3] = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 			}
 			u32 fb[2][4];
 			fa_ldsm4(vp, fb[0][0], fb[0][1], fb[0][2], fb[0][3]);
@@ -456,8 +456,8 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 		} else {
 #pragma unroll
 			for (int kk = 0; kk < BN / 16; kk++) {
-				u32 a0 = fa_half2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_half2(s[2 * kk][2], s[2 * kk][3]);
-				u32 a2 = fa_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+				u32 a0 = fa_prob2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
+				u32 a2 = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
 				for (int n = 0; n < D / 8; n += 2) {
 					u32 b0, b1, b2, b3;
