@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -215,6 +216,9 @@ type Backend struct {
 	// one of flashVariants; REEL_FLASH_NARROW=1 is narrow); "" takes
 	// flashOrder.
 	flashVariant string
+	// flashGrid is the flash grid's order (REEL_FLASH_GRID: flashGrids;
+	// "" takes flashHeadsFirst's rule).
+	flashGrid string
 	// lowWeights says a large weight is stored in fewer than 32 bits
 	// (PrecisionAuto then takes f16 attention).
 	lowWeights bool
@@ -303,6 +307,9 @@ func New(opts Options) (*Backend, error) {
 	if err := checkFlashVariant(os.Getenv("REEL_FLASH_VARIANT")); err != nil {
 		return nil, fmt.Errorf("REEL_FLASH_VARIANT: %w", err)
 	}
+	if g := os.Getenv("REEL_FLASH_GRID"); g != "" && !slices.Contains(flashGrids, g) {
+		return nil, fmt.Errorf("REEL_FLASH_GRID %q: want one of %s", g, strings.Join(flashGrids, ", "))
+	}
 	qmmaRows, err := parseQMMARows(os.Getenv("REEL_QMMA_ROWS"))
 	if err != nil {
 		return nil, fmt.Errorf("REEL_QMMA_ROWS: %w", err)
@@ -329,6 +336,7 @@ func New(opts Options) (*Backend, error) {
 	if v := os.Getenv("REEL_FLASH_VARIANT"); v != "" {
 		be.flashVariant = v
 	}
+	be.flashGrid = os.Getenv("REEL_FLASH_GRID")
 	be.winRows = winRows
 	if be.qsaSplit, err = parseQSASplit(os.Getenv("REEL_QSA_SPLIT")); err != nil {
 		ctx.Close()

@@ -184,7 +184,8 @@ func newFlashBench(tb testing.TB, be *Backend, s flashShape) *gemvBench {
 // TestFlashSweep times every flash variant at Dory 4B's prompt shapes
 // (kv_half and the flash kernel, replayed in a CUDA graph) and prints the
 // time of a launch pair, its TFLOP/s and each kernel's registers and spills,
-// for choosing flashOrder: set REEL_FLASH_SWEEP=1 to run it over every
+// each on both grid orders (flashGrids), for choosing flashOrder and
+// flashHeadsFirst: set REEL_FLASH_SWEEP=1 to run it over every
 // variant, or to a comma-separated list of variants (e.g. widep,wide).
 func TestFlashSweep(t *testing.T) {
 	sweep := os.Getenv("REEL_FLASH_SWEEP")
@@ -215,17 +216,19 @@ func TestFlashSweep(t *testing.T) {
 	for _, s := range flashShapes {
 		flops := flashFLOPs(s)
 		for _, v := range variants {
-			be.flashVariant = v
-			fb := newFlashBench(t, be, s)
-			per, _ := fb.time(t, be, fb.steps(t, be, false), reps)
-			fb.free()
-			if err := be.Sync(); err != nil {
-				t.Fatalf("%s %s: %v", s.name, v, err)
+			for _, grid := range flashGrids {
+				be.flashVariant, be.flashGrid = v, grid
+				fb := newFlashBench(t, be, s)
+				per, _ := fb.time(t, be, fb.steps(t, be, false), reps)
+				fb.free()
+				if err := be.Sync(); err != nil {
+					t.Fatalf("%s %s %s: %v", s.name, v, grid, err)
+				}
+				fmt.Printf("sweep %-32s %-7s %-5s %8.3f ms %6.1f TFLOP/s\n", s.name, v, grid, float64(per.Nanoseconds())/1e6, flops/per.Seconds()/1e12)
 			}
-			fmt.Printf("sweep %-32s %-7s %8.3f ms %6.1f TFLOP/s\n", s.name, v, float64(per.Nanoseconds())/1e6, flops/per.Seconds()/1e12)
 		}
 	}
-	be.flashVariant = ""
+	be.flashVariant, be.flashGrid = "", ""
 }
 
 // BenchmarkFlash times prompt attention at Dory 4B's shapes with the

@@ -10,10 +10,9 @@
 // A block's BM = 16·W query rows (W warps, 16 rows each) are (position,
 // head) pairs of one KV head's group: ⌊BM / G⌋ positions times the G query
 // heads that share the KV head, so each tile is read once for the whole
-// group. Blocks run the chunk's last rows first, those of every KV head
-// before any lighter one: they have the most keys, and starting them first
-// shortens the tail (by a third for a causal layer of 2048 rows on 256
-// blocks, one block an SM, in a model of the waves). Q, K, V and the
+// group. Blocks run the chunk's last rows first: they have the most keys,
+// and starting them first shortens the tail; with hx (attention.go's
+// flashGrid) those of every KV head before any lighter one. Q, K, V and the
 // probabilities are rounded to f16 (saturating at ±65504; a NaN stays NaN);
 // scores, softmax and sums are f32.
 //
@@ -120,15 +119,16 @@ struct FaBlock {
 	int hk, pos, used, jBase, G, PB, r0, rEnd, rLim, pFirst, pLast, iStart, tiles;
 };
 
-// fa_block sets up the block of BM query rows (blockIdx.x the KV head,
-// blockIdx.y counted from the chunk's end: the card starts blocks in the
-// order of their linear index, so every head's heaviest blocks, the
-// chunk's last rows, start first and the last wave holds light ones). It returns false when the block has
+// fa_block sets up the block of BM query rows: with hx, blockIdx.x is the
+// KV head and blockIdx.y the block counted from the chunk's end (the card
+// starts blocks in the order of their linear index, so every head's
+// heaviest blocks, the chunk's last rows, start first); without, the two
+// swapped (each head's blocks in a run, heaviest first). It returns false when the block has
 // nothing more to do: an error reported, or its rows past the call's
 // written as zeros (gated).
 __device__ __forceinline__ bool fa_block(FaBlock& b, int BM, int BN, const int* call, int* err, float* y, const float* g,
                                          const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
-                                         int ring) {
+                                         int ring, int hx) {
 	if (!fa_keys(call, rows, err, cap, window, ring, &b.pos, &b.used, &b.jBase)) {
 		int p = call[CALL_POS], u = call[CALL_ROWS];
 		if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && p >= 0 && u >= 0 && u <= rows)
@@ -137,8 +137,8 @@ __device__ __forceinline__ bool fa_block(FaBlock& b, int BM, int BN, const int* 
 	}
 	b.G = heads / kvh;
 	b.PB = BM / b.G;
-	b.hk = blockIdx.x;
-	b.r0 = (gridDim.y - 1 - blockIdx.y) * b.PB;
+	b.hk = hx ? blockIdx.x : blockIdx.y;
+	b.r0 = (hx ? gridDim.y - 1 - blockIdx.y : gridDim.x - 1 - blockIdx.x) * b.PB;
 	b.rEnd = min(b.used, b.r0 + b.PB);
 	b.rLim = min(rows, b.r0 + b.PB);
 	if (b.r0 >= b.used) { // rows past the call's: zeros
@@ -334,7 +334,8 @@ __device__ __forceinline__ void fa_finish(const float (&o)[N][4], float lA, floa
 	}
 }
 
-// flash_body: grid (kv heads, ⌈rows / ⌊16·W/G⌋⌉), W warps, dynamic shared
+// flash_body: grid (kv heads, ⌈rows / ⌊16·W/G⌋⌉) with hx, else the two
+// swapped (fa_block), W warps, dynamic shared
 // memory flashShared (Go) bytes. D is the padded head dimension (a multiple
 // of 16, d ≤ D), BN the keys of a tile (a multiple of 16); kh and vt are
 // kv_half's scratch of nk keys (a multiple of 64, with at least BN indices
@@ -346,7 +347,7 @@ __device__ __forceinline__ void fa_finish(const float (&o)[N][4], float lA, floa
 template <int D, int BN, int W, bool PIPE = false>
 __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
                            const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
-                           int ring, float scale, int nk) {
+                           int ring, float scale, int nk, int hx) {
 	extern __shared__ u16 fsh[];
 	static_assert(BN % 16 == 0 && BN <= FA_PAD, "flash_body: shape");
 	const int BM = 16 * W;
@@ -356,7 +357,7 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 	u16* sV = sK + 2 * BN * LQ;        // two [D][LV], dimension-major
 	pdl_entry();
 	FaBlock b;
-	if (!fa_block(b, BM, BN, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring)) return;
+	if (!fa_block(b, BM, BN, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring, hx)) return;
 	int G = b.G, PB = b.PB, pos = b.pos;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
 	fa_fill_q<D>(sQ, BM, b, q, heads, d);
@@ -478,8 +479,8 @@ __device__ void flash_body(const float* q, const u16* kh, const u16* vt, const i
 #define KV_HALF_ARGS k, v, call, err, kh, vt, rows, kvh, d, cap, window, ring, nk
 #define FLASH_PARAMS                                                                                                \
 	const float *q, const u16 *kh, const u16 *vt, const int *call, int *err, float *y, const float *g, const float *sg, \
-	    int rows, int heads, int kvh, int d, int cap, int window, int ring, float scale, int nk
-#define FLASH_ARGS q, kh, vt, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring, scale, nk
+	    int rows, int heads, int kvh, int d, int cap, int window, int ring, float scale, int nk, int hx
+#define FLASH_ARGS q, kh, vt, call, err, y, g, sg, rows, heads, kvh, d, cap, window, ring, scale, nk, hx
 
 extern "C" __global__ void __launch_bounds__(256) kv_half_d32(KV_HALF_PARAMS) { kv_half_body<32>(KV_HALF_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) kv_half_d64(KV_HALF_PARAMS) { kv_half_body<64>(KV_HALF_ARGS); }
