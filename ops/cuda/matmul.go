@@ -112,6 +112,9 @@ func pow2Ceil(n int) int {
 	return p
 }
 
+// isPow2 reports whether n is a power of two (1, 2, 4, ...).
+func isPow2(n int) bool { return n > 0 && n&(n-1) == 0 }
+
 func pow2Floor(n int) int {
 	p := 1
 	for p*2 <= n {

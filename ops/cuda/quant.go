@@ -293,7 +293,8 @@ type qmvLaunch struct {
 
 // qmvPlan chooses the launch of quant_matmul's product for 1..matvecMaxRows
 // rows: the qmvs kernels when the rows, the blocks and the pointers allow
-// 16-byte code vectors and the tuning does not ask for the old ones, the
+// 16-byte code vectors (a scale block a power of two of them: q_vshift)
+// and the tuning does not ask for the old ones, the
 // launch shape by mvPlan as the bf16 matvec's.
 func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	rb := 1
@@ -301,7 +302,7 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 		rb = matvecMaxRows
 	}
 	vec := in.k%in.perVec == 0 && in.blockCols%in.perVec == 0 && in.stride%16 == 0 && in.aligned
-	if !vec || t.quantOld {
+	if !vec || !isPow2(in.blockCols/in.perVec) || t.quantOld {
 		return qmvLaunch{old: true, vec: vec, name: fmt.Sprintf("qmv_%s_r%d", in.name, rb),
 			shape: mvShape{feats: 1, split: 1, warps: qmvWarps, blocks: (in.nOut + qmvWarps - 1) / qmvWarps}}
 	}

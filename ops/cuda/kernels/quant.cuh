@@ -20,6 +20,26 @@ __device__ __forceinline__ float e4m3_q(u32 b) {
 // 256 for FP8 (e4m3_q), 1 for the integers.
 #define Q_SCALE(QT) ((QT) == QT_F8 ? 256.f : 1.f)
 
+// q_scale reads element i of a table of block scales of type st (WT_F32,
+// WT_BF16 or WT_F16, the same for every lane) as f32 without a branch, so
+// that a lane's scale loads issue back to back with its code loads: one
+// 4-byte load of the aligned word that holds the element (a 16-bit table
+// need be 2-byte aligned only; the word never leaves the table's page),
+// its half picked after.
+__device__ __forceinline__ float q_scale(const void* s, int st, long long i) {
+	unsigned long long a = (unsigned long long)s + (unsigned long long)(i << (st == WT_F32 ? 2 : 1));
+	u32 w = __ldg((const unsigned int*)(a & ~3ull));
+	u32 h = (a & 2) ? w >> 16 : w & 0xffffu;
+	return st == WT_F32 ? __uint_as_float(w) : st == WT_BF16 ? __uint_as_float(h << 16) : f16_to_f32((u16)h);
+}
+
+// q_vshift is log2 of the 16-byte code vectors (E codes each) in a scale
+// block of bc columns, a power of two and a multiple of E (quant.go's
+// qmvPlan takes the vector kernels only then): vector v's scale is column
+// v >> q_vshift of its row's.
+template <int E>
+__device__ __forceinline__ int q_vshift(int bc) { return __ffs(bc) - 1 - (E == 32 ? 5 : 4); }
+
 // q_word decodes the codes of one 32-bit word: 4 FP8 or i8 codes, or 8
 // 4-bit codes, in element order.
 template <int QT>
@@ -128,6 +148,21 @@ __device__ __forceinline__ void qmv_impl(QMV_PARAMS) {
 #define QMV_LOADS 4
 #endif
 
+// q_and_or is (a & m) | c and q_and_xor (a & m) ^ c, each one lop3: masking
+// a code and setting 2^23's exponent written as C, with both constants
+// immediates, take the compiler two instructions (a lop3 holds one).
+__device__ __forceinline__ u32 q_and_or(u32 a, u32 m, u32 c) {
+	u32 r;
+	asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(m), "r"(c));
+	return r;
+}
+
+__device__ __forceinline__ u32 q_and_xor(u32 a, u32 m, u32 c) {
+	u32 r;
+	asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(r) : "r"(a), "r"(m), "r"(c));
+	return r;
+}
+
 // q4_dec gives the 8 4-bit codes of u (low nibble first) as their values
 // c - 8: nibble i masked in place into the mantissa of 2^23 (nibbles 0..4
 // of u, 5..7 of u >> 12, so that every nibble lies in bits 0..19 at place
@@ -139,7 +174,7 @@ __device__ __forceinline__ void q4_dec(u32 u, float* c) {
 	for (int i = 0; i < 8; i++) {
 		const int p = i < 5 ? i : i - 3;
 		const float m = 1.f / (float)(1 << (4 * p));
-		u32 b = ((i < 5 ? u : hi) & (0xfu << (4 * p))) | 0x4b000000u;
+		u32 b = q_and_or(i < 5 ? u : hi, 0xfu << (4 * p), 0x4b000000u);
 		c[i] = fmaf(__uint_as_float(b), m, -(8388608.f * m + 8.f));
 	}
 }
@@ -155,7 +190,7 @@ __device__ __forceinline__ void i8_dec(u32 u, float* c) {
 	for (int j = 0; j < 4; j++) {
 		const int p = j & 1;
 		const float m = p ? 1.f / 256.f : 1.f;
-		u32 b = ((j < 2 ? u : hi) & (0xffu << (8 * p))) ^ ((0x80u << (8 * p)) | 0x4b000000u);
+		u32 b = q_and_xor(j < 2 ? u : hi, 0xffu << (8 * p), (0x80u << (8 * p)) | 0x4b000000u);
 		c[j] = fmaf(__uint_as_float(b), m, -(8388608.f * m + 128.f));
 	}
 }
@@ -197,12 +232,29 @@ __device__ __forceinline__ u32 vec_word(uint4 q, int j) { return j == 0 ? q.x : 
 // chunks of 32) to xs lane-interleaved: float4 t of vector v of row r goes
 // to ((r·C + v/32)·E/4 + t)·32 + v mod 32, so that the 32 lanes reading
 // float4 t of their vectors of one chunk read consecutive 16-byte words.
+// The threads take the slots of xs in order, so that a warp's stores are
+// 512 consecutive bytes (no bank conflicts; taking x in order instead put
+// 8 or 4 of a warp's stores on each bank: 18-way conflicts measured by
+// Nsight Compute), its reads of x (in L2) 16 bytes every E·4; four loads
+// are in flight before their stores. Slots of vectors past V are left.
 template <int E>
 __device__ __forceinline__ void qmvs_stage(const float* x, int R, int K, int C, float4* xs) {
-	int K4 = K / 4, n = R * K4;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		int r = i / K4, k4 = i - r * K4, v = k4 / (E / 4), t = k4 - v * (E / 4);
-		xs[((r * C + (v >> 5)) * (E / 4) + t) * 32 + (v & 31)] = __ldg((const float4*)x + i);
+	const int T = E / 4, TS = E == 32 ? 3 : 2; // float4s a vector, log2
+	int K4 = K / 4, V = K / E, n = R * C * T * 32;
+	const float4* x4 = (const float4*)x;
+	for (int i0 = threadIdx.x; i0 < n; i0 += 4 * blockDim.x) {
+		float4 a[4];
+		int slot[4];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int i = i0 + j * blockDim.x, l = i & 31, t = (i >> 5) & (T - 1), rc = i >> (5 + TS);
+			int r = rc / C, v = ((rc - r * C) << 5) + l;
+			slot[j] = i < n && v < V ? i : -1;
+			if (slot[j] >= 0) a[j] = __ldg(x4 + (long long)r * K4 + v * T + t);
+		}
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			if (slot[j] >= 0) xs[slot[j]] = a[j];
 	}
 }
 
@@ -224,112 +276,6 @@ __device__ __forceinline__ void qmvs_rows(const unsigned char* w, long long stri
 		wr[i] = (const char*)w + (long long)f * stride;
 		srow[i] = (long long)(f / br) * sc;
 	}
-}
-
-#define QMVS_PARAMS                                                                                                         \
-	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *__restrict__ s, int st, \
-		int sc, int br, int bc, float *__restrict__ y, int R, int K, int N, int S, int NB
-
-#define QMVS_ARGS x, w, stride, s, st, sc, br, bc, y, R, K, N, S, NB
-
-// qmvs_impl: RB is the row bucket (R <= RB), MF the features a unit, XS
-// x staged in shared memory (qmvs_xs, R·C·32·E floats).
-template <int QT, int RB, int MF, bool XS>
-__device__ __forceinline__ void qmvs_impl(QMVS_PARAMS) {
-	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
-	const int CW = E / 4;                // codes a 32-bit word
-	const int U = QMV_LOADS / MF > 0 ? QMV_LOADS / MF : 1;
-	__shared__ float red[MV_MAXWARPS * MF * RB];
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	int G = nw / S, g = warp / S, p = warp - g * S;
-	int V = K / E, C = (V + 31) >> 5, units = (N + MF - 1) / MF;
-	const char* wr[MF];
-	bool ok[MF];
-	long long srow[MF];
-	qmvs_rows<MF>(w, stride, sc, br, N, units, blockIdx.x * G + g, wr, ok, srow);
-	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
-	pdl_entry();
-	if (XS) {
-		qmvs_stage<E>(x, R, K, C, qmvs_xs);
-		__syncthreads();
-	}
-	for (int b = blockIdx.x; b < NB; b += gridDim.x) {
-		int unit = b * G + g;
-		qmvs_rows<MF>(w, stride, sc, br, N, units, unit, wr, ok, srow);
-		float acc[MF][RB];
-#pragma unroll
-		for (int i = 0; i < MF; i++)
-#pragma unroll
-			for (int r = 0; r < RB; r++) acc[i][r] = 0.f;
-		for (int c0 = unit < units ? p : C; c0 < C; c0 += S * U) {
-			uint4 q[U][MF];
-			float sv[U][MF];
-#pragma unroll
-			for (int u = 0; u < U; u++) {
-				int v = ((c0 + S * u) << 5) + lane;
-#pragma unroll
-				for (int i = 0; i < MF; i++) {
-					bool in = ok[i] && v < V;
-					q[u][i] = in ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
-					sv[u][i] = in ? load_w(s, st, srow[i] + (long long)v * E / bc) : 0.f;
-				}
-			}
-#pragma unroll
-			for (int u = 0; u < U; u++) {
-				int c = c0 + S * u, v = (c << 5) + lane;
-				if (v >= V) continue;
-				float part[MF][RB];
-#pragma unroll
-				for (int i = 0; i < MF; i++)
-#pragma unroll
-					for (int r = 0; r < RB; r++) part[i][r] = 0.f;
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					float cv[MF][CW];
-#pragma unroll
-					for (int i = 0; i < MF; i++) q_dec<QT>(vec_word(q[u][i], j), cv[i]);
-#pragma unroll
-					for (int r = 0; r < RB; r++) {
-						if (r >= R) continue;
-						float xv[CW];
-#pragma unroll
-						for (int h = 0; h < CW / 4; h++) {
-							int t = j * (CW / 4) + h;
-							float4 a = XS ? qmvs_xs[((r * C + c) * (E / 4) + t) * 32 + lane]
-							              : __ldg((const float4*)(x + (long long)r * K + (long long)v * E) + t);
-							xv[4 * h] = a.x, xv[4 * h + 1] = a.y, xv[4 * h + 2] = a.z, xv[4 * h + 3] = a.w;
-						}
-#pragma unroll
-						for (int i = 0; i < MF; i++)
-#pragma unroll
-							for (int e = 0; e < CW; e++) part[i][r] = fmaf(cv[i][e], xv[e], part[i][r]);
-					}
-				}
-#pragma unroll
-				for (int i = 0; i < MF; i++)
-#pragma unroll
-					for (int r = 0; r < RB; r++) acc[i][r] = fmaf(part[i][r], sv[u][i], acc[i][r]);
-			}
-		}
-		mv_warp_sums<MF, RB>(&acc[0][0], R, red);
-		__syncthreads();
-		for (int t = threadIdx.x; t < G * MF * RB; t += blockDim.x) {
-			int r = t % RB, gi = t / RB, i = gi % MF, gg = gi / MF;
-			int f = (b * G + gg) * MF + i;
-			if (r < R && f < N) y[(long long)r * N + f] = mv_group_sum(red, gg, S, MF, RB, i, r);
-		}
-		__syncthreads(); // red is the next block's
-	}
-}
-
-// qmvs_run takes x staged in shared memory when xsm is set (the launch's
-// dynamic shared memory holds it), else x read through L1.
-template <int QT, int RB, int MF>
-__device__ __forceinline__ void qmvs_run(QMVS_PARAMS, int xsm) {
-	if (xsm)
-		qmvs_impl<QT, RB, MF, true>(QMVS_ARGS);
-	else
-		qmvs_impl<QT, RB, MF, false>(QMVS_ARGS);
 }
 
 // The fused forms' parameters and rows (quant_fused.cu's qmvf_impl,
@@ -399,7 +345,7 @@ template <int QT, int MF, int U>
 __device__ __forceinline__ void qmvf_load(const char* const* wr, const void* const* sp, const bool* ok, const long long* srow, int st,
                                           int bc, int V, int c0, int S, uint4 (*q)[MF], float (*sv)[MF]) {
 	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
-	int lane = threadIdx.x & 31;
+	int lane = threadIdx.x & 31, vs = q_vshift<E>(bc);
 #pragma unroll
 	for (int u = 0; u < U; u++) {
 		int v = ((c0 + S * u) << 5) + lane;
@@ -407,7 +353,7 @@ __device__ __forceinline__ void qmvf_load(const char* const* wr, const void* con
 		for (int i = 0; i < MF; i++) {
 			bool in = ok[i] && v < V;
 			q[u][i] = in ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
-			sv[u][i] = in ? load_w(sp[i], st, srow[i] + (long long)v * E / bc) : 0.f;
+			sv[u][i] = in ? q_scale(sp[i], st, srow[i] + (v >> vs)) : 0.f;
 		}
 	}
 }
@@ -463,6 +409,71 @@ __device__ __forceinline__ void qmvf_batch(uint4 (*q)[MF], float (*sv)[MF], cons
 #pragma unroll
 			for (int r = 0; r < RB; r++) acc[i][r] = fmaf(part[i][r], sv[u][i], acc[i][r]);
 	}
+}
+
+#define QMVS_PARAMS                                                                                                         \
+	const float *__restrict__ x, const unsigned char *__restrict__ w, long long stride, const void *__restrict__ s, int st, \
+		int sc, int br, int bc, float *__restrict__ y, int R, int K, int N, int S, int NB
+
+#define QMVS_ARGS x, w, stride, s, st, sc, br, bc, y, R, K, N, S, NB
+
+// qmvs_impl: RB is the row bucket (R <= RB), MF the features a unit, XS
+// x staged in shared memory (qmvs_xs, R·C·32·E floats).
+template <int QT, int RB, int MF, bool XS>
+__device__ __forceinline__ void qmvs_impl(QMVS_PARAMS) {
+	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
+	const int CW = E / 4;                // codes a 32-bit word
+	const int U = QMV_LOADS / MF > 0 ? QMV_LOADS / MF : 1;
+	__shared__ float red[MV_MAXWARPS * MF * RB];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	int G = nw / S, g = warp / S, p = warp - g * S;
+	int V = K / E, C = (V + 31) >> 5, units = (N + MF - 1) / MF;
+	const char* wr[MF];
+	bool ok[MF];
+	long long srow[MF];
+	qmvs_rows<MF>(w, stride, sc, br, N, units, blockIdx.x * G + g, wr, ok, srow);
+	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
+	pdl_entry();
+	if (XS) {
+		qmvs_stage<E>(x, R, K, C, qmvs_xs);
+		__syncthreads();
+	}
+	for (int b = blockIdx.x; b < NB; b += gridDim.x) {
+		int unit = b * G + g;
+		qmvs_rows<MF>(w, stride, sc, br, N, units, unit, wr, ok, srow);
+		float acc[MF][RB];
+#pragma unroll
+		for (int i = 0; i < MF; i++)
+#pragma unroll
+			for (int r = 0; r < RB; r++) acc[i][r] = 0.f;
+		const void* sp[MF];
+#pragma unroll
+		for (int i = 0; i < MF; i++) sp[i] = s;
+		for (int c0 = unit < units ? p : C; c0 < C; c0 += S * U) {
+			uint4 q[U][MF];
+			float sv[U][MF], ss[RB];
+			qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, c0, S, q, sv);
+			qmvf_batch<QT, RB, MF, XS, false, U>(q, sv, x, R, K, V, C, c0, S, acc, ss);
+		}
+		mv_warp_sums<MF, RB>(&acc[0][0], R, red);
+		__syncthreads();
+		for (int t = threadIdx.x; t < G * MF * RB; t += blockDim.x) {
+			int r = t % RB, gi = t / RB, i = gi % MF, gg = gi / MF;
+			int f = (b * G + gg) * MF + i;
+			if (r < R && f < N) y[(long long)r * N + f] = mv_group_sum(red, gg, S, MF, RB, i, r);
+		}
+		__syncthreads(); // red is the next block's
+	}
+}
+
+// qmvs_run takes x staged in shared memory when xsm is set (the launch's
+// dynamic shared memory holds it), else x read through L1.
+template <int QT, int RB, int MF>
+__device__ __forceinline__ void qmvs_run(QMVS_PARAMS, int xsm) {
+	if (xsm)
+		qmvs_impl<QT, RB, MF, true>(QMVS_ARGS);
+	else
+		qmvs_impl<QT, RB, MF, false>(QMVS_ARGS);
 }
 
 // qmvf_out reduces the sums of block b of units (G groups of S warps; acc

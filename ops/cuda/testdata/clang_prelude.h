@@ -32,6 +32,7 @@ __device__ unsigned __shfl_sync(unsigned, unsigned, int, int = 32);
 __device__ float __ldg(const float*);
 __device__ float4 __ldg(const float4*);
 __device__ int __ldg(const int*);
+__device__ unsigned int __ldg(const unsigned int*);
 __device__ float __ldcg(const float*);
 __device__ float4 __ldcg(const float4*);
 __device__ int atomicAdd(int*, int);
