@@ -338,10 +338,6 @@ func New(opts Options) (*Backend, error) {
 	// (qmvs_*) rather than the tensor cores (qmma_*); REEL_QMMA_ROWS sets
 	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
-	// REEL_QMV_DEEP=0 takes one decode row of quantized weights on the
-	// shallow split-K kernels (qmvs_*, qmvg_*, qmvsw_*, qmvn_*) rather
-	// than the deep ones (qmvd*, qmvdPlan).
-	be.mv.quantShallow = os.Getenv("REEL_QMV_DEEP") == "0"
 	be.mv.quantMMARows = qmmaRows
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()

@@ -48,14 +48,6 @@ type mvTuning struct {
 	quantOld     bool
 	quantGrid    int
 	quantNoStage bool
-	// quantShallow takes the split-K kernels of before (qmvs_*, qmvg_*,
-	// qmvsw_*, qmvn_*: QMV_LOADS in flight a lane, the first loads only
-	// asked of L2 before pdl_entry) for one row, where the deep ones
-	// (qmvd*, qmvdPlan) would run; quantLoads, when positive, is the
-	// QMVD_LOADS the deep kernels were compiled with (REEL_CUDA_DEFINES;
-	// else qmvdLoads), which qmvdPlan's split counts on.
-	quantShallow bool
-	quantLoads   int
 	// quantNoMMA takes the CUDA-core kernels (qmvs_*) where the tensor-core
 	// ones (qmma_*, qmmaPlan) could run; for them warps and split are the
 	// block's warps (up to qmmaMaxWarps) and the warps sharing a tile.

@@ -332,8 +332,8 @@ __device__ __forceinline__ void qmvs_run(QMVS_PARAMS, int xsm) {
 		qmvs_impl<QT, RB, MF, false>(QMVS_ARGS);
 }
 
-// The fused forms' parameters and rows (quant_fused.cu's qmvf_impl,
-// quant_deep.cu's qmvd_impl).
+// The fused forms' parameters, rows, loads, sums and outputs
+// (quant_fused.cu's qmvf_impl).
 
 #define QF_SEGS 4
 
