@@ -242,9 +242,10 @@ type Backend struct {
 	// its warps takes (0: moeWindowFPW chooses); REEL_MOE_WINDOW and
 	// REEL_MOE_WINDOW_FPW (parseMoEWindow).
 	moeWindowRows, moeWindowFPW int
-	// attnDec is how decode attention is computed: attn_dec in one
-	// launch, or attn_part and attn_finish (REEL_ATTN_DECODE=old), and
-	// attn_dec's chunks and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
+	// attnDec is how decode attention is computed: attn_part and
+	// attn_finish for one row, attn_dec in one launch from attnDecMinRows
+	// (REEL_ATTN_DECODE=old or new forces either), and attn_dec's chunks
+	// and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
 	attnDec attnDecTune
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
