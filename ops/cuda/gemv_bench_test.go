@@ -35,7 +35,8 @@ var gemvShapes = []gemvShape{
 	{"mlp_swiglu_split", "swiglu_split", [][2]int{{7168, 2560}, {7168, 2560}}, 1},
 	{"gate_up_7168x2560_rows4", "matmul", [][2]int{{7168, 2560}}, 4},
 	{"gate_up_7168x2560_rows8", "matmul", [][2]int{{7168, 2560}}, 8},
-	// Decode windows (2 to 8 rows: cuBLAS's window by default, window.go).
+	// Decode windows (2 to 8 rows: cuBLAS's window by default from
+	// windowMinRows, window.go).
 	{"gate_up_7168x2560_rows2", "matmul", [][2]int{{7168, 2560}}, 2},
 	{"gate_up_7168x2560_rows5", "matmul", [][2]int{{7168, 2560}}, 5},
 	{"down_2560x7168_rows2", "matmul", [][2]int{{2560, 7168}}, 2},
