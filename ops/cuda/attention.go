@@ -84,10 +84,9 @@ func bindAttention(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error
 // scale sg are not nil: prompt chunks on the flash kernel (half
 // precision), else attn_dec over (row, kv head, key chunk), merging the
 // chunks and gating them in the same launch, where it takes the shape
-// (planAttnDec), be.attnDec does not ask for the old form and its program
-// compiled; else
-// attn_part over (row, kv head, key chunk), then attn_finish merging the
-// chunks of each (row, head) and gating them.
+// (planAttnDec: from attnDecMinRows rows unless be.attnDec forces a form)
+// and its program compiled; else attn_part over (row, kv head, key chunk),
+// then attn_finish merging the chunks of each (row, head) and gating them.
 func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buffer) (*steps, error) {
 	var gp, sp cu.DevicePtr
 	if g != nil {
@@ -377,6 +376,20 @@ func (be *Backend) attnParts(parts, d int) (m, l, acc cu.DevicePtr, err error) {
 // them in the same launch, the last block of each group of chunks to finish
 // merging the group and the last group merging into the output, each merge
 // in a fixed order (bit-identical results on every run).
+//
+// It takes decode rows from attnDecMinRows. On the H200 at Dory 4B's heads
+// (BenchmarkDecodeAttention, µs a layer, attn_part + attn_finish against
+// attn_dec) one row was faster in the old form at the shapes a decode
+// spends its time in (global pos512 12.03 against 12.69, pos2048 14.72
+// against 17.40; window1024 pos2048 12.58 against 14.07, pos8192 12.58
+// against 14.04), slower only at global pos8192 (37.56 against 32.74);
+// five rows were faster in one launch (global pos2048 50.78 against
+// 37.67). Dory 4B decoded 217.5 tok/s with the old form against 207.9
+// with attn_dec at every row count (same run). The two-row cases of
+// decAttnShapes check the threshold.
+
+// attnDecMinRows is the fewest decode rows attn_dec takes by default.
+const attnDecMinRows = 2
 
 // attnDecMaxDim is the widest head attn_dec takes (ADEC_VL·128 of
 // attention_dec.cu).
@@ -394,12 +407,14 @@ const attnDecFlat = 16
 // attnDecMaxSplits is the most key chunks REEL_ATTN_SPLITS may ask for.
 const attnDecMaxSplits = 4096
 
-// attnDecTune is how decode attention is computed: attn_dec (the default)
-// or attn_part and attn_finish (old: REEL_ATTN_DECODE=old), and attn_dec's
-// key chunks and merge fan when not chosen by the shape (0: chosen;
-// REEL_ATTN_SPLITS and REEL_ATTN_FAN, for the lead's sweeps).
+// attnDecTune is how decode attention is computed: by default attn_dec
+// from attnDecMinRows rows, attn_part and attn_finish below; old forces
+// attn_part and attn_finish (REEL_ATTN_DECODE=old), one attn_dec from one
+// row (REEL_ATTN_DECODE=new); and attn_dec's key chunks and merge fan when
+// not chosen by the shape (0: chosen; REEL_ATTN_SPLITS and REEL_ATTN_FAN,
+// for the lead's sweeps).
 type attnDecTune struct {
-	old bool
+	old, one bool
 	// splits is the key chunks of each (row, kv head).
 	splits int
 	// fan is the chunks merged by one block of a group; at least the
@@ -407,13 +422,15 @@ type attnDecTune struct {
 	fan int
 }
 
-// parseAttnDecode reads REEL_ATTN_DECODE (new or "": attn_dec; old:
-// attn_part and attn_finish), REEL_ATTN_SPLITS and REEL_ATTN_FAN (a
-// number; 0 or "": chosen by the shape).
+// parseAttnDecode reads REEL_ATTN_DECODE ("": by rows; new: attn_dec
+// from one row; old: attn_part and attn_finish), REEL_ATTN_SPLITS and
+// REEL_ATTN_FAN (a number; 0 or "": chosen by the shape).
 func parseAttnDecode(mode, splits, fan string) (attnDecTune, error) {
 	var t attnDecTune
 	switch mode {
-	case "", "new":
+	case "":
+	case "new":
+		t.one = true
 	case "old":
 		t.old = true
 	default:
@@ -449,11 +466,13 @@ type attnDecPlan struct {
 // planAttnDec plans attn_dec for rows rows of kvh kv heads, g query heads
 // each, of d dimensions, over a span of keys (the slot's capacity or the
 // window), on sms multiprocessors: ok false where attn_dec does not take
-// the shape (attn_part and attn_finish do). The chunks are as attn_part's:
-// enough blocks to fill the SMs attnBlocksPerSM times, at least
-// attnChunkMin keys each, at most attnChunkMax and what shared memory holds.
+// the shape (attn_part and attn_finish do: fewer than attnDecMinRows rows
+// unless tune.one, every shape with tune.old). The chunks are as
+// attn_part's: enough blocks to fill the SMs attnBlocksPerSM times, at
+// least attnChunkMin keys each, at most attnChunkMax and what shared
+// memory holds.
 func planAttnDec(rows, kvh, g, d, span, sms int, tune attnDecTune) (p attnDecPlan, ok bool, err error) {
-	if tune.old || d%4 != 0 || d > attnDecMaxDim || (g != 1 && g != 2 && g != 4 && g != 8) || rows <= 0 || kvh <= 0 || span <= 0 {
+	if tune.old || (rows < attnDecMinRows && !tune.one) || d%4 != 0 || d > attnDecMaxDim || (g != 1 && g != 2 && g != 4 && g != 8) || rows <= 0 || kvh <= 0 || span <= 0 {
 		return p, false, nil
 	}
 	blocks := rows * kvh

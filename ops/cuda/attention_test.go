@@ -22,7 +22,7 @@ func TestParseAttnDecode(t *testing.T) {
 		err               string
 	}{
 		{"", "", "", attnDecTune{}, ""},
-		{"new", "", "", attnDecTune{}, ""},
+		{"new", "", "", attnDecTune{one: true}, ""},
 		{"old", "", "", attnDecTune{old: true}, ""},
 		{"", "66", "9", attnDecTune{splits: 66, fan: 9}, ""},
 		{"", "0", "4096", attnDecTune{fan: 4096}, ""},
@@ -46,7 +46,8 @@ func TestParseAttnDecode(t *testing.T) {
 
 // TestPlanAttnDec checks attn_dec's launch shapes: the kernel for each
 // group, chunks that cover the span and fill the SMs, merges that fit
-// shared memory, and the shapes it leaves to attn_part.
+// shared memory, and the shapes it leaves to attn_part (one row by
+// default).
 func TestPlanAttnDec(t *testing.T) {
 	const sms = 132
 	for _, c := range []struct {
@@ -55,29 +56,35 @@ func TestPlanAttnDec(t *testing.T) {
 		kernel                string
 		splits, fan, groups   int
 	}{
-		// Dory 4B: a global layer's slot of 4096, a window of 1024, a
-		// window of 8 rows, a short slot
-		{1, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 66, 9, 8},
-		{1, 4, 4, 256, 1024, attnDecTune{}, "attn_dec_g4", 64, 8, 8},
+		// Dory 4B (one row forced: REEL_ATTN_DECODE=new): a global
+		// layer's slot of 4096, a window of 1024, a window of 8 rows, a
+		// short slot; two rows by default
+		{1, 4, 4, 256, 4096, attnDecTune{one: true}, "attn_dec_g4", 66, 9, 8},
+		{1, 4, 4, 256, 1024, attnDecTune{one: true}, "attn_dec_g4", 64, 8, 8},
 		{8, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 9, 9, 1},
-		{1, 4, 4, 256, 100, attnDecTune{}, "attn_dec_g4", 7, 7, 1},
-		{1, 2, 8, 256, 4096, attnDecTune{}, "attn_dec_g8", 128, 12, 11},
+		{2, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 33, 6, 6},
+		{1, 4, 4, 256, 100, attnDecTune{one: true}, "attn_dec_g4", 7, 7, 1},
+		{1, 2, 8, 256, 4096, attnDecTune{one: true}, "attn_dec_g8", 128, 12, 11},
 		{3, 8, 1, 128, 2048, attnDecTune{}, "attn_dec_g1", 11, 11, 1},
-		{1, 1, 2, 4, 1, attnDecTune{}, "attn_dec_g2", 1, 1, 1},
+		{1, 1, 2, 4, 1, attnDecTune{one: true}, "attn_dec_g2", 1, 1, 1},
 		// tuned: chunks, a fan, one level
-		{1, 4, 4, 256, 4096, attnDecTune{splits: 33}, "attn_dec_g4", 33, 6, 6},
-		{1, 4, 4, 256, 4096, attnDecTune{splits: 132, fan: 4}, "attn_dec_g4", 128, 4, 32},
-		{1, 4, 4, 256, 4096, attnDecTune{fan: 4096}, "attn_dec_g4", 66, 66, 1},
-		{1, 4, 4, 256, 10, attnDecTune{splits: 300}, "attn_dec_g4", 10, 10, 1},
-		{1, 4, 4, 256, 50, attnDecTune{splits: 300, fan: 4}, "attn_dec_g4", 50, 4, 13},
+		{1, 4, 4, 256, 4096, attnDecTune{one: true, splits: 33}, "attn_dec_g4", 33, 6, 6},
+		{1, 4, 4, 256, 4096, attnDecTune{one: true, splits: 132, fan: 4}, "attn_dec_g4", 128, 4, 32},
+		{1, 4, 4, 256, 4096, attnDecTune{one: true, fan: 4096}, "attn_dec_g4", 66, 66, 1},
+		{1, 4, 4, 256, 10, attnDecTune{one: true, splits: 300}, "attn_dec_g4", 10, 10, 1},
+		{1, 4, 4, 256, 50, attnDecTune{one: true, splits: 300, fan: 4}, "attn_dec_g4", 50, 4, 13},
 		// a prompt chunk in f32: long chunks, capped by shared memory
 		{512, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 4, 4, 1},
-		// not attn_dec's: groups of 3 and 16, heads of 6 and 260, old
-		{1, 4, 3, 256, 4096, attnDecTune{}, "", 0, 0, 0},
-		{1, 1, 16, 64, 4096, attnDecTune{}, "", 0, 0, 0},
-		{1, 4, 4, 6, 4096, attnDecTune{}, "", 0, 0, 0},
-		{1, 4, 4, 260, 4096, attnDecTune{}, "", 0, 0, 0},
-		{1, 4, 4, 256, 4096, attnDecTune{old: true}, "", 0, 0, 0},
+		// not attn_dec's: one row by default, groups of 3 and 16, heads
+		// of 6 and 260, old
+		{1, 4, 4, 256, 4096, attnDecTune{}, "", 0, 0, 0},
+		{1, 4, 4, 256, 1024, attnDecTune{splits: 33}, "", 0, 0, 0},
+		{2, 4, 3, 256, 4096, attnDecTune{}, "", 0, 0, 0},
+		{2, 1, 16, 64, 4096, attnDecTune{one: true}, "", 0, 0, 0},
+		{2, 4, 4, 6, 4096, attnDecTune{}, "", 0, 0, 0},
+		{2, 4, 4, 260, 4096, attnDecTune{}, "", 0, 0, 0},
+		{2, 4, 4, 256, 4096, attnDecTune{old: true}, "", 0, 0, 0},
+		{1, 4, 4, 256, 4096, attnDecTune{one: true, old: true}, "", 0, 0, 0},
 	} {
 		name := fmt.Sprintf("rows=%d/kvh=%d/g=%d/d=%d/span=%d/%+v", c.rows, c.kvh, c.g, c.d, c.span, c.tune)
 		p, ok, err := planAttnDec(c.rows, c.kvh, c.g, c.d, c.span, sms, c.tune)
@@ -112,7 +119,7 @@ func TestPlanAttnDec(t *testing.T) {
 		}
 	}
 	// A merge too wide for shared memory is an error, not a launch.
-	if _, _, err := planAttnDec(1, 1, 8, 256, 8192, sms, attnDecTune{splits: 4096, fan: 4096}); err == nil || !strings.Contains(err.Error(), "shared memory") {
+	if _, _, err := planAttnDec(1, 1, 8, 256, 8192, sms, attnDecTune{one: true, splits: 4096, fan: 4096}); err == nil || !strings.Contains(err.Error(), "shared memory") {
 		t.Errorf("4096 chunks merged at once: %v, want an error about shared memory", err)
 	}
 }
@@ -124,11 +131,12 @@ var attnDecTunes = []struct {
 	tune attnDecTune
 }{
 	{"old", attnDecTune{old: true}},
-	{"flat", attnDecTune{fan: attnDecMaxSplits}},
-	{"fan2", attnDecTune{fan: 2}},
-	{"splits3", attnDecTune{splits: 3}},
-	{"splits300_fan16", attnDecTune{splits: 300, fan: 16}},
-	{"splits1", attnDecTune{splits: 1}},
+	{"new", attnDecTune{one: true}},
+	{"flat", attnDecTune{one: true, fan: attnDecMaxSplits}},
+	{"fan2", attnDecTune{one: true, fan: 2}},
+	{"splits3", attnDecTune{one: true, splits: 3}},
+	{"splits300_fan16", attnDecTune{one: true, splits: 300, fan: 16}},
+	{"splits1", attnDecTune{one: true, splits: 1}},
 }
 
 // TestDecodeAttentionTunes runs the op table's attention and
@@ -257,6 +265,8 @@ var decAttnShapes = []decAttnShape{
 	{"window1024_pos512", 1, 512, 1024, 1024},
 	{"window1024_pos2048", 1, 2048, 1983, 1024},
 	{"window1024_pos8192", 1, 8192, 1983, 1024},
+	{"global_pos2048_rows2", 2, 2048, 4096, 0},
+	{"window1024_pos2048_rows2", 2, 2048, 1983, 1024},
 	{"global_pos2048_rows5", 5, 2048, 4096, 0},
 }
 
@@ -353,16 +363,17 @@ func timeDecAttn(tb testing.TB, be *Backend, s decAttnShape, tu attnDecTune, rep
 
 // BenchmarkDecodeAttention times decode attention_gate at Dory 4B's
 // shapes (decAttnShapes) in the old form (attn_part + attn_finish) and
-// the new (attn_dec, one launch) in one run: µs a layer and GB/s of its
-// keys and values, each shape cycling through copies past L2, e.g.
-// ops_cuda.test -test.run '^$' -test.bench DecodeAttention.
+// the new (attn_dec, one launch; the default from attnDecMinRows rows) in
+// one run: µs a layer and GB/s of its keys and values, each shape cycling
+// through copies past L2, e.g. ops_cuda.test -test.run '^$' -test.bench
+// DecodeAttention.
 func BenchmarkDecodeAttention(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	for _, s := range decAttnShapes {
 		for _, form := range []struct {
 			name string
 			tune attnDecTune
-		}{{"old", attnDecTune{old: true}}, {"new", attnDecTune{}}} {
+		}{{"old", attnDecTune{old: true}}, {"new", attnDecTune{one: true}}} {
 			b.Run(s.name+"/"+form.name, func(b *testing.B) {
 				b.ResetTimer()
 				us, gbps := timeDecAttn(b, be, s, form.tune, b.N)
@@ -400,13 +411,13 @@ func TestDecodeAttentionSweep(t *testing.T) {
 	tunes := []struct {
 		name string
 		tune attnDecTune
-	}{{"old", attnDecTune{old: true}}, {"new", attnDecTune{}}}
+	}{{"old", attnDecTune{old: true}}, {"new", attnDecTune{one: true}}}
 	for _, sp := range []int{33, 66, 132} {
 		for _, fan := range []int{0, 8, attnDecMaxSplits} {
 			tunes = append(tunes, struct {
 				name string
 				tune attnDecTune
-			}{fmt.Sprintf("splits=%d/fan=%d", sp, fan), attnDecTune{splits: sp, fan: fan}})
+			}{fmt.Sprintf("splits=%d/fan=%d", sp, fan), attnDecTune{one: true, splits: sp, fan: fan}})
 		}
 	}
 	for _, s := range decAttnShapes {

@@ -246,9 +246,10 @@ type Backend struct {
 	// its warps takes (0: moeWindowFPW chooses); REEL_MOE_WINDOW and
 	// REEL_MOE_WINDOW_FPW (parseMoEWindow).
 	moeWindowRows, moeWindowFPW int
-	// attnDec is how decode attention is computed: attn_dec in one
-	// launch, or attn_part and attn_finish (REEL_ATTN_DECODE=old), and
-	// attn_dec's chunks and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
+	// attnDec is how decode attention is computed: attn_part and
+	// attn_finish for one row, attn_dec in one launch from attnDecMinRows
+	// (REEL_ATTN_DECODE=old or new forces either), and attn_dec's chunks
+	// and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
 	attnDec attnDecTune
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
@@ -346,10 +347,6 @@ func New(opts Options) (*Backend, error) {
 	// (qmvs_*) rather than the tensor cores (qmma_*); REEL_QMMA_ROWS sets
 	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
-	// REEL_QMV_DEEP=0 takes one decode row of quantized weights on the
-	// shallow split-K kernels (qmvs_*, qmvg_*, qmvsw_*, qmvn_*) rather
-	// than the deep ones (qmvd*, qmvdPlan).
-	be.mv.quantShallow = os.Getenv("REEL_QMV_DEEP") == "0"
 	be.mv.quantMMARows = qmmaRows
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()

@@ -35,7 +35,8 @@ var gemvShapes = []gemvShape{
 	{"mlp_swiglu_split", "swiglu_split", [][2]int{{7168, 2560}, {7168, 2560}}, 1},
 	{"gate_up_7168x2560_rows4", "matmul", [][2]int{{7168, 2560}}, 4},
 	{"gate_up_7168x2560_rows8", "matmul", [][2]int{{7168, 2560}}, 8},
-	// Decode windows (2 to 8 rows: cuBLAS's window by default, window.go).
+	// Decode windows (2 to 8 rows: cuBLAS's window by default from
+	// windowMinRows, window.go).
 	{"gate_up_7168x2560_rows2", "matmul", [][2]int{{7168, 2560}}, 2},
 	{"gate_up_7168x2560_rows5", "matmul", [][2]int{{7168, 2560}}, 5},
 	{"down_2560x7168_rows2", "matmul", [][2]int{{2560, 7168}}, 2},
@@ -48,13 +49,15 @@ var gemvShapes = []gemvShape{
 	{"lm_head_131072x2560_rows5", "matmul", [][2]int{{131072, 2560}}, 5},
 }
 
-// gemvWindowRoutes are the other routes BenchmarkGEMV times windows of 2 to
-// 8 rows on (the default being cuBLAS's window): the CUDA-core matvec
-// (mv_*: cudacores), which takes the windows cuBLAS's route refuses.
+// gemvWindowRoutes are the routes BenchmarkGEMV times windows of 2 to 8
+// rows on besides the default (cuBLAS's window from windowMinRows rows,
+// mv_* below): the CUDA-core matvec (mv_*: cudacores), which takes the
+// windows cuBLAS's route refuses, and cuBLAS's window at every row count
+// (window, REEL_WINDOW_CUBLAS=1).
 var gemvWindowRoutes = []struct {
 	name string
 	tune mvTuning
-}{{"cudacores", mvTuning{winRows: -1}}}
+}{{"cudacores", mvTuning{winRows: -1}}, {"window", mvTuning{winRows: 1}}}
 
 // BenchmarkGEMV measures the bf16 products of Dory's decode (one row; the
 // gate/up shape also with 2, 4, 5 and 8, and windows of 2 to 8 rows of
@@ -63,9 +66,9 @@ var gemvWindowRoutes = []struct {
 // L2 cache, replayed as one CUDA graph; the plain shapes also with
 // cuBLAS's bf16 GEMM of x rounded once (cublas_<shape>, the bound a
 // window's route can reach); windows of 2 to 8 rows (cuBLAS's window of
-// hi + lo rows by default, window.go) also on each of gemvWindowRoutes
-// (<route>_<shape>), and one-row shapes also on that window
-// (window_<shape>).
+// hi + lo rows by default from windowMinRows rows, window.go) also on each
+// of gemvWindowRoutes (<route>_<shape>), and one-row shapes also on that
+// window (window_<shape>).
 func BenchmarkGEMV(b *testing.B) {
 	be := newTestBackend(b, Options{})
 	if bw, err := be.MeasureCopyBandwidth(1<<30, 10); err == nil {

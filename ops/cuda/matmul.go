@@ -48,14 +48,6 @@ type mvTuning struct {
 	quantOld     bool
 	quantGrid    int
 	quantNoStage bool
-	// quantShallow takes the split-K kernels of before (qmvs_*, qmvg_*,
-	// qmvsw_*, qmvn_*: QMV_LOADS in flight a lane, the first loads only
-	// asked of L2 before pdl_entry) for one row, where the deep ones
-	// (qmvd*, qmvdPlan) would run; quantLoads, when positive, is the
-	// QMVD_LOADS the deep kernels were compiled with (REEL_CUDA_DEFINES;
-	// else qmvdLoads), which qmvdPlan's split counts on.
-	quantShallow bool
-	quantLoads   int
 	// quantNoMMA takes the CUDA-core kernels (qmvs_*) where the tensor-core
 	// ones (qmma_*, qmmaPlan) could run; for them warps and split are the
 	// block's warps (up to qmmaMaxWarps) and the warps sharing a tile.
@@ -152,10 +144,11 @@ type mvSeg struct {
 // gate and up, and the scales sg, su) it writes silu(g·sg)·(u·su) into
 // swiglu's output instead; with norm (its epsilon) the product of each row
 // is divided by sqrt(Σx² + eps) of that row (norm_matmul). A window of
-// 16-bit weights (windowed: 2..8 rows by default) goes to cuBLAS instead
-// (window); every other product, and every window the cuBLAS route refuses
-// (f32 weights, no cuBLAS, REEL_WINDOW_CUBLAS=0), takes the CUDA-core
-// kernels (mv_*, mvsw_*, mvn_*: matvec.cu).
+// 16-bit weights (windowed: windowMinRows to 8 rows by default) goes to
+// cuBLAS instead (window); every other product, and every window the
+// cuBLAS route refuses (f32 weights, no cuBLAS, REEL_WINDOW_CUBLAS=0,
+// fewer rows), takes the CUDA-core kernels (mv_*, mvsw_*, mvn_*:
+// matvec.cu).
 func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu *[3]*Buffer, norm *float32) error {
 	wt, err := wtype(segs[0].w)
 	if err != nil {

@@ -147,8 +147,9 @@ func matvecCases() []optest.Case {
 		productCase(1, 2560, []int{33, 7, 129, 64, 3}, graph.BF16, false), productCase(5, 1024, []int{31, 1, 40}, graph.F32, false),
 		productCase(1, 2560, []int{257}, graph.BF16, true), productCase(6, 4104, []int{70}, graph.F16, true),
 		productCase(1, 999, []int{45}, graph.F32, true), productCase(8, 3072, []int{96}, graph.BF16, true),
-		// Windows (cuBLAS by default, mv_* with winRows −1): long K, K
-		// not a multiple of 32, grouped rows of several sizes.
+		// Windows (cuBLAS by default from windowMinRows, mv_* with
+		// winRows −1): long K, K not a multiple of 32, grouped rows of
+		// several sizes.
 		productCase(5, 7168, []int{100}, graph.BF16, false), productCase(8, 7168, []int{40}, graph.F16, false),
 		productCase(4, 2568, []int{17, 40}, graph.F16, false), productCase(7, 72, []int{33}, graph.BF16, true),
 		productCase(2, 40, []int{16}, graph.F16, true), productCase(3, 2560, []int{4096, 1024, 1024, 4096}, graph.BF16, false),
@@ -156,7 +157,8 @@ func matvecCases() []optest.Case {
 }
 
 // mvTunings are launch shapes every matvec case must pass with: the
-// default (windows of 16-bit weights on cuBLAS), cuBLAS from one row, and
+// default (windows of 16-bit weights on cuBLAS from windowMinRows rows),
+// cuBLAS from one row, and
 // the matvec kernels' shapes with the windows kept on them (winRows −1).
 var mvTunings = []mvTuning{{}, {winRows: 1}, {winRows: -1}, {feats: 1, winRows: -1}, {split: 1, winRows: -1},
 	{warps: 8, split: 8, winRows: -1}, {warps: 8, split: 2, feats: 1, winRows: -1}, {warps: 1, winRows: -1}, {warps: 2, split: 2, winRows: -1},

@@ -35,7 +35,7 @@ var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_exp
 // quantKernels are their kernels.
 var quantKernels = append(append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
 	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...), qmmaKernelNames()...),
-	quantPromptKernelNames()...), append(qfuseKernelNames(), qmvdKernelNames()...)...)
+	quantPromptKernelNames()...), qfuseKernelNames()...)
 
 // quantPromptKernelNames are the prompt products' kernels
 // (kernels/quant_prompt.cu): for each format and 16-bit type, the
@@ -277,12 +277,11 @@ type qmvIn struct {
 }
 
 // qmvLaunch is a quantized matvec's launch: the old qmv_* kernel (old, a
-// warp a feature), or a qmvs_* (deep: qmvd*) kernel over units of shape.feats features in
+// warp a feature), or a qmvs_* kernel over units of shape.feats features in
 // nb blocks of units on a grid of grid blocks, x staged in shared bytes of
 // shared memory when shared is not 0.
 type qmvLaunch struct {
 	old    bool
-	deep   bool // a qmvd* kernel (qmvdPlan)
 	vec    bool // old: 16-byte code vectors
 	name   string
 	shape  mvShape
@@ -312,82 +311,6 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	}
 	sh := mvPlan(t, (in.nOut+feats-1)/feats, feats, in.k, in.perVec, maxChunk, sms)
 	l := qmvLaunch{name: fmt.Sprintf("qmvs_%s_r%d_f%d", in.name, rb, feats), shape: sh, nb: sh.blocks, grid: sh.blocks}
-	l.capGrid(t, sms)
-	l.stage(t, in)
-	return l
-}
-
-// The deep one-row quantized matvec (qmvd*, kernels/quant_deep.cu): each
-// lane issues qmvdLoads 16-byte code loads at once (QMVD_LOADS, over the
-// features of its unit), the first batch into registers before pdl_entry,
-// in blocks of qmvdWarps warps; qmvdPlan splits K so that one batch covers
-// a lane's share of its row, then further (while every warp keeps a chunk
-// of 32 vectors) until the grid holds qmvdMinWarps warps an SM. The point
-// is bytes in flight: to stream at ~4.8 TB/s with ~1 µs of latency the
-// card needs ~5 MB of loads outstanding, ~38 KB an SM; the shallow qmvs_*
-// launch kept 4 loads a lane (64 B) in flight on ~10 warps an SM for
-// Dory-4B's 2560x2560 (~20 KB), issued only after x was staged.
-const (
-	qmvdLoads    = 8
-	qmvdWarps    = 8
-	qmvdMinWarps = 16
-)
-
-// qmvdKernelNames are the deep kernels' names (quant_deep.cu's instances).
-func qmvdKernelNames() []string {
-	var out []string
-	for _, q := range []string{"f8", "i8", "u4"} {
-		for _, f := range []int{1, 2, 4} {
-			out = append(out, fmt.Sprintf("qmvdg_%s_r1_f%d", q, f), fmt.Sprintf("qmvdn_%s_r1_f%d", q, f))
-		}
-		out = append(out, "qmvdsw_"+q+"_r1")
-	}
-	return out
-}
-
-// qmvdPlan chooses the launch of a quantized matvec as qmvPlan does, but
-// for one row of 16-byte code vectors (unless the tuning asks for the old
-// or the shallow kernels) the deep kernels' (deep set; name as the plain
-// product's qmvdg_*): units of qmvFeats features (or the tuning's), K
-// split over pow2Ceil(⌈chunks/per⌉) warps, per = loads/feats chunks of 32
-// vectors a lane loads at once, and doubled while it stays within the
-// block and the chunks and the grid holds fewer than qmvdMinWarps warps an
-// SM (at least ⌈k/maxChunk⌉ warps when maxChunk is positive).
-func qmvdPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
-	vec := in.k%in.perVec == 0 && in.blockCols%in.perVec == 0 && in.stride%16 == 0 && in.aligned
-	if !vec || t.quantOld || t.quantShallow || in.rows != 1 {
-		return qmvPlan(t, in, maxChunk, sms)
-	}
-	feats := qmvFeats[in.name]
-	if t.feats == 1 || t.feats == 2 || t.feats == 4 {
-		feats = t.feats
-	}
-	loads := qmvdLoads
-	if t.quantLoads > 0 {
-		loads = t.quantLoads
-	}
-	per := max(1, loads/feats)
-	warps := t.warps
-	if warps <= 0 {
-		warps = qmvdWarps
-	}
-	warps = min(pow2Floor(warps), mvMaxWarps)
-	chunks := (in.k/in.perVec + 31) / 32
-	units := (in.nOut + feats - 1) / feats
-	split := t.split
-	if split <= 0 {
-		split = pow2Ceil((chunks + per - 1) / per)
-		for split*2 <= warps && split*2 <= chunks && units*split < qmvdMinWarps*sms {
-			split *= 2
-		}
-		if maxChunk > 0 {
-			split = max(split, (in.k+maxChunk-1)/maxChunk)
-		}
-	}
-	split = max(1, min(pow2Ceil(split), warps))
-	group := warps / split
-	sh := mvShape{feats: feats, split: split, warps: warps, blocks: (units + group - 1) / group}
-	l := qmvLaunch{deep: true, name: fmt.Sprintf("qmvdg_%s_r1_f%d", in.name, feats), shape: sh, nb: sh.blocks, grid: sh.blocks}
 	l.capGrid(t, sms)
 	l.stage(t, in)
 	return l
@@ -475,9 +398,8 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 
 // quantMatvec appends y[rows, nOut] = x[rows, k] · Wᵀ for the quantized
 // weight q and 1..matvecMaxRows rows (k and nOut not 0): the tensor-core
-// qmma_* where qmmaPlan takes the product, else the deep qmvdg_* (one
-// launch of qmvfLaunch's, one weight) where qmvdPlan takes it, else qmvs_*
-// where qmvPlan does, else the warp a feature of qmv_*.
+// qmma_* where qmmaPlan takes the product, else qmvs_* where qmvPlan
+// does, else the warp a feature of qmv_*.
 func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int) {
 	in := qmvIn{name: q.name, perVec: q.perVec, rows: rows, k: k, nOut: nOut, stride: q.stride,
 		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0}
@@ -486,13 +408,7 @@ func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, ro
 			x.ptr, q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, int32(l.groupShift), y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))
 		return
 	}
-	l := qmvdPlan(be.mv, in, be.opts.MatvecMaxChunk, be.kernels.sms)
-	if l.deep && be.qmvfLaunch(s, x, []qfuseSeg{{q: q, y: y, n: nOut}}, rows, k, qfuseForm{prefix: "qmvg"}) {
-		return
-	}
-	if l.deep {
-		l = qmvPlan(be.mv, in, be.opts.MatvecMaxChunk, be.kernels.sms)
-	}
+	l := qmvPlan(be.mv, in, be.opts.MatvecMaxChunk, be.kernels.sms)
 	if l.old {
 		vec := int32(0)
 		if l.vec {

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -14,12 +13,12 @@ import (
 // BenchmarkQuantGEMV measures quant_matmul at Dory-4B's decode shapes
 // (one row; gate/up also with 2, 4, 5 and 8, down with 5) in FP8 (128 x 128
 // blocks, f32 scales), q8 and q4 (groups of 32, f16 scales), each with the
-// old kernels (qmv_*, a warp a feature: <format>_old_<shape>), the shallow
-// split-K ones on the CUDA cores (qmvs_*, the default at one row until the
-// deep ones: <format>_new_<shape>), the deep ones (qmvdg_* at one row,
-// qmvdPlan, the default there; qmvs_* for more rows: <format>_deep_<shape>)
-// and the tensor-core ones (qmma_*, the default from qmmaMinRows rows, here
-// at every row count: <format>_mma_<shape>): GB/s of codes, scales
+// old kernels (qmv_*, a warp a feature: <format>_old_<shape>), the split-K
+// ones on the CUDA cores (qmvs_*, the default at one row:
+// <format>_new_<shape>; the same with x read through L1 rather than staged
+// in shared memory: <format>_nostage_<shape>) and the tensor-core ones
+// (qmma_*, the default from qmmaMinRows rows, here at every row count:
+// <format>_mma_<shape>): GB/s of codes, scales
 // and activations moved, and the share of the copy bound, as BenchmarkGEMV
 // reports the bf16 products; and the prompt path (dequantize, then the
 // GEMM) at quantPromptShapes, with TFLOP/s, e.g. ops_cuda.test -test.run
@@ -43,8 +42,8 @@ func BenchmarkQuantGEMV(b *testing.B) {
 			for _, k := range []struct {
 				name string
 				tune mvTuning
-			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true, quantShallow: true}},
-				{"deep", mvTuning{quantNoMMA: true}}, {"mma", mvTuning{quantMMARows: 1}}} {
+			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true}},
+				{"nostage", mvTuning{quantNoMMA: true, quantNoStage: true}}, {"mma", mvTuning{quantMMARows: 1}}} {
 				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {
 					be.mv = k.tune
 					defer func() { be.mv = mvTuning{} }()
@@ -143,10 +142,10 @@ func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType,
 // qmma kernels over theirs (warps a block, warps a tile) at
 // BenchmarkQuantGEMV's decode shapes, for tuning qmvFeats, qmvPlan and
 // qmmaPlan: set REEL_QMV_SWEEP (the formats: "q4 q8 fp8") to run it, and
-// REEL_QMV_SWEEP_MMA=1 for the qmma launches only; compile other QMV_LOADS,
-// QMVD_LOADS or QMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DQMVD_LOADS=16) as
-// TestMatVecSweep does MV_LOADS. Each family's best is printed: qmv (the
-// old and the shallow qmvs_*), qmvd (the deep kernels, one row) and qmma.
+// REEL_QMV_SWEEP_MMA=1 for the qmma launches only; compile other QMV_LOADS
+// or QMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DQMMA_LOADS=4) as
+// TestMatVecSweep does MV_LOADS. Each family's best is printed: qmv (qmv_*
+// and qmvs_*) and qmma.
 func TestQuantMatVecSweep(t *testing.T) {
 	env := os.Getenv("REEL_QMV_SWEEP")
 	if env == "" {
@@ -173,22 +172,7 @@ func TestQuantMatVecSweep(t *testing.T) {
 						for _, split := range []int{0, 1, 2, 4} {
 							for _, grid := range []int{0, 2, 4} {
 								for _, noStage := range []bool{false, true} {
-									tunes = append(tunes, mvTuning{quantNoMMA: true, quantShallow: true, feats: feats, warps: warps, split: split,
-										quantGrid: grid, quantNoStage: noStage})
-								}
-							}
-						}
-					}
-				}
-				// The deep kernels (one row; more rows take the
-				// shallow ones above), QMVD_LOADS as compiled.
-				loads := sweepDefine("QMVD_LOADS")
-				for _, feats := range []int{1, 2, 4} {
-					for _, warps := range []int{4, 8} {
-						for _, split := range []int{0, 1, 2, 4, 8} {
-							for _, grid := range []int{0, 2} {
-								if split <= warps {
-									tunes = append(tunes, mvTuning{quantNoMMA: true, quantLoads: loads, feats: feats, warps: warps, split: split, quantGrid: grid})
+									tunes = append(tunes, mvTuning{quantNoMMA: true, feats: feats, warps: warps, split: split, quantGrid: grid, quantNoStage: noStage})
 								}
 							}
 						}
@@ -208,12 +192,7 @@ func TestQuantMatVecSweep(t *testing.T) {
 				be.mv = tune
 				per, gbps := gb.time(t, be, gb.steps(t, be, false), 20)
 				fam := "qmma"
-				switch {
-				case tune.quantOld || tune.quantShallow:
-					fam = "qmv"
-				case tune.quantNoMMA && s.rows == 1:
-					fam = "qmvd"
-				case tune.quantNoMMA:
+				if tune.quantOld || tune.quantNoMMA {
 					fam = "qmv"
 				}
 				fmt.Printf("sweep %-4s %-24s %s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", f, s.name, fam, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
@@ -221,7 +200,7 @@ func TestQuantMatVecSweep(t *testing.T) {
 					best[fam], bestT[fam] = gbps, tune
 				}
 			}
-			for _, fam := range []string{"qmv", "qmvd", "qmma"} {
+			for _, fam := range []string{"qmv", "qmma"} {
 				if b, ok := best[fam]; ok {
 					fmt.Printf("best  %-4s %-24s %s %+v: %.0f GB/s %.1f%%\n", f, s.name, fam, bestT[fam], b, 100*b*1e9/copyBound)
 				}
@@ -230,17 +209,4 @@ func TestQuantMatVecSweep(t *testing.T) {
 			gb.free()
 		}
 	}
-}
-
-// sweepDefine is the value of -D<name>=n in REEL_CUDA_DEFINES, 0 when it
-// is not there (the kernels' default).
-func sweepDefine(name string) int {
-	for _, d := range strings.Fields(os.Getenv("REEL_CUDA_DEFINES")) {
-		if v, ok := strings.CutPrefix(d, "-D"+name+"="); ok {
-			if n, err := strconv.Atoi(v); err == nil {
-				return n
-			}
-		}
-	}
-	return 0
 }

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -16,9 +15,7 @@ import (
 // take one launch of the fused split-K matvec (kernels/quant_fused.cu:
 // qmvg_* over up to qfuseSegs weights of one format, qmvsw_* for gate and
 // up with the SwiGLU, qmvn_* with the row norm), launched as quant_matmul's
-// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors; one
-// row takes the deep forms (kernels/quant_deep.cu: qmvdg_*, qmvdsw_*,
-// qmvdn_*; qmvdPlan) unless the tuning asks for the shallow. Other
+// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors. Other
 // decode rows (more rows than quantFuseRows: quant_matmul's tensor-core
 // qmma_* is faster there; rows whose codes need element loads) take their
 // parts: each weight's quant_matmul matvec (quantMatvec) into the outputs
@@ -140,17 +137,7 @@ type qfuseForm struct {
 // qfuseSegs weights, or codes, blocks or pointers that rule out 16-byte
 // vectors (qmvPlan's old kernels).
 func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int, form qfuseForm) bool {
-	if rows > be.fuseRows() {
-		return false
-	}
-	return be.qmvfLaunch(s, x, segs, rows, k, form)
-}
-
-// qmvfLaunch is qfuseLaunch for any rows up to matvecMaxRows: the deep
-// kernels (qmvd*, one row: qmvdPlan) or the shallow ones (qmvPlan); the
-// plain quant_matmul takes it with one weight (qmvdg_*).
-func (be *Backend) qmvfLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int, form qfuseForm) bool {
-	if rows < 1 || rows > matvecMaxRows || k < 1 || len(segs) < 1 || len(segs) > qfuseSegs {
+	if rows < 1 || rows > be.fuseRows() || k < 1 || len(segs) < 1 || len(segs) > qfuseSegs {
 		return false
 	}
 	q0 := segs[0].q
@@ -174,7 +161,7 @@ func (be *Backend) qmvfLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int,
 		}
 		t.feats, units = 2, segs[0].n
 	}
-	l := qmvdPlan(t, qmvIn{name: q0.name, perVec: q0.perVec, rows: rows, k: k, nOut: nf, stride: q0.stride,
+	l := qmvPlan(t, qmvIn{name: q0.name, perVec: q0.perVec, rows: rows, k: k, nOut: nf, stride: q0.stride,
 		blockCols: int(q0.bc), aligned: aligned}, be.opts.MatvecMaxChunk, be.kernels.sms)
 	if l.old {
 		return false
@@ -183,11 +170,7 @@ func (be *Backend) qmvfLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int,
 	if rows > 1 {
 		rb = matvecMaxRows
 	}
-	prefix := form.prefix
-	if l.deep {
-		prefix = "qmvd" + strings.TrimPrefix(prefix, "qmv")
-	}
-	name := fmt.Sprintf("%s_%s_r%d_f%d", prefix, q0.name, rb, l.shape.feats)
+	name := fmt.Sprintf("%s_%s_r%d_f%d", form.prefix, q0.name, rb, l.shape.feats)
 	var w, sc, y [qfuseSegs]cu.DevicePtr
 	for i, sg := range segs {
 		w[i], sc[i] = sg.q.w.ptr, sg.q.sc.ptr
@@ -198,7 +181,7 @@ func (be *Backend) qmvfLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int,
 	ends := segEnds(segs, func(sg qfuseSeg) int { return sg.n })
 	var sgp, sup cu.DevicePtr
 	if form.swiglu != nil {
-		name = fmt.Sprintf("%s_%s_r%d", prefix, q0.name, rb)
+		name = fmt.Sprintf("%s_%s_r%d", form.prefix, q0.name, rb)
 		nf = units
 		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}
 		ends = [qfuseSegs - 1]int32{int32(nf), int32(nf), int32(nf)}

@@ -24,12 +24,8 @@ var qfuseTunings = []struct {
 	{8, mvTuning{}}, {8, mvTuning{feats: 1}}, {8, mvTuning{feats: 2}}, {8, mvTuning{feats: 4}},
 	{8, mvTuning{quantNoStage: true}}, {8, mvTuning{quantGrid: 1, warps: 8}}, {8, mvTuning{warps: 8, split: 8, feats: 4}},
 	{8, mvTuning{warps: 1}}, {1, mvTuning{split: 1, feats: 1}},
-	// One row: the deep kernels (qmvd*) with other shapes, a grid looping
-	// over blocks of units, x through L1; the shallow ones (quantShallow).
-	{1, mvTuning{quantGrid: 1, warps: 1, feats: 1}}, {1, mvTuning{quantGrid: 1, warps: 2, split: 1, feats: 4}},
-	{1, mvTuning{quantNoStage: true}}, {1, mvTuning{warps: 4, feats: 2}},
-	{1, mvTuning{quantShallow: true}}, {1, mvTuning{quantShallow: true, feats: 4, quantGrid: 1, warps: 1}},
-	{1, mvTuning{quantShallow: true, quantNoStage: true}},
+	// One row with x through L1 (BenchmarkQuantGEMV's nostage).
+	{1, mvTuning{quantNoStage: true}},
 	{-1, mvTuning{}}, {-1, mvTuning{quantNoMMA: true}}, {-1, mvTuning{quantOld: true}},
 }
 

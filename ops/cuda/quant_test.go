@@ -76,111 +76,14 @@ func TestQmvPlan(t *testing.T) {
 	}
 }
 
-// firstBatch is the bytes of codes a quantized matvec launch l over in
-// asks for at once, card-wide, before any warp decodes one: every warp's
-// first batch (loads a lane of 16 bytes over its unit's features, within
-// its share of the row's chunks of 32 vectors), all warps resident.
-func firstBatch(l qmvLaunch, in qmvIn, loads int) float64 {
-	V := in.k / in.perVec
-	C := (V + 31) / 32
-	per := max(1, loads/l.shape.feats)
-	units := (in.nOut + l.shape.feats - 1) / l.shape.feats
-	vecs := 0
-	for p := 0; p < l.shape.split; p++ {
-		for u := 0; u < per; u++ {
-			if c := p + l.shape.split*u; c < C {
-				vecs += min(32, V-32*c)
-			}
-		}
-	}
-	return float64(units * l.shape.feats * vecs * 16)
-}
-
-// TestQmvdPlan needs no device: one row of 16-byte code vectors takes the
-// deep kernels unless the tuning asks for the old or shallow ones; their
-// launches cover every unit with a power-of-two split within the block;
-// at Dory-4B's decode shapes one batch of qmvdLoads loads a lane covers a
-// warp's share of its row, so the whole matrix is asked for before any
-// decode (the shallow launch's first batch, logged beside it, is a part).
-func TestQmvdPlan(t *testing.T) {
-	formats := []struct {
-		name          string
-		perVec, scale int
-	}{{"u4", 32, 32}, {"i8", 16, 32}, {"f8", 16, 128}}
-	for _, f := range formats {
-		for _, s := range [][2]int{{2560, 2560}, {4096, 2560}, {2560, 4096}, {7168, 2560}, {2560, 7168}, {14336, 2560}, {10240, 2560}} {
-			n, k := s[0], s[1]
-			stride := k
-			if f.name == "u4" {
-				stride = k / 2
-			}
-			in := qmvIn{name: f.name, perVec: f.perVec, rows: 1, k: k, nOut: n, stride: stride, blockCols: f.scale, aligned: true}
-			d := qmvdPlan(mvTuning{}, in, 0, 132)
-			sh := d.shape
-			units := (n + sh.feats - 1) / sh.feats
-			C := (k/f.perVec + 31) / 32
-			if !d.deep || d.name != fmt.Sprintf("qmvdg_%s_r1_f%d", f.name, qmvFeats[f.name]) || sh.warps != qmvdWarps ||
-				sh.split < 1 || sh.split&(sh.split-1) != 0 || sh.warps%sh.split != 0 || d.nb*(sh.warps/sh.split) < units ||
-				d.grid != d.nb || d.shared == 0 {
-				t.Errorf("qmvdPlan(%+v) = %+v", in, d)
-				continue
-			}
-			if per := qmvdLoads / sh.feats; (C+sh.split-1)/sh.split > per {
-				t.Errorf("qmvdPlan(%+v) = %+v: a warp's %d chunks take more than one batch of %d", in, d, (C+sh.split-1)/sh.split, per)
-			}
-			whole := float64(n * k * 16 / f.perVec)
-			deep := firstBatch(d, in, qmvdLoads)
-			if deep != whole {
-				t.Errorf("qmvdPlan(%+v): %.0f bytes in the first batch, want the matrix's %.0f", in, deep, whole)
-			}
-			o := qmvPlan(mvTuning{}, in, 0, 132)
-			shallow := firstBatch(o, in, qmvLoads)
-			t.Logf("%s %dx%d: deep split %d, %d warps (%.1f an SM), first batch %.1f KB an SM; shallow split %d, %d warps, %.1f KB an SM",
-				f.name, n, k, sh.split, units*sh.split, float64(units*sh.split)/132, deep/132/1024,
-				o.shape.split, (n+o.shape.feats-1)/o.shape.feats*o.shape.split, shallow/132/1024)
-		}
-	}
-	src, err := sources.ReadFile("kernels/quant_deep.cu")
-	if err != nil || !strings.Contains(string(src), fmt.Sprintf("#define QMVD_LOADS %d\n", qmvdLoads)) {
-		t.Errorf("kernels/quant_deep.cu does not define QMVD_LOADS as qmvdLoads (%d): %v", qmvdLoads, err)
-	}
-	u4 := qmvIn{name: "u4", perVec: 32, rows: 1, k: 2560, nOut: 2560, stride: 1280, blockCols: 32, aligned: true}
-	for _, tune := range []mvTuning{{quantOld: true}, {quantShallow: true}} {
-		if l := qmvdPlan(tune, u4, 0, 132); l.deep {
-			t.Errorf("qmvdPlan(%+v) took the deep kernels", tune)
-		}
-	}
-	for _, in := range []qmvIn{{name: "u4", perVec: 32, rows: 2, k: 2560, nOut: 2560, stride: 1280, blockCols: 32, aligned: true},
-		{name: "u4", perVec: 32, rows: 1, k: 2560, nOut: 2560, stride: 1280, blockCols: 32}} {
-		if l := qmvdPlan(mvTuning{}, in, 0, 132); l.deep {
-			t.Errorf("qmvdPlan(%+v) took the deep kernels", in)
-		}
-	}
-	for _, tune := range []mvTuning{{feats: 1}, {warps: 2, split: 1}, {quantGrid: 1, warps: 1}, {split: 16}, {quantLoads: 16, feats: 4}} {
-		l := qmvdPlan(tune, u4, 2048, 132)
-		sh := l.shape
-		units := (u4.nOut + sh.feats - 1) / sh.feats
-		if !l.deep || sh.warps%sh.split != 0 || sh.warps > mvMaxWarps || l.nb*(sh.warps/sh.split) < units || l.grid < 1 || l.grid > l.nb ||
-			(tune.split == 0 && sh.split < 2 && sh.warps >= 2) {
-			t.Errorf("qmvdPlan(%+v) = %+v", tune, l)
-		}
-	}
-}
-
 // qmvTunings are the quantized matvec's launches every quant_matmul case
 // must pass with: the old kernels, each unit size, x through L1, a grid
 // looping over blocks of units, other splits.
 var qmvTunings = []mvTuning{
-	// At one row the deep kernels (qmvdg_*) take these, from two the
-	// shallow qmvs_*; the shallow ones at one row below.
 	{quantOld: true}, {quantNoMMA: true, feats: 1}, {quantNoMMA: true, feats: 2}, {quantNoMMA: true, feats: 4},
 	{quantNoMMA: true, quantNoStage: true}, {quantNoMMA: true, quantGrid: 1, warps: 8},
 	{quantNoMMA: true, quantGrid: 1, feats: 1, quantNoStage: true}, {quantNoMMA: true, split: 1},
 	{quantNoMMA: true, warps: 8, split: 8, feats: 4}, {quantNoMMA: true, warps: 1}, {quantNoMMA: true, warps: 2, split: 2, feats: 1},
-	{quantGrid: 1, warps: 1, feats: 1}, {quantGrid: 1, warps: 2, feats: 4, split: 1}, {warps: 4, feats: 2},
-	// The shallow kernels at one row (quantShallow).
-	{quantShallow: true}, {quantShallow: true, feats: 1}, {quantShallow: true, feats: 2}, {quantShallow: true, quantNoStage: true},
-	{quantShallow: true, quantGrid: 1, warps: 1, feats: 1},
 	// The tensor-core kernels' launch shapes, from one row (the default
 	// takes qmma from qmmaMinRows).
 	{quantMMARows: 1}, {quantMMARows: 1, split: 1}, {quantMMARows: 1, warps: 16}, {quantMMARows: 1, warps: 16, split: 16},

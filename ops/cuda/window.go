@@ -30,8 +30,13 @@ import (
 // eager run's bits.
 
 // windowMinRows is the fewest rows of a product of 16-bit weights that go
-// to cuBLAS by default (REEL_WINDOW_CUBLAS).
-const windowMinRows = 2
+// to cuBLAS by default (REEL_WINDOW_CUBLAS). Two rows stay on mv_*: on the
+// H200 (session 6, reel bench --windows, each window against one row)
+// qwen4-12l's 2-row window took 1.82x one row with cuBLAS from 2 rows and
+// 1.55x with REEL_WINDOW_CUBLAS=3 (3 rows 2.14x against 2.22x, 5 rows
+// 2.53x against 2.73x: noise), and Dory 4B's 2 rows gained little from
+// the route (1.50x before it, 1.45x with it; session 5).
+const windowMinRows = 3
 
 // parseWindowRows reads REEL_WINDOW_CUBLAS: the fewest rows (1 to
 // matvecMaxRows) of a product of 16-bit weights that cuBLAS computes as a

@@ -84,8 +84,7 @@ func quantCases() []Case {
 	// smaller than a vector; groups of 96 (not a power of two of vectors:
 	// qmvs rather than qmma); and one row of 600 features, more blocks of
 	// units than an H200's 132 SMs at a unit a block, so that a grid
-	// capped at a block an SM loops over them (the deep kernels load the
-	// next unit's codes before the last unit's sums are reduced).
+	// capped at a block an SM loops over them.
 	for _, dt := range []graph.DType{graph.F8E4M3, graph.I8, graph.U8} {
 		sdt, br, bc := graph.F16, 1, 32
 		if dt == graph.F8E4M3 {

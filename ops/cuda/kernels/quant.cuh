@@ -278,8 +278,9 @@ __device__ __forceinline__ void qmvs_rows(const unsigned char* w, long long stri
 	}
 }
 
-// The fused forms' parameters and rows (quant_fused.cu's qmvf_impl,
-// quant_deep.cu's qmvd_impl).
+// The fused forms' parameters, rows, loads, sums and outputs
+// (quant_fused.cu's qmvf_impl), and the plain product built on them
+// (qmvs_impl).
 
 #define QF_SEGS 4
 
