@@ -45,6 +45,9 @@ var OpSlerp = &Def{
 		if !in[0].Shape.Equal(in[1].Shape) {
 			return graph.Signature{}, fmt.Errorf("x %s and y %s differ", in[0], in[1])
 		}
+		if len(in[0].Shape) == 0 {
+			return graph.Signature{}, fmt.Errorf("x %s has no rows", in[0])
+		}
 		if len(in[2].Shape) != 1 || in[2].Shape[0] != in[0].Shape.Last() {
 			return graph.Signature{}, fmt.Errorf("alpha %s must be [%d] for x %s", in[2], in[0].Shape.Last(), in[0])
 		}

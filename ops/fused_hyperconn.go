@@ -7,68 +7,37 @@ import (
 )
 
 // Fused ops of the gated residual streams (ops/hyperconn.go) that only the
-// planner makes (its rules hc_inject_norm and hc_mix_matmul): the ends of a
-// gated residual with their neighbours, so that a sub-layer's residual
-// costs three launches (hc_inject_norm, the grouped down/inject product,
-// hc_mix_matmul) where it cost six. Each keeps a Decompose into primitives
-// the fused plan is checked against.
+// planner makes (its rules moe_inject_norm and hc_mix_matmul): the ends of
+// a gated residual with their neighbours. Each keeps a Decompose into
+// primitives the fused plan is checked against.
 
 // fusedHCDefs are the fused stream ops; they are registered beside the
 // others.
-var fusedHCDefs = []*Def{OpHCInjectNorm, OpMoEInjectNorm, OpHCMixMatMul}
+var fusedHCDefs = []*Def{OpMoEInjectNorm, OpHCMixMatMul}
 
-// HCInjectNormAttrs are the attributes of hc_inject_norm: the streams of
+// MoEInjectNormAttrs are the attributes of moe_inject_norm: the streams of
 // its hc_inject and the runs and epsilon of its rmsnorm.
-type HCInjectNormAttrs struct {
+type MoEInjectNormAttrs struct {
 	Streams int
 	Norm    NormAttrs
 }
 
-// OpHCInjectNorm is hc_inject with the rmsnorm of its result: a block's
-// output added into the streams and the next gated residual's normed
-// hyper-state, in one pass over the row.
-var OpHCInjectNorm = &Def{
-	Op: "hc_inject_norm",
-	Doc: "hc_inject_norm(x[T, C·H], y[T, H], l[T, C], w) = (x', rmsnorm(x', w)) with x' = hc_inject(x, y, l): the block output added " +
-		"into every stream, then the next residual's norm of the new hyper-state (Norm: its runs and epsilon; w [Group] or [C·H]), " +
-		"x' rounded to f32 before the norm reads it as the unfused ops round it. x' may take x's memory.",
-	Arity: 4, InPlace: []int{0, -1},
-	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
-		at, err := attrsAs[HCInjectNormAttrs]("hc_inject_norm", a)
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		sig, err := OpHCInject.Rule(StreamAttrs{Streams: at.Streams}, in[:3])
-		if err != nil {
-			return graph.Signature{}, err
-		}
-		n, err := OpRMSNorm.Rule(at.Norm, []*graph.Value{specValue(sig.Outputs[0]), in[3]})
-		if err != nil {
-			return graph.Signature{}, fmt.Errorf("norm: %w", err)
-		}
-		return graph.Signature{Outputs: []graph.Spec{sig.Outputs[0], n.Outputs[0]}}, nil
-	},
-	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
-		at, ok := attrsIn[HCInjectNormAttrs](b, "hc_inject_norm", a)
-		if !ok {
-			return failed(2)
-		}
-		x := HCInject(b, in[0], in[1], in[2], at.Streams)
-		return []*graph.Value{x, RMSNorm(b, x, in[3], at.Norm.Group, at.Norm.Eps)}
-	},
-}
-
-// OpMoEInjectNorm is hc_inject_norm of a mixture of experts' output: the
-// routed experts' weighted sum (and the shared expert under its gate)
-// computed where hc_inject reads it.
+// OpMoEInjectNorm is a mixture of experts' output added into the streams
+// and the next gated residual's normed hyper-state, in one pass over the
+// row: moe_combine, hc_inject and the rmsnorm of its result.
 var OpMoEInjectNorm = &Def{
 	Op: "moe_inject_norm",
-	Doc: "moe_inject_norm(x[T, C·H], l[T, C], w, y[T, k, H], p[T, k][, s[T, H], sg[T, 1]]) = hc_inject_norm(x, moe_combine(y, p[, s, sg]), l, w): " +
-		"a mixture of experts' output, its routed experts' products y under their weights p (and the shared expert s under its gate), " +
-		"added into every stream, then the next residual's norm of the new hyper-state (Norm, w as hc_inject_norm's); the sum " +
-		"rounded to f32 as moe_combine rounds it. The new hyper-state may take x's memory.",
+	Doc: "moe_inject_norm(x[T, C·H], l[T, C], w, y[T, k, H], p[T, k][, s[T, H], sg[T, 1]]) = (x', rmsnorm(x', w)) with " +
+		"x' = hc_inject(x, moe_combine(y, p[, s, sg]), l): a mixture of experts' output, its routed experts' products y under " +
+		"their weights p (and the shared expert s under its gate), rounded to f32 as moe_combine rounds it, added into every " +
+		"stream, then the next residual's norm of the new hyper-state (Norm: its runs and epsilon; w [Group] or [C·H]), x' " +
+		"rounded to f32 before the norm reads it as the unfused ops round it. x' may take x's memory.",
 	Arity: -1, InPlace: []int{0, -1},
 	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		at, err := attrsAs[MoEInjectNormAttrs]("moe_inject_norm", a)
+		if err != nil {
+			return graph.Signature{}, err
+		}
 		if len(in) != 5 && len(in) != 7 {
 			return graph.Signature{}, fmt.Errorf("moe_inject_norm takes x, l, w, y, p and optionally s, sg; got %d inputs", len(in))
 		}
@@ -76,10 +45,18 @@ var OpMoEInjectNorm = &Def{
 		if err != nil {
 			return graph.Signature{}, err
 		}
-		return OpHCInjectNorm.Rule(a, []*graph.Value{in[0], specValue(c.Outputs[0]), in[1], in[2]})
+		sig, err := OpHCInject.Rule(StreamAttrs{Streams: at.Streams}, []*graph.Value{in[0], specValue(c.Outputs[0]), in[1]})
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		n, err := OpRMSNorm.Rule(at.Norm, []*graph.Value{specValue(sig.Outputs[0]), in[2]})
+		if err != nil {
+			return graph.Signature{}, fmt.Errorf("norm: %w", err)
+		}
+		return graph.Signature{Outputs: []graph.Spec{sig.Outputs[0], n.Outputs[0]}}, nil
 	},
 	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
-		at, ok := attrsIn[HCInjectNormAttrs](b, "moe_inject_norm", a)
+		at, ok := attrsIn[MoEInjectNormAttrs](b, "moe_inject_norm", a)
 		if !ok || (len(in) != 5 && len(in) != 7) {
 			return failed(2)
 		}

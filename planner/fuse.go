@@ -139,7 +139,7 @@ func eligible(g *graph.Graph, u *Uses, r *Replacement) bool {
 		for _, v := range m.Outputs {
 			if given[v] {
 				// a member may read a value the fused node gives (it is
-				// computed inside it: hc_inject_norm's new hyper-state)
+				// computed inside it: moe_inject_norm's new hyper-state)
 				for _, rd := range u.readers[v.ID] {
 					if !in[rd] && rd.ID <= r.At.ID {
 						return false

@@ -16,7 +16,7 @@ import (
 var allRules = []string{
 	planner.RuleSwiGLUNormMatMul, planner.RuleQuantSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQuantMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV,
 	planner.RuleAttentionGate, planner.RuleSlerp, planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix,
-	planner.RuleNormMatMul, planner.RuleQuantNormMatMul, planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleMoEInjectNorm, planner.RuleHCInjectNorm, planner.RuleGroupMatMul,
+	planner.RuleNormMatMul, planner.RuleQuantNormMatMul, planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleMoEInjectNorm, planner.RuleGroupMatMul,
 	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
 }
 

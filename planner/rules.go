@@ -168,7 +168,6 @@ func Rules(skip []string) []Rule {
 		ExpertGLURule(),
 		HCMixMatMulRule(),
 		MoEInjectNormRule{},
-		HCInjectNormRule{},
 		SiblingRule{},
 		QuantSiblingRule{},
 		ChainRule{},

@@ -16,8 +16,6 @@ const (
 	RuleGDNPrep = "gdn_prep"
 	// RuleExpertGLU is the name of ExpertGLURule's template rule.
 	RuleExpertGLU = "expert_matmul_glu"
-	// RuleHCInjectNorm is the name of HCInjectNormRule.
-	RuleHCInjectNorm = "hc_inject_norm"
 	// RuleMoEInjectNorm is the name of MoEInjectNormRule.
 	RuleMoEInjectNorm = "moe_inject_norm"
 	// RuleHCMixMatMul is the name of HCMixMatMulRule's template rule.
@@ -41,44 +39,22 @@ func HCMixMatMulRule() Rule {
 		}}
 }
 
-// HCInjectNormRule fuses hc_inject with the rmsnorm that reads its result
-// (the next gated residual's norm, or any rmsnorm of the new hyper-state:
-// the first in build order) into hc_inject_norm, which gives both the new
-// hyper-state and its norm. A template rule cannot find it: the
-// hyper-state is read outside the match too (by the next hc_inject).
-type HCInjectNormRule struct{}
-
-// Name is "hc_inject_norm".
-func (HCInjectNormRule) Name() string { return RuleHCInjectNorm }
-
-// Match pairs each hc_inject with the first rmsnorm of its result.
-func (HCInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
-	var reps []Replacement
-	for _, n := range g.Nodes {
-		inj, norm, attrs, ok := injectNormAt(u, n)
-		if !ok {
-			continue
-		}
-		rep := Replacement{Op: ops.OpHCInjectNorm, Attrs: attrs, Inputs: []*graph.Value{inj.Inputs[0], inj.Inputs[1], inj.Inputs[2], norm.Inputs[1]},
-			Members: []*graph.Node{inj, norm}, Outputs: []*graph.Value{inj.Outputs[0], norm.Outputs[0]}, At: norm}
-		if fits(&rep) && eligible(g, u, &rep) {
-			reps = append(reps, rep)
-		}
-	}
-	return reps
-}
-
 // MoEInjectNormRule fuses a mixture of experts' moe_combine with the
 // hc_inject that adds it into the streams and the rmsnorm of the result
-// (HCInjectNormRule's pair) into moe_inject_norm; it runs first, and
-// hc_inject_norm takes the pairs it leaves.
+// (the next gated residual's norm, or any rmsnorm of the new hyper-state:
+// the first in build order) into moe_inject_norm, which gives both the new
+// hyper-state and its norm. A template rule cannot find it: the
+// hyper-state is read outside the match too (by the next hc_inject).
+// An hc_inject of another block's output keeps its own launch and its
+// norm's: fused alone (the rule hc_inject_norm, removed in session 6) the
+// pair made Qwen4-Exp's decode slower on the H200.
 type MoEInjectNormRule struct{}
 
 // Name is "moe_inject_norm".
 func (MoEInjectNormRule) Name() string { return RuleMoEInjectNorm }
 
-// Match finds each hc_inject_norm pair whose block output is a
-// moe_combine read by the hc_inject only.
+// Match finds each hc_inject with the first rmsnorm of its result whose
+// block output is a moe_combine read by the hc_inject only.
 func (MoEInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
 	var reps []Replacement
 	for _, n := range g.Nodes {
@@ -104,7 +80,7 @@ func (MoEInjectNormRule) Match(g *graph.Graph, u *Uses) []Replacement {
 // injectNormAt gives, when n is an hc_inject whose result an rmsnorm
 // reads, n, the first such rmsnorm in build order and the attributes of
 // their fused op.
-func injectNormAt(u *Uses, n *graph.Node) (inj, norm *graph.Node, attrs ops.HCInjectNormAttrs, ok bool) {
+func injectNormAt(u *Uses, n *graph.Node) (inj, norm *graph.Node, attrs ops.MoEInjectNormAttrs, ok bool) {
 	if n.Op != ops.OpHCInject.Op || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
 		return nil, nil, attrs, false
 	}
@@ -125,7 +101,7 @@ func injectNormAt(u *Uses, n *graph.Node) (inj, norm *graph.Node, attrs ops.HCIn
 	if !ok {
 		return nil, nil, attrs, false
 	}
-	return n, norm, ops.HCInjectNormAttrs{Streams: sa.Streams, Norm: na}, true
+	return n, norm, ops.MoEInjectNormAttrs{Streams: sa.Streams, Norm: na}, true
 }
 
 // fits checks that the fused node of rep makes what its members made.

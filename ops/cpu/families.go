@@ -7,7 +7,6 @@ var familyKernels = map[string]kernelFunc{
 	"hc_mix":    hcMixKernel,
 	"hc_inject": hcInjectKernel,
 	// the fused stream ops (ops/fused_hyperconn.go)
-	"hc_inject_norm":  hcInjectNormKernel,
 	"moe_inject_norm": moeInjectNormKernel,
 	"hc_mix_matmul":   hcMixMatMulKernel,
 	"reshape":         reshapeKernel,

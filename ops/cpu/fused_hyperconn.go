@@ -10,28 +10,6 @@ import (
 // Kernels of the fused stream ops (ops/fused_hyperconn.go): each runs its
 // parts' kernels, so a fused plan gives the unfused one's bits.
 
-// hcInjectNormKernel is hc_inject into output 0, then rmsnorm of it into
-// output 1.
-func hcInjectNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
-	at, err := ops.NodeAttrs[ops.HCInjectNormAttrs](n)
-	if err != nil {
-		return nil, err
-	}
-	if len(in) != 4 || len(out) != 2 {
-		return nil, fmt.Errorf("hc_inject_norm: %d inputs and %d outputs", len(in), len(out))
-	}
-	inj, err := hcInjectKernel(be, part(n, "hc_inject", ops.StreamAttrs{Streams: at.Streams}, n.Inputs[:3], n.Outputs[:1]), in[:3], out[:1])
-	if err != nil {
-		return nil, err
-	}
-	norm, err := normKernel(true)(be, part(n, "rmsnorm", at.Norm, []*graph.Value{n.Outputs[0], n.Inputs[3]}, n.Outputs[1:]),
-		[]*Buffer{out[0], in[3]}, out[1:])
-	if err != nil {
-		return nil, err
-	}
-	return steps{inj, norm}, nil
-}
-
 // hcMixMatMulKernel is scale and silu of d into scratch, the up product
 // into scratch, then hc_mix.
 func hcMixMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
@@ -63,8 +41,13 @@ func hcMixMatMulKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step,
 	return steps{sc, act, mm, mix}, nil
 }
 
-// moeInjectNormKernel is moe_combine into scratch, then hc_inject_norm.
+// moeInjectNormKernel is moe_combine into scratch, hc_inject of it into
+// output 0, then rmsnorm of that into output 1.
 func moeInjectNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	at, err := ops.NodeAttrs[ops.MoEInjectNormAttrs](n)
+	if err != nil {
+		return nil, err
+	}
 	if (len(in) != 5 && len(in) != 7) || len(out) != 2 {
 		return nil, fmt.Errorf("moe_inject_norm: %d inputs and %d outputs", len(in), len(out))
 	}
@@ -73,10 +56,15 @@ func moeInjectNormKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Ste
 	if err != nil {
 		return nil, err
 	}
-	inj, err := hcInjectNormKernel(be, part(n, "hc_inject_norm", n.Attrs, []*graph.Value{n.Inputs[0], yv, n.Inputs[1], n.Inputs[2]}, n.Outputs),
-		[]*Buffer{in[0], y, in[1], in[2]}, out)
+	inj, err := hcInjectKernel(be, part(n, "hc_inject", ops.StreamAttrs{Streams: at.Streams}, []*graph.Value{n.Inputs[0], yv, n.Inputs[1]}, n.Outputs[:1]),
+		[]*Buffer{in[0], y, in[1]}, out[:1])
 	if err != nil {
 		return nil, err
 	}
-	return steps{comb, inj}, nil
+	norm, err := normKernel(true)(be, part(n, "rmsnorm", at.Norm, []*graph.Value{n.Outputs[0], n.Inputs[2]}, n.Outputs[1:]),
+		[]*Buffer{out[0], in[2]}, out[1:])
+	if err != nil {
+		return nil, err
+	}
+	return steps{comb, inj, norm}, nil
 }

@@ -202,7 +202,8 @@ type Backend struct {
 	// computed in f32 (decode rows, f32 weights).
 	act reused
 	// hcMix is hc_mix_matmul's activation and logits where it runs its
-	// parts (prompt rows).
+	// parts (prompt rows), and moe_inject_norm's combined output where it
+	// runs its parts.
 	hcMix reused
 	half  [2]reused
 	// win is a decode window's scratch on cuBLAS (window): x split in

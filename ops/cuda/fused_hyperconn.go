@@ -9,13 +9,13 @@ import (
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
-// Binders of the fused stream ops (ops/fused_hyperconn.go): hc_inject_norm
-// is one row kernel (runs past the row kernels' reach: hc_inject, then
-// rmsnorm); hc_mix_matmul is one matvec over the up projection with the
-// activation before it and the mix after it for decode rows (up to
-// matvecMaxRows, at most hcMixMaxStreams streams, the rows' activations
-// within hcMixMaxShared bytes), else its parts: the activation into
-// scratch, the product (cuBLAS) and hc_mix.
+// Binders of the fused stream ops (ops/fused_hyperconn.go): moe_inject_norm
+// is one row kernel (runs past the row kernels' reach: moe_combine,
+// hc_inject, then rmsnorm); hc_mix_matmul is one matvec over the up
+// projection with the activation before it and the mix after it for decode
+// rows (up to matvecMaxRows, at most hcMixMaxStreams streams, the rows'
+// activations within hcMixMaxShared bytes), else its parts: the activation
+// into scratch, the product (cuBLAS) and hc_mix.
 
 // hcMixMaxStreams is the most streams hc_mix_mv takes (HC_MIX_MAXC).
 const hcMixMaxStreams = 4
@@ -29,7 +29,7 @@ const hcMixMaxShared = 48 << 10
 
 // hcFusedKernels are the kernels of the fused stream ops.
 var hcFusedKernels = []string{
-	"hc_inject_norm", "hc_inject_norm_wide", "hc_mix_act",
+	"moe_inject_norm", "moe_inject_norm_wide", "hc_mix_act",
 	"hc_mix_mv_f32_r1", "hc_mix_mv_bf16_r1", "hc_mix_mv_f16_r1",
 	"hc_mix_mv_f32_r8", "hc_mix_mv_bf16_r8", "hc_mix_mv_f16_r8",
 }
@@ -39,46 +39,27 @@ func subNode(n *graph.Node, op string, attrs any, in, out []*graph.Value) *graph
 	return &graph.Node{ID: n.ID, Op: op, Attrs: attrs, Inputs: in, Outputs: out, Scope: n.Scope}
 }
 
-// bindHCInjectNorm binds hc_inject_norm: x' = hc_inject(x, y, l) (output
-// 0, which may be x's buffer) and rmsnorm(x', w) (output 1).
-func bindHCInjectNorm(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	if len(in) != 4 || len(out) != 2 {
-		return nil, fmt.Errorf("hc_inject_norm: %d inputs and %d outputs", len(in), len(out))
-	}
-	if err := f32("y", in[1]); err != nil {
-		return nil, err
-	}
-	return be.injectNorm(n, in[0], in[2], in[3], out[0], out[1], in[1], nil, nil)
-}
-
-// bindMoEInjectNorm binds moe_inject_norm: hc_inject_norm of moe_combine's
-// output, computed where hc_inject reads it.
+// bindMoEInjectNorm binds moe_inject_norm: x' = hc_inject(x,
+// moe_combine(y, p[, s, sg]), l) (output 0, which may be x's buffer) and
+// rmsnorm(x', w) (output 1), moe_combine's output computed where hc_inject
+// reads it: one row kernel a run of the norm, or past the row kernels'
+// reach the parts.
 func bindMoEInjectNorm(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	if (len(in) != 5 && len(in) != 7) || len(out) != 2 {
 		return nil, fmt.Errorf("moe_inject_norm: %d inputs and %d outputs", len(in), len(out))
 	}
-	if err := f32All([]string{"y", "p"}, in[3:5]); err != nil {
-		return nil, err
-	}
-	if len(in) == 7 {
-		if err := f32All([]string{"s", "sg"}, in[5:7]); err != nil {
-			return nil, err
-		}
-	}
-	return be.injectNorm(n, in[0], in[1], in[2], out[0], out[1], nil, n, in[3:])
-}
-
-// injectNorm binds hc_inject_norm (y given) or moe_inject_norm (moe its
-// node, comb moe_combine's inputs y, p and optionally s, sg): one row
-// kernel a run of the norm, or past the row kernels' reach the parts
-// (moe_combine into scratch, hc_inject, rmsnorm).
-func (be *Backend) injectNorm(n *graph.Node, x, l, w, xo, xn, y *Buffer, moe *graph.Node, comb []*Buffer) (*steps, error) {
-	at, err := ops.NodeAttrs[ops.HCInjectNormAttrs](n)
+	at, err := ops.NodeAttrs[ops.MoEInjectNormAttrs](n)
 	if err != nil {
 		return nil, err
 	}
-	if err := f32All([]string{"x", "l", "output 0", "output 1"}, []*Buffer{x, l, xo, xn}); err != nil {
+	x, l, w, xo, xn, comb := in[0], in[1], in[2], out[0], out[1], in[3:]
+	if err := f32All([]string{"x", "l", "y", "p", "output 0", "output 1"}, []*Buffer{x, l, comb[0], comb[1], xo, xn}); err != nil {
 		return nil, err
+	}
+	if len(comb) == 4 {
+		if err := f32All([]string{"s", "sg"}, comb[2:]); err != nil {
+			return nil, err
+		}
 	}
 	width := n.Inputs[0].Shape.Last()
 	c, h, err := hcStreams(n.Op, &graph.Node{Op: n.Op, Attrs: ops.StreamAttrs{Streams: at.Streams}}, width)
@@ -104,26 +85,16 @@ func (be *Backend) injectNorm(n *graph.Node, x, l, w, xo, xn, y *Buffer, moe *gr
 		return nil, fmt.Errorf("%s: x of %d, l of %d, outputs of %d and %d elements do not fit rows of %d streams of %d",
 			n.Op, x.n, l.n, xo.n, xn.n, c, h)
 	}
-	var ye, ew, sh, sg cu.DevicePtr
-	k := 0
-	if moe != nil {
-		ys := moe.Inputs[3].Shape
-		if len(ys) != 3 || ys[1] <= 0 || ys[2] != h {
-			return nil, fmt.Errorf("%s: y %v must be [rows, k, %d]", n.Op, ys, h)
-		}
-		k = ys[1]
-		if comb[0].n != rows*k*h || comb[1].n != rows*k || (len(comb) == 4 && (comb[2].n != rows*h || comb[3].n != rows)) {
-			return nil, fmt.Errorf("%s: the experts' products, weights and shared expert do not fit %d rows of k %d, hidden %d", n.Op, rows, k, h)
-		}
-		ye, ew = comb[0].ptr, comb[1].ptr
-		if len(comb) == 4 {
-			sh, sg = comb[2].ptr, comb[3].ptr
-		}
-	} else if y.n != rows*h {
-		return nil, fmt.Errorf("%s: y of %d elements does not fit %d rows of %d", n.Op, y.n, rows, h)
+	ys := n.Inputs[3].Shape
+	if len(ys) != 3 || ys[1] <= 0 || ys[2] != h {
+		return nil, fmt.Errorf("%s: y %v must be [rows, k, %d]", n.Op, ys, h)
+	}
+	k := ys[1]
+	if comb[0].n != rows*k*h || comb[1].n != rows*k || (len(comb) == 4 && (comb[2].n != rows*h || comb[3].n != rows)) {
+		return nil, fmt.Errorf("%s: the experts' products, weights and shared expert do not fit %d rows of k %d, hidden %d", n.Op, rows, k, h)
 	}
 	if g > 1024*32 || c+1 > hcMaxInjectStreams {
-		return be.injectNormParts(n, at, x, l, w, xo, xn, y, moe, comb, rows, h)
+		return be.moeInjectNormParts(n, at, in, out, rows, h)
 	}
 	s := be.newSteps()
 	runs := x.n / g
@@ -133,66 +104,46 @@ func (be *Backend) injectNorm(n *graph.Node, x, l, w, xo, xn, y *Buffer, moe *gr
 	if runs > math.MaxInt32 {
 		return nil, fmt.Errorf("%s: %d runs of %d elements: more than one launch takes", n.Op, runs, g)
 	}
-	name, threads, err := rowKernel("hc_inject_norm", g, runs)
+	name, threads, err := rowKernel("moe_inject_norm", g, runs)
 	if err != nil {
 		return nil, err
 	}
-	var yp cu.DevicePtr
-	if y != nil {
-		yp = y.ptr
+	var sh, sg cu.DevicePtr
+	if len(comb) == 4 {
+		sh, sg = comb[2].ptr, comb[3].ptr
 	}
 	s.add(name, [3]uint32{uint32(runs), 1, 1}, [3]uint32{threads, 1, 1}, uint32(4*(c+1)),
-		x.ptr, yp, l.ptr, xo.ptr, w.ptr, wt, xn.ptr, int32(c), int32(h), int32(g), int32(w.n), at.Norm.Eps,
-		ye, ew, sh, sg, int32(k))
+		x.ptr, l.ptr, xo.ptr, w.ptr, wt, xn.ptr, int32(c), int32(h), int32(g), int32(w.n), at.Norm.Eps,
+		comb[0].ptr, comb[1].ptr, sh, sg, int32(k))
 	return s, nil
 }
 
-// injectNormParts binds injectNorm's parts: moe_combine into scratch (moe
-// only), hc_inject, then rmsnorm of its result.
-func (be *Backend) injectNormParts(n *graph.Node, at ops.HCInjectNormAttrs, x, l, w, xo, xn, y *Buffer, moe *graph.Node, comb []*Buffer,
-	rows, h int) (*steps, error) {
+// moeInjectNormParts binds moe_inject_norm's parts over its inputs in (x,
+// l, w, y, p and optionally s, sg): moe_combine into scratch, hc_inject of
+// it into out[0], then rmsnorm of that into out[1].
+func (be *Backend) moeInjectNormParts(n *graph.Node, at ops.MoEInjectNormAttrs, in, out []*Buffer, rows, h int) (*steps, error) {
 	s := be.newSteps()
-	yv := n.Inputs[1]
-	if moe != nil {
-		p, err := be.reuse(&be.hcMix, 4*rows*h)
-		if err != nil {
-			return nil, err
-		}
-		y = &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * h, bytes: 4 * rows * h, be: be}
-		yv = &graph.Value{ID: -1, Name: "moe_out", DType: graph.F32, Shape: graph.Shape{rows, h}, Kind: graph.Temp}
-		cs, err := bindMoECombine(be, subNode(n, "moe_combine", nil, n.Inputs[3:], []*graph.Value{yv}), comb, []*Buffer{y})
-		if err != nil {
-			return nil, err
-		}
-		s.work = append(s.work, cs.work...)
-	}
-	is, err := bindHCInject(be, subNode(n, "hc_inject", ops.StreamAttrs{Streams: at.Streams}, []*graph.Value{n.Inputs[0], yv, l0(n)}, n.Outputs[:1]),
-		[]*Buffer{x, y, l}, []*Buffer{xo})
+	p, err := be.reuse(&be.hcMix, 4*rows*h)
 	if err != nil {
 		return nil, err
 	}
-	ns, err := bindNorm(true)(be, subNode(n, "rmsnorm", at.Norm, []*graph.Value{n.Outputs[0], w0(n)}, n.Outputs[1:]), []*Buffer{xo, w}, []*Buffer{xn})
+	y := &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: rows * h, bytes: 4 * rows * h, be: be}
+	yv := &graph.Value{ID: -1, Name: "moe_out", DType: graph.F32, Shape: graph.Shape{rows, h}, Kind: graph.Temp}
+	cs, err := bindMoECombine(be, subNode(n, "moe_combine", nil, n.Inputs[3:], []*graph.Value{yv}), in[3:], []*Buffer{y})
 	if err != nil {
 		return nil, err
 	}
-	s.work = append(append(s.work, is.work...), ns.work...)
+	is, err := bindHCInject(be, subNode(n, "hc_inject", ops.StreamAttrs{Streams: at.Streams}, []*graph.Value{n.Inputs[0], yv, n.Inputs[1]}, n.Outputs[:1]),
+		[]*Buffer{in[0], y, in[1]}, out[:1])
+	if err != nil {
+		return nil, err
+	}
+	ns, err := bindNorm(true)(be, subNode(n, "rmsnorm", at.Norm, []*graph.Value{n.Outputs[0], n.Inputs[2]}, n.Outputs[1:]), []*Buffer{out[0], in[2]}, out[1:])
+	if err != nil {
+		return nil, err
+	}
+	s.work = append(append(append(s.work, cs.work...), is.work...), ns.work...)
 	return s, nil
-}
-
-// l0 and w0 are the inject logits and the norm's weight of an
-// hc_inject_norm or moe_inject_norm node.
-func l0(n *graph.Node) *graph.Value {
-	if n.Op == ops.OpMoEInjectNorm.Op {
-		return n.Inputs[1]
-	}
-	return n.Inputs[2]
-}
-
-func w0(n *graph.Node) *graph.Value {
-	if n.Op == ops.OpMoEInjectNorm.Op {
-		return n.Inputs[2]
-	}
-	return n.Inputs[3]
 }
 
 // bindHCMixMatMul binds hc_mix_matmul: u = hc_mix(xn, silu(Scale·d)·wᵀ).

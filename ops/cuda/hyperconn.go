@@ -19,7 +19,6 @@ var hcBinders = map[string]binder{
 	"hc_inject": bindHCInject,
 	"reshape":   bindReshape,
 	// the fused stream ops (fused_hyperconn.go)
-	"hc_inject_norm":  bindHCInjectNorm,
 	"moe_inject_norm": bindMoEInjectNorm,
 	"hc_mix_matmul":   bindHCMixMatMul,
 }

@@ -66,61 +66,32 @@ func hyperconnCases() []Case {
 // fusedHCCases are the cases of the fused stream ops (ops/fused_hyperconn.go).
 func fusedHCCases() []Case {
 	var cs []Case
-	// hc_inject_norm: rows 1 to 8 and 20 (decode and prompt), qwen4-12l's
-	// 4 streams of 2560 normed per stream with a row weight; a norm over
-	// whole rows and over runs across streams, a group weight, bf16
-	// weights, rows of 8K to 32K a run (CUDA's wide kernel) and past a
-	// block's registers (its parts)
-	type inj struct {
-		rows, c, h, group, wlen int
-		dt                      graph.DType
-	}
-	for _, s := range []inj{
-		{1, 4, 2560, 2560, 10240, graph.F32}, {3, 4, 33, 33, 132, graph.F32}, {8, 2, 65, 0, 130, graph.BF16},
-		{2, 3, 64, 96, 96, graph.F32}, {20, 4, 64, 64, 64, graph.F16}, {1, 1, 1, 0, 1, graph.F32},
-		{2, 4, 2560, 0, 10240, graph.F32}, {1, 2, 20000, 40000, 40000, graph.BF16},
-	} {
-		g := s.group
-		if g == 0 {
-			g = s.c * s.h
-		}
-		at := ops.HCInjectNormAttrs{Streams: s.c, Norm: ops.NormAttrs{Group: s.group, Eps: 1e-6}}
-		name := fmt.Sprintf("hc_inject_norm/%s/%dx%dx%d/group=%d/w=%d", s.dt, s.rows, s.c, s.h, s.group, s.wlen)
-		m := newMaker(name)
-		c, h := s.c, s.h
-		cs = append(cs, Case{
-			Name: name,
-			Inputs: []Tensor{m.in("x", s.rows, c*h), m.tensor("y", graph.Input, graph.F32, 2, s.rows, h),
-				m.tensor("l", graph.Input, graph.F32, 6, s.rows, c), m.tensor("w", graph.Weight, s.dt, 1.5, s.wlen)},
-			Build: applyAll(ops.OpHCInjectNorm, at, 2),
-			Ref: func(in [][]float64) [][]float64 {
-				x := refHCInject(in[0], in[1], in[2], c, h)
-				return [][]float64{x, refRMSNorm(x, in[3], g, float64(float32(1e-6)))}
-			},
-			Tol: TolF32,
-		})
-	}
 	// moe_inject_norm: qwen4-12l's 10 experts and shared expert at one row,
-	// without a shared expert, several rows per stream and over whole rows,
-	// prompt rows, and runs past the row kernels (CUDA's parts)
+	// its 4 streams of 2560 normed per stream with a row weight; without a
+	// shared expert, rows 1 to 8 and 20 (decode and prompt), a norm over
+	// whole rows and over runs across streams, a group weight, bf16 and
+	// f16 weights, rows of 8K to 32K a run (CUDA's wide kernel) and past a
+	// block's registers (its parts)
 	type moe struct {
-		rows, c, h, k, group int
-		shared               bool
+		rows, c, h, k, group, wlen int
+		dt                         graph.DType
+		shared                     bool
 	}
 	for _, s := range []moe{
-		{1, 4, 2560, 10, 2560, true}, {3, 4, 33, 2, 33, false}, {8, 2, 64, 4, 0, true},
-		{20, 4, 40, 3, 40, true}, {1, 2, 20000, 2, 40000, true},
+		{1, 4, 2560, 10, 2560, 10240, graph.F32, true}, {3, 4, 33, 2, 33, 132, graph.F32, false}, {8, 2, 64, 4, 0, 128, graph.BF16, true},
+		{2, 3, 64, 3, 96, 96, graph.F32, true}, {20, 4, 40, 3, 40, 40, graph.F16, true}, {1, 1, 1, 1, 0, 1, graph.F32, false},
+		{2, 4, 2560, 2, 0, 10240, graph.F32, true}, {1, 2, 20000, 2, 40000, 40000, graph.BF16, true},
 	} {
 		g := s.group
 		if g == 0 {
 			g = s.c * s.h
 		}
-		at := ops.HCInjectNormAttrs{Streams: s.c, Norm: ops.NormAttrs{Group: s.group, Eps: 1e-6}}
-		name := fmt.Sprintf("moe_inject_norm/%dx%dx%d/k=%d/group=%d/shared=%v", s.rows, s.c, s.h, s.k, s.group, s.shared)
+		at := ops.MoEInjectNormAttrs{Streams: s.c, Norm: ops.NormAttrs{Group: s.group, Eps: 1e-6}}
+		name := fmt.Sprintf("moe_inject_norm/%s/%dx%dx%d/k=%d/group=%d/w=%d/shared=%v", s.dt, s.rows, s.c, s.h, s.k, s.group, s.wlen, s.shared)
 		m := newMaker(name)
 		c, h, k, shared := s.c, s.h, s.k, s.shared
 		inputs := []Tensor{m.in("x", s.rows, c*h), m.tensor("l", graph.Input, graph.F32, 6, s.rows, c),
-			m.tensor("w", graph.Weight, graph.F32, 1.5, c*h), m.tensor("y", graph.Input, graph.F32, 2, s.rows, k, h), m.in("p", s.rows, k)}
+			m.tensor("w", graph.Weight, s.dt, 1.5, s.wlen), m.tensor("y", graph.Input, graph.F32, 2, s.rows, k, h), m.in("p", s.rows, k)}
 		if shared {
 			inputs = append(inputs, m.in("s", s.rows, h), m.tensor("sg", graph.Input, graph.F32, 4, s.rows, 1))
 		}

@@ -59,32 +59,31 @@ extern "C" __global__ void hc_inject(const float* x, const float* y, const float
 
 // ---------------------------------------------------------------- fused (ops/fused_hyperconn.go)
 
-// hc_inject_norm: x' = hc_inject(x, y, l) into xo (which may be x's buffer:
-// each element is read, then written, by one thread) and xn = rmsnorm(x', w)
-// over runs of g elements of rows of c·h (w of type wt, wn = g or c·h
-// elements). One block per run, a thread keeping up to R of its elements
-// (index threadIdx.x + k·blockDim.x) in registers, as norm_rows does; the
-// run's row's c stream weights, rounded to f32 as hc_inject rounds them,
-// in dynamic shared memory of c + 1 floats. x' is rounded to f32 before its
-// sum of squares (in f64, as rmsnorm's). With ye (moe_inject_norm) y is
-// moe_combine's output, computed here as moe_combine computes it: the K
-// routed experts' products ye [T, K, h] under their weights ew [T, K] in
-// order, then the shared expert sh [T, h] (when not null) under its gate
-// sigmoid(sg [T, 1]) (kept in shared memory after the stream weights).
+// moe_inject_norm: x' = hc_inject(x, y, l) into xo (which may be x's
+// buffer: each element is read, then written, by one thread) and
+// xn = rmsnorm(x', w) over runs of g elements of rows of c·h (w of type wt,
+// wn = g or c·h elements), y moe_combine's output computed here as
+// moe_combine computes it: the K routed experts' products ye [T, K, h]
+// under their weights ew [T, K] in order, then the shared expert sh [T, h]
+// (when not null) under its gate sigmoid(sg [T, 1]). One block per run, a
+// thread keeping up to R of its elements (index threadIdx.x + k·blockDim.x)
+// in registers, as norm_rows does; the run's row's c stream weights,
+// rounded to f32 as hc_inject rounds them, and the shared expert's gate in
+// dynamic shared memory of c + 1 floats. x' is rounded to f32 before its
+// sum of squares (in f64, as rmsnorm's).
 template <int R>
-__device__ void hc_inject_norm_body(const float* x, const float* y, const float* l, float* xo, const void* w, int wt, float* xn, int c,
-                                    int h, int g, int wn, float eps, const float* ye, const float* ew, const float* sh, const float* sg,
-                                    int K) {
+__device__ void moe_inject_norm_body(const float* x, const float* l, float* xo, const void* w, int wt, float* xn, int c, int h, int g,
+                                     int wn, float eps, const float* ye, const float* ew, const float* sh, const float* sg, int K) {
 	__shared__ double scratch[32];
-	extern __shared__ float hc_inject_norm_s[];
+	extern __shared__ float moe_inject_norm_s[];
 	long long width = (long long)c * h;
 	long long o = (long long)blockIdx.x * g;
 	long long r = o / width;
 	long long ro = o - r * width; // the run's first column in its row
 	long long wo = ro % wn;
 	for (int k = threadIdx.x; k < c; k += blockDim.x)
-		hc_inject_norm_s[k] = (float)(2.0 * sigmoid_d((double)l[r * c + k] / (double)c));
-	if (threadIdx.x == 0 && ye && sh) hc_inject_norm_s[c] = (float)sigmoid_d((double)sg[r]);
+		moe_inject_norm_s[k] = (float)(2.0 * sigmoid_d((double)l[r * c + k] / (double)c));
+	if (threadIdx.x == 0 && sh) moe_inject_norm_s[c] = (float)sigmoid_d((double)sg[r]);
 	__syncthreads();
 	float v[R];
 	double ss = 0;
@@ -96,15 +95,10 @@ __device__ void hc_inject_norm_body(const float* x, const float* y, const float*
 			long long j = ro + i;
 			int s = (int)(j / h);
 			long long col = j - (long long)s * h;
-			float yv;
-			if (ye) {
-				yv = 0.f;
-				for (int q = 0; q < K; q++) yv = fmaf(ew[r * K + q], ye[(r * K + q) * h + col], yv);
-				if (sh) yv = fmaf(hc_inject_norm_s[c], sh[r * h + col], yv);
-			} else {
-				yv = y[r * h + col];
-			}
-			v[k] = x[o + i] + hc_inject_norm_s[s] * yv;
+			float yv = 0.f;
+			for (int q = 0; q < K; q++) yv = fmaf(ew[r * K + q], ye[(r * K + q) * h + col], yv);
+			if (sh) yv = fmaf(moe_inject_norm_s[c], sh[r * h + col], yv);
+			v[k] = x[o + i] + moe_inject_norm_s[s] * yv;
 			xo[o + i] = v[k];
 		}
 		ss += (double)v[k] * (double)v[k];
@@ -118,21 +112,21 @@ __device__ void hc_inject_norm_body(const float* x, const float* y, const float*
 	}
 }
 
-#define HC_INJECT_NORM_PARAMS                                                                                                          \
-	const float *x, const float *y, const float *l, float *xo, const void *w, int wt, float *xn, int c, int h, int g, int wn, float eps, \
+#define MOE_INJECT_NORM_PARAMS                                                                                           \
+	const float *x, const float *l, float *xo, const void *w, int wt, float *xn, int c, int h, int g, int wn, float eps, \
 	    const float *ye, const float *ew, const float *sh, const float *sg, int K
-#define HC_INJECT_NORM_ARGS x, y, l, xo, w, wt, xn, c, h, g, wn, eps, ye, ew, sh, sg, K
+#define MOE_INJECT_NORM_ARGS x, l, xo, w, wt, xn, c, h, g, wn, eps, ye, ew, sh, sg, K
 
-extern "C" __global__ void __launch_bounds__(1024) hc_inject_norm(HC_INJECT_NORM_PARAMS) {
+extern "C" __global__ void __launch_bounds__(1024) moe_inject_norm(MOE_INJECT_NORM_PARAMS) {
 	prefetch_w(w, wt, ((long long)blockIdx.x * g % ((long long)c * h)) % wn, g);
 	pdl_entry();
-	hc_inject_norm_body<8>(HC_INJECT_NORM_ARGS);
+	moe_inject_norm_body<8>(MOE_INJECT_NORM_ARGS);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) hc_inject_norm_wide(HC_INJECT_NORM_PARAMS) {
+extern "C" __global__ void __launch_bounds__(1024) moe_inject_norm_wide(MOE_INJECT_NORM_PARAMS) {
 	prefetch_w(w, wt, ((long long)blockIdx.x * g % ((long long)c * h)) % wn, g);
 	pdl_entry();
-	hc_inject_norm_body<32>(HC_INJECT_NORM_ARGS);
+	moe_inject_norm_body<32>(MOE_INJECT_NORM_ARGS);
 }
 
 // HC_MIX_MAXC is the most streams hc_mix_mv takes (the binder runs the
