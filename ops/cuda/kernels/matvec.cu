@@ -130,26 +130,7 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	for (int t = threadIdx.x; t < outs; t += blockDim.x) {
 		int r = t % RB, gi = t / RB;
 		if (r >= R) continue;
-		if (SW) {
-			int j = blockIdx.x * G + gi;
-			if (j >= NF) continue;
-			float a = mv_group_sum(red, gi, S, MF, RB, 0, r), b = mv_group_sum(red, gi, S, MF, RB, MF - 1, r);
-			y0[(long long)r * NF + j] = (float)silu_d((double)(a * sg[j])) * (b * su[j]);
-		} else {
-			int i = gi % MF, gg = gi / MF;
-			int f = (blockIdx.x * G + gg) * MF + i;
-			if (f >= NF) continue;
-			float a = mv_group_sum(red, gg, S, MF, RB, i, r);
-			if (NRM) {
-				float n2 = mv_group_sum(nred, gg, S, 1, RB, 0, r);
-				a = (float)((double)a / sqrt((double)n2 + (double)eps));
-			}
-			int s = (f >= e0) + (f >= e1) + (f >= e2);
-			int lo = s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2;
-			int hi = s == 0 ? e0 : s == 1 ? e1 : s == 2 ? e2 : NF;
-			float* y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : y3;
-			y[(long long)r * (hi - lo) + (f - lo)] = a;
-		}
+		mv_put<MF, RB, SW, NRM>(red, nred, blockIdx.x, G, S, gi, r, NF, y0, y1, y2, y3, e0, e1, e2, sg, su, eps);
 	}
 }
 

@@ -88,3 +88,35 @@ __device__ __forceinline__ float mv_group_sum(const float* red, int g, int S, in
 	for (int q = 0; q < S; q++) a += red[((g * S + q) * MF + i) * RB + r];
 	return a;
 }
+
+// mv_put writes output row r of group gi of block b (G groups of S warps
+// a block; red and nred as mv_warp_sums leaves them): with SW,
+// silu(g·sg[j])·(u·su[j]) of unit j = b·G + gi, whose gate and up are its
+// first and last feature; else feature f = (b·G + gi/MF)·MF + gi%MF (of
+// NF) into its segment (y0..y3, ending at e0, e1, e2 and NF), divided by
+// sqrt(Σx² + eps) with NRM. Nothing past NF.
+template <int MF, int RB, bool SW, bool NRM>
+__device__ __forceinline__ void mv_put(const float* red, const float* nred, int b, int G, int S, int gi, int r, int NF, float* y0,
+                                       float* y1, float* y2, float* y3, int e0, int e1, int e2, const float* sg, const float* su,
+                                       float eps) {
+	if (SW) {
+		int j = b * G + gi;
+		if (j >= NF) return;
+		float a = mv_group_sum(red, gi, S, MF, RB, 0, r), u = mv_group_sum(red, gi, S, MF, RB, MF - 1, r);
+		y0[(long long)r * NF + j] = (float)silu_d((double)(a * sg[j])) * (u * su[j]);
+		return;
+	}
+	int i = gi % MF, gg = gi / MF;
+	int f = (b * G + gg) * MF + i;
+	if (f >= NF) return;
+	float a = mv_group_sum(red, gg, S, MF, RB, i, r);
+	if (NRM) {
+		float n2 = mv_group_sum(nred, gg, S, 1, RB, 0, r);
+		a = (float)((double)a / sqrt((double)n2 + (double)eps));
+	}
+	int s = (f >= e0) + (f >= e1) + (f >= e2);
+	int lo = s == 0 ? 0 : s == 1 ? e0 : s == 2 ? e1 : e2;
+	int hi = s == 0 ? e0 : s == 1 ? e1 : s == 2 ? e2 : NF;
+	float* y = s == 0 ? y0 : s == 1 ? y1 : s == 2 ? y2 : y3;
+	y[(long long)r * (hi - lo) + (f - lo)] = a;
+}

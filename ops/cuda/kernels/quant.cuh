@@ -492,26 +492,7 @@ __device__ __forceinline__ void qmvf_out(QMVF_PARAMS, int b, int G, float (*acc)
 	for (int t = threadIdx.x; t < outs; t += blockDim.x) {
 		int r = t % RB, gi = t / RB;
 		if (r >= R) continue;
-		if (FORM == QF_SW) {
-			int j = b * G + gi;
-			if (j >= NF) continue;
-			float a = mv_group_sum(red, gi, S, MF, RB, 0, r), bu = mv_group_sum(red, gi, S, MF, RB, MF - 1, r);
-			y0[(long long)r * NF + j] = (float)silu_d((double)(a * sg[j])) * (bu * su[j]);
-		} else {
-			int i = gi % MF, gg = gi / MF;
-			int f = (b * G + gg) * MF + i;
-			if (f >= NF) continue;
-			float a = mv_group_sum(red, gg, S, MF, RB, i, r);
-			if (NRM) {
-				float n2 = mv_group_sum(nred, gg, S, 1, RB, 0, r);
-				a = (float)((double)a / sqrt((double)n2 + (double)eps));
-			}
-			int sg_ = (f >= e0) + (f >= e1) + (f >= e2);
-			int lo = sg_ == 0 ? 0 : sg_ == 1 ? e0 : sg_ == 2 ? e1 : e2;
-			int hi = sg_ == 0 ? e0 : sg_ == 1 ? e1 : sg_ == 2 ? e2 : NF;
-			float* y = sg_ == 0 ? y0 : sg_ == 1 ? y1 : sg_ == 2 ? y2 : y3;
-			y[(long long)r * (hi - lo) + (f - lo)] = a;
-		}
+		mv_put<MF, RB, FORM == QF_SW, NRM>(red, nred, b, G, S, gi, r, NF, y0, y1, y2, y3, e0, e1, e2, sg, su, eps);
 	}
 	__syncthreads(); // red is the next block's
 }

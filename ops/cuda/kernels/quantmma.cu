@@ -51,13 +51,6 @@
 #define QMMA_MAXWARPS 16
 #define QMMA_MAXR 8
 
-// qmma_lop is (a & b) | c in one instruction.
-__device__ __forceinline__ u32 qmma_lop(u32 a, u32 b, u32 c) {
-	u32 d;
-	asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-	return d;
-}
-
 // qmma_prmt is prmt.b32 (__byte_perm): bytes of a (0..3) and b (4..7)
 // picked by the nibbles of sel.
 __device__ __forceinline__ u32 qmma_prmt(u32 a, u32 b, u32 sel) {
@@ -98,10 +91,10 @@ __device__ __forceinline__ void qmma_dec(u32 u, u32* p) {
 	if (QT == QT_U4) {
 		const u32 LO = 0x000f000fu, HI = 0x00f000f0u, EX = 0x64006400u;
 		u32 s = u >> 8;
-		p[0] = qmma_hsub(qmma_lop(u, LO, EX), 0x64086408u);
-		p[1] = qmma_hfma(qmma_lop(u, HI, EX), 0x2c002c00u, 0xd480d480u);
-		p[2] = qmma_hsub(qmma_lop(s, LO, EX), 0x64086408u);
-		p[3] = qmma_hfma(qmma_lop(s, HI, EX), 0x2c002c00u, 0xd480d480u);
+		p[0] = qmma_hsub(q_and_or(u, LO, EX), 0x64086408u);
+		p[1] = qmma_hfma(q_and_or(u, HI, EX), 0x2c002c00u, 0xd480d480u);
+		p[2] = qmma_hsub(q_and_or(s, LO, EX), 0x64086408u);
+		p[3] = qmma_hfma(q_and_or(s, HI, EX), 0x2c002c00u, 0xd480d480u);
 	} else if (QT == QT_I8) {
 		u32 v = u ^ 0x80808080u;
 		p[0] = qmma_hsub(qmma_prmt(v, 0x64646464u, 0x4140u), 0x64806480u);
