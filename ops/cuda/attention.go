@@ -385,11 +385,14 @@ func (be *Backend) attnParts(parts, d int) (m, l, acc cu.DevicePtr, err error) {
 // against 14.04), slower only at global pos8192 (37.56 against 32.74);
 // five rows were faster in one launch (global pos2048 50.78 against
 // 37.67). Dory 4B decoded 217.5 tok/s with the old form against 207.9
-// with attn_dec at every row count (same run). The two-row cases of
-// decAttnShapes check the threshold.
+// with attn_dec at every row count (same run). Two rows were still faster
+// in the old form (global pos2048 18.32 against 19.35, window1024 pos2048
+// 13.11 against 14.52; session 6, the run that measured five at 50.65
+// against 37.49), so attn_dec takes three rows and more; three and four
+// rows are not measured.
 
 // attnDecMinRows is the fewest decode rows attn_dec takes by default.
-const attnDecMinRows = 2
+const attnDecMinRows = 3
 
 // attnDecMaxDim is the widest head attn_dec takes (ADEC_VL·128 of
 // attention_dec.cu).

@@ -58,11 +58,11 @@ func TestPlanAttnDec(t *testing.T) {
 	}{
 		// Dory 4B (one row forced: REEL_ATTN_DECODE=new): a global
 		// layer's slot of 4096, a window of 1024, a window of 8 rows, a
-		// short slot; two rows by default
+		// short slot; two rows forced, three by default
 		{1, 4, 4, 256, 4096, attnDecTune{one: true}, "attn_dec_g4", 66, 9, 8},
 		{1, 4, 4, 256, 1024, attnDecTune{one: true}, "attn_dec_g4", 64, 8, 8},
 		{8, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 9, 9, 1},
-		{2, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 33, 6, 6},
+		{2, 4, 4, 256, 4096, attnDecTune{one: true}, "attn_dec_g4", 33, 6, 6},
 		{1, 4, 4, 256, 100, attnDecTune{one: true}, "attn_dec_g4", 7, 7, 1},
 		{1, 2, 8, 256, 4096, attnDecTune{one: true}, "attn_dec_g8", 128, 12, 11},
 		{3, 8, 1, 128, 2048, attnDecTune{}, "attn_dec_g1", 11, 11, 1},
@@ -75,10 +75,11 @@ func TestPlanAttnDec(t *testing.T) {
 		{1, 4, 4, 256, 50, attnDecTune{one: true, splits: 300, fan: 4}, "attn_dec_g4", 50, 4, 13},
 		// a prompt chunk in f32: long chunks, capped by shared memory
 		{512, 4, 4, 256, 4096, attnDecTune{}, "attn_dec_g4", 4, 4, 1},
-		// not attn_dec's: one row by default, groups of 3 and 16, heads
+		// not attn_dec's: one and two rows by default, groups of 3 and 16, heads
 		// of 6 and 260, old
 		{1, 4, 4, 256, 4096, attnDecTune{}, "", 0, 0, 0},
 		{1, 4, 4, 256, 1024, attnDecTune{splits: 33}, "", 0, 0, 0},
+		{2, 4, 4, 256, 4096, attnDecTune{}, "", 0, 0, 0},
 		{2, 4, 3, 256, 4096, attnDecTune{}, "", 0, 0, 0},
 		{2, 1, 16, 64, 4096, attnDecTune{one: true}, "", 0, 0, 0},
 		{2, 4, 4, 6, 4096, attnDecTune{}, "", 0, 0, 0},

@@ -325,11 +325,16 @@ func (l *qmvLaunch) capGrid(t mvTuning, sms int) {
 	}
 }
 
-// stage sets the shared memory that holds x staged (qmvs_stage) where it
-// fits qmvSharedMax and the tuning does not read x through L1.
+// stage sets the shared memory that holds x staged (qmvs_stage) for two
+// rows and more where it fits qmvSharedMax and the tuning does not read x
+// through L1. One row reads x through L1: on the H200 (session 6,
+// BenchmarkQuantGEMV, µs staged against through L1) q4 2560x2560 8.75
+// against 7.07, 4096x2560 8.95/7.43, 2560x4096 12.32/10.59, 7168x2560
+// 14.92/14.20, 2560x7168 19.80/17.05; q8 and FP8 alike (FP8 2560x7168
+// 16.57/12.71). Two to eight rows are not measured yet.
 func (l *qmvLaunch) stage(t mvTuning, in qmvIn) {
 	chunks := (in.k/in.perVec + 31) / 32
-	if b := 4 * in.rows * chunks * 32 * in.perVec; b <= qmvSharedMax && !t.quantNoStage {
+	if b := 4 * in.rows * chunks * 32 * in.perVec; in.rows > 1 && b <= qmvSharedMax && !t.quantNoStage {
 		l.shared = b
 	}
 }
