@@ -95,14 +95,25 @@ __device__ __forceinline__ void wg_wait() {
 // reads shared memory through; a barrier then publishes them to the block.
 __device__ __forceinline__ void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// wg_hold ties the accumulators to this point: the compiler may neither
-// read them before a wg_wait nor write them after a wgmma it has not seen
-// complete (the asm that issued them already "wrote" them).
+// wg_hold ties the accumulators to this point (CUTLASS's
+// warpgroup_fence_operand): after a wg_wait, the compiler may not read
+// them earlier (the asm that issued the wgmma already "wrote" them);
+// before a wg_arrive, it may not leave writes to them (zeroing, the
+// softmax's rescale) until after it, where wgmma.fence would not order
+// them before the wgmma.
 template <int N>
 __device__ __forceinline__ void wg_hold(float (&x)[N][4]) {
 #pragma unroll
 	for (int n = 0; n < N; n++)
 		asm volatile("" : "+f"(x[n][0]), "+f"(x[n][1]), "+f"(x[n][2]), "+f"(x[n][3])::"memory");
+}
+
+// wg_hold_a ties A fragments to this point likewise: they are written
+// before the wg_arrive that precedes the wgmma reading them.
+template <int N>
+__device__ __forceinline__ void wg_hold_a(u32 (&a)[N][4]) {
+#pragma unroll
+	for (int n = 0; n < N; n++) asm volatile("" : "+r"(a[n][0]), "+r"(a[n][1]), "+r"(a[n][2]), "+r"(a[n][3])::"memory");
 }
 
 // The accumulators' operand lists: x[n][0..3] of n-tiles n0.., as "+f".
@@ -227,6 +238,7 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 		float s[BN / 8][4];
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+		wg_hold<BN / 8>(s);
 		wg_arrive();
 #pragma unroll
 		for (int kk = 0; kk < D / 16; kk++)
@@ -247,6 +259,7 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 			p[kk][0] = fa_prob2(s[2 * kk][0], s[2 * kk][1]), p[kk][1] = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
 			p[kk][2] = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]), p[kk][3] = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 		}
+		wg_hold_a<BN / 16>(p);
 		wg_hold<D / 8>(o);
 		wg_arrive();
 #pragma unroll
