@@ -239,13 +239,16 @@ type flashKernel struct {
 // each warp taking 16 rows against a whole tile; widep is wide with the
 // fragments loaded a step ahead of the products; wg (flash_wg_body,
 // Hopper's wgmma, compiled for sm_90a on sm_90 cards only) is two
-// warpgroups of 64 rows each. wg is taken only where asked for
-// (REEL_FLASH_VARIANT=wg), not in flashOrder until it is measured.
+// warpgroups of 64 rows each, and wgo the same with one tile's P V on the
+// tensor cores while the next tile's softmax runs. wg and wgo are taken
+// only where asked for (REEL_FLASH_VARIANT), not in flashOrder until they
+// are measured.
 const (
 	flashNarrow = "narrow"
 	flashWide   = "wide"
 	flashWideP  = "widep"
 	flashWG     = "wg"
+	flashWGO    = "wgo"
 )
 
 // flashOrder is the variants' order of preference where the backend names
@@ -264,7 +267,7 @@ const (
 var flashOrder = []string{flashWideP, flashWide, flashNarrow}
 
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashWG}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashWG, flashWGO}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
@@ -273,6 +276,7 @@ var flashKernels = []flashKernel{
 	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
 	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
 	{"flash_wg_d128", 128, 8, 64, flashWG}, {"flash_wg_d256", 256, 8, 64, flashWG},
+	{"flash_wgo_d128", 128, 8, 64, flashWGO}, {"flash_wgo_d256", 256, 8, 64, flashWGO},
 }
 
 // rows is the query rows of a block.
@@ -280,10 +284,10 @@ func (k flashKernel) rows() int { return 16 * k.warps }
 
 // shared is the kernel's dynamic shared memory: the Q tile and two
 // buffers each of K and Vᵀ tiles of f16, rows padded by 8 elements
-// (flash_body); for wg unpadded (the 128-byte swizzle) after up to 1024
-// bytes that align them as wgmma's descriptors need.
+// (flash_body); for wg and wgo unpadded (the 128-byte swizzle) after up
+// to 1024 bytes that align them as wgmma's descriptors need.
 func (k flashKernel) shared() int {
-	if k.variant == flashWG {
+	if k.variant == flashWG || k.variant == flashWGO {
 		return flashWGAlign + 2*(k.rows()*k.dim+2*k.keys*k.dim+2*k.dim*k.keys)
 	}
 	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))

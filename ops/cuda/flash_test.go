@@ -114,12 +114,19 @@ func TestFlashVariantNames(t *testing.T) {
 	if k := be.flashFor(128); k.name != "flash_wg_d128" {
 		t.Errorf("wg failing to compile: flashFor(128) = %+v, want flash_wg_d128", k)
 	}
+	be.kernels, be.flashVariant = nil, flashWGO
+	if k := be.flashFor(256); k.name != "flash_wgo_d256" {
+		t.Errorf("wgo: flashFor(256) = %+v, want flash_wgo_d256", k)
+	}
 	// flash_wg's layout: 1024 bytes of alignment, then Q [128][d], two K
 	// [64][d] and two Vᵀ [d][64], unpadded f16.
 	for _, c := range []struct {
 		name string
 		want int
-	}{{"flash_wg_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wg_d128", 1024 + 2*(128*128+2*64*128+2*128*64)}} {
+	}{
+		{"flash_wg_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wg_d128", 1024 + 2*(128*128+2*64*128+2*128*64)},
+		{"flash_wgo_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wgo_d128", 1024 + 2*(128*128+2*64*128+2*128*64)},
+	} {
 		i := slices.IndexFunc(flashKernels, func(k flashKernel) bool { return k.name == c.name })
 		if i < 0 {
 			t.Errorf("no kernel %s", c.name)

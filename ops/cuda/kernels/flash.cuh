@@ -158,16 +158,24 @@ struct FaLoader {
 
 	// load starts the copies of tile t into buffer buf and commits them.
 	__device__ __forceinline__ void load(int t, int buf) const {
-		int i0 = iStart + t * BN;
+		loadK(t, buf);
+		loadV(t, buf);
+		cp_commit();
+	}
+
+	// loadK and loadV start the copies of tile t's keys or Vᵀ into buffer
+	// buf, uncommitted.
+	__device__ __forceinline__ void loadK(int t, int buf) const {
 		u16* kd = kDst + buf * L::KT;
-		const u16* ks = kSrc + (long long)i0 * D;
+		const u16* ks = kSrc + (long long)(iStart + t * BN) * D;
 #pragma unroll
 		for (int k = 0; k < KPER; k++) cp_async16(kd + k * KSTEP * L::KS, ks + (long long)k * KSTEP * D);
+	}
+	__device__ __forceinline__ void loadV(int t, int buf) const {
 		u16* vd = vDst + buf * L::VT;
-		const u16* vs = vSrc + i0;
+		const u16* vs = vSrc + iStart + t * BN;
 #pragma unroll
 		for (int k = 0; k < VPER; k++) cp_async16(vd + k * VSTEP * L::VS, vs + (long long)k * VSTEP * nk);
-		cp_commit();
 	}
 };
 

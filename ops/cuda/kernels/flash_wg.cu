@@ -186,10 +186,56 @@ __device__ __forceinline__ u16* wg_align1024(u16* p) {
 	return p + (((1024 - (a & 1023)) & 1023) >> 1);
 }
 
+// wg_qk_tile issues S = Q Kᵀ of a warpgroup's 64 rows and a tile's BN
+// keys (after the caller's wg_arrive) and commits it: step kk takes
+// columns 16kk.. of chunk kk/4 (32 bytes a step inside a chunk of BM or BN
+// rows of 128 bytes); qa and kt are the shared addresses (bytes) of the
+// warpgroup's first Q row and of the K tile.
+template <int D, int BM, int BN>
+__device__ __forceinline__ void wg_qk_tile(float (&s)[BN / 8][4], u32 qa, u32 kt) {
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++)
+		wg_qk(s, wg_desc(qa + (kk >> 2) * (BM * 128) + (kk & 3) * 32), wg_desc(kt + (kk >> 2) * (BN * 128) + (kk & 3) * 32));
+	wg_commit();
+}
+
+// wg_pv_tile issues O += P V of a tile (after the caller's wg_arrive) and
+// commits it: keys 16kk.. are P's registers p[kk], 32 bytes into each Vᵀ
+// row of the tile at shared address vtile.
+template <int D, int BN>
+__device__ __forceinline__ void wg_pv_tile(float (&o)[D / 8][4], const u32 (&p)[BN / 16][4], u32 vtile) {
+#pragma unroll
+	for (int kk = 0; kk < BN / 16; kk++) wg_pv<D>(o, p[kk], wg_desc(vtile + kk * 32));
+	wg_commit();
+}
+
+// wg_pack packs a tile's probabilities as P's A fragments: keys 16kk.. are
+// n-tiles 2kk and 2kk+1 of S.
+template <int BN>
+__device__ __forceinline__ void wg_pack(u32 (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {
+#pragma unroll
+	for (int kk = 0; kk < BN / 16; kk++) {
+		p[kk][0] = fa_prob2(s[2 * kk][0], s[2 * kk][1]), p[kk][1] = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
+		p[kk][2] = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]), p[kk][3] = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	}
+}
+
 // flash_wg_body: grid and parameters as flash_body's (fa_block), 256
 // threads (two warpgroups), dynamic shared memory flashKernel.shared (Go):
 // 1024 bytes of alignment, Q (BM × D), then two K and two Vᵀ tiles, f16.
-template <int D>
+//
+// Without OVER each tile is loaded whole a step ahead, and a warpgroup's
+// S = Q Kᵀ, softmax and P V follow one another. With OVER (the wgo
+// variant, FlashAttention-3's intra-warpgroup overlap), P V of tile t-1
+// runs on the tensor cores while the softmax of tile t does on the CUDA
+// cores: each step issues S_t, then P_{t-1} V_{t-1}, waits for S_t alone,
+// takes its softmax, then waits for P V and rescales O by tile t's
+// correction; the last tile's P V follows the loop. Its loads go a half
+// tile ahead: step t copies K_{t+1} and V_t (one commit group), so that
+// when they land K_{t+1}'s buffer held K_{t-1}, whose S finished in step
+// t-1, and V_t's held V_{t-2}, whose P V finished in step t-1, both before
+// step t's barrier: one barrier a step.
+template <int D, bool OVER>
 __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
                               const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
                               int ring, float scale, int nk, int hx) {
@@ -206,7 +252,12 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
 	fa_fill_q<D, L>(sQ, BM, b, q, heads, d);
 	FaLoader<D, BN, NT, L> ld(kh, vt, sK, sV, b.hk, nk, b.iStart);
-	ld.load(0, 0);
+	if constexpr (OVER) {
+		ld.loadK(0, 0);
+		cp_commit();
+	} else {
+		ld.load(0, 0);
+	}
 
 	float sl2 = scale * 1.4426950408889634f;
 	// This thread's two rows (g and g+8 of its warp's 16: warpgroup
@@ -218,12 +269,15 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 	float o[D / 8][4];
 #pragma unroll
 	for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+	u32 p[BN / 16][4]; // P's A fragments
 	// Shared addresses (bytes) of this warpgroup's 64 rows of Q, and of the
 	// tiles' first buffers.
 	const u32 qa = smem_addr(sQ) + (warp >> 2) * 64 * 128, ka = smem_addr(sK), va = smem_addr(sV);
 
 	for (int t = 0; t < b.tiles; t++) {
-		if (t + 1 < b.tiles) {
+		if constexpr (OVER) {
+			cp_wait<0>();
+		} else if (t + 1 < b.tiles) {
 			ld.load(t + 1, (t + 1) & 1);
 			cp_wait<1>();
 		} else {
@@ -231,46 +285,69 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 		}
 		wg_proxy_fence();
 		__syncthreads(); // this tile (and Q) in shared memory for every warpgroup
-		const u32 kt = ka + (t & 1) * (L::KT * 2), vtile = va + (t & 1) * (L::VT * 2);
+		if constexpr (OVER) {
+			if (t + 1 < b.tiles) ld.loadK(t + 1, (t + 1) & 1);
+			ld.loadV(t, t & 1);
+			cp_commit();
+		}
+		const u32 kt = ka + (t & 1) * (L::KT * 2);
 		int j0 = b.jBase + b.iStart + t * BN;
-		// S = Q Kᵀ: step kk takes columns 16kk.. of chunk kk/4 (32 bytes a
-		// step inside a chunk of BM or BN rows of 128 bytes).
 		float s[BN / 8][4];
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 		wg_hold<BN / 8>(s);
+		if (OVER && t > 0) {
+			wg_hold_a<BN / 16>(p);
+			wg_hold<D / 8>(o);
+		}
 		wg_arrive();
-#pragma unroll
-		for (int kk = 0; kk < D / 16; kk++)
-			wg_qk(s, wg_desc(qa + (kk >> 2) * (BM * 128) + (kk & 3) * 32), wg_desc(kt + (kk >> 2) * (BN * 128) + (kk & 3) * 32));
-		wg_commit();
-		wg_wait<0>();
+		wg_qk_tile<D, BM, BN>(s, qa, kt);
+		if (OVER && t > 0) {
+			wg_pv_tile<D, BN>(o, p, va + ((t - 1) & 1) * (L::VT * 2));
+			wg_wait<1>(); // S_t done, P_{t-1} V_{t-1} may run on
+		} else {
+			wg_wait<0>();
+		}
 		wg_hold<BN / 8>(s);
 		// Mask, then the online softmax in base 2; the output's correction.
 		bool whole = j0 + BN - 1 <= b.pFirst && (window <= 0 || j0 > b.pLast - window);
 		float cA, cB;
 		fa_softmax<BN>(s, whole, j0 + 2 * tq, loA, pA, loB, pB, sl2, mxA, mxB, lA, lB, cA, cB);
-		fa_rescale<D / 8>(o, cA, cB);
-		// O += P V: keys 16kk.. are n-tiles 2kk and 2kk+1 of S, and 32
-		// bytes into each Vᵀ row.
-		u32 p[BN / 16][4];
-#pragma unroll
-		for (int kk = 0; kk < BN / 16; kk++) {
-			p[kk][0] = fa_prob2(s[2 * kk][0], s[2 * kk][1]), p[kk][1] = fa_prob2(s[2 * kk][2], s[2 * kk][3]);
-			p[kk][2] = fa_prob2(s[2 * kk + 1][0], s[2 * kk + 1][1]), p[kk][3] = fa_prob2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+		if (OVER && t > 0) {
+			wg_wait<0>();
+			wg_hold_a<BN / 16>(p);
+			wg_hold<D / 8>(o);
 		}
+		fa_rescale<D / 8>(o, cA, cB);
+		wg_pack<BN>(p, s);
+		if constexpr (!OVER) {
+			wg_hold_a<BN / 16>(p);
+			wg_hold<D / 8>(o);
+			wg_arrive();
+			wg_pv_tile<D, BN>(o, p, va + (t & 1) * (L::VT * 2));
+			wg_wait<0>();
+			wg_hold_a<BN / 16>(p);
+			wg_hold<D / 8>(o);
+			__syncthreads(); // both warpgroups are done with this buffer before it is loaded again
+		}
+	}
+	if constexpr (OVER) { // the last tile's P V
+		cp_wait<0>();
+		wg_proxy_fence();
+		__syncthreads();
 		wg_hold_a<BN / 16>(p);
 		wg_hold<D / 8>(o);
 		wg_arrive();
-#pragma unroll
-		for (int kk = 0; kk < BN / 16; kk++) wg_pv<D>(o, p[kk], wg_desc(vtile + kk * 32));
-		wg_commit();
+		wg_pv_tile<D, BN>(o, p, va + ((b.tiles - 1) & 1) * (L::VT * 2));
 		wg_wait<0>();
+		wg_hold_a<BN / 16>(p);
 		wg_hold<D / 8>(o);
-		__syncthreads(); // both warpgroups are done with this buffer before it is loaded again
 	}
 	fa_finish<D / 8>(o, lA, lB, y, g, sg, b, mA, mB, 2 * tq, heads, d);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d128(FLASH_PARAMS) { flash_wg_body<128>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d256(FLASH_PARAMS) { flash_wg_body<256>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d128(FLASH_PARAMS) { flash_wg_body<128, false>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d256(FLASH_PARAMS) { flash_wg_body<256, false>(FLASH_ARGS); }
+// The overlapped form (wgo): P V of one tile beside the softmax of the next.
+extern "C" __global__ void __launch_bounds__(256, 1) flash_wgo_d128(FLASH_PARAMS) { flash_wg_body<128, true>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 1) flash_wgo_d256(FLASH_PARAMS) { flash_wg_body<256, true>(FLASH_ARGS); }
