@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -233,13 +234,20 @@ type flashKernel struct {
 	variant     string
 }
 
-// The flash variants, all flash_body: narrow and wide with 4 and 8 warps,
+// The flash variants: narrow and wide (flash_body) with 4 and 8 warps,
 // each warp taking 16 rows against a whole tile; widep is wide with the
-// fragments loaded a step ahead of the products.
+// fragments loaded a step ahead of the products; wg (flash_wg_body,
+// Hopper's wgmma, compiled for sm_90a on sm_90 cards only) is two
+// warpgroups of 64 rows each, and wgo the same with one tile's P V on the
+// tensor cores while the next tile's softmax runs. wg and wgo are taken
+// only where asked for (REEL_FLASH_VARIANT), not in flashOrder until they
+// are measured.
 const (
 	flashNarrow = "narrow"
 	flashWide   = "wide"
 	flashWideP  = "widep"
+	flashWG     = "wg"
+	flashWGO    = "wgo"
 )
 
 // flashOrder is the variants' order of preference where the backend names
@@ -258,7 +266,7 @@ const (
 var flashOrder = []string{flashWideP, flashWide, flashNarrow}
 
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashWideP}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashWG, flashWGO}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
@@ -266,16 +274,27 @@ var flashKernels = []flashKernel{
 	{"flash_d128", 128, 4, 64, flashNarrow}, {"flash_d256", 256, 4, 32, flashNarrow},
 	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
 	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
+	{"flash_wg_d128", 128, 8, 64, flashWG}, {"flash_wg_d256", 256, 8, 64, flashWG},
+	{"flash_wgo_d128", 128, 8, 64, flashWGO}, {"flash_wgo_d256", 256, 8, 64, flashWGO},
 }
 
 // rows is the query rows of a block.
 func (k flashKernel) rows() int { return 16 * k.warps }
 
 // shared is the kernel's dynamic shared memory: the Q tile and two
-// buffers each of K and Vᵀ tiles of f16, rows padded by 8 elements.
+// buffers each of K and Vᵀ tiles of f16, rows padded by 8 elements
+// (flash_body); for wg and wgo unpadded (the 128-byte swizzle) after up
+// to 1024 bytes that align them as wgmma's descriptors need.
 func (k flashKernel) shared() int {
+	if k.variant == flashWG || k.variant == flashWGO {
+		return flashWGAlign + 2*(k.rows()*k.dim+2*k.keys*k.dim+2*k.dim*k.keys)
+	}
 	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
 }
+
+// flashWGAlign is the alignment of flash_wg's tiles in shared memory
+// (wg_align1024 of flash_wg.cu).
+const flashWGAlign = 1024
 
 // checkFlashVariant checks a variant's name ("" : the default order).
 func checkFlashVariant(v string) error {
@@ -286,16 +305,24 @@ func checkFlashVariant(v string) error {
 }
 
 // flashFor picks the flash kernel of dimension fd: the backend's variant
-// where it is compiled for fd, else the first of flashOrder that is.
+// where it is compiled for fd and for the card (wg on sm_90 only), else the
+// first of flashOrder that is. A kernel whose program failed to compile is
+// still picked, so that its launch reports why.
 func (be *Backend) flashFor(fd int) flashKernel {
 	for _, v := range append([]string{be.flashVariant}, flashOrder...) {
 		for _, k := range flashKernels {
-			if k.dim == fd && k.variant == v {
+			if k.dim == fd && k.variant == v && !be.notForCard(k.name) {
 				return k
 			}
 		}
 	}
 	return flashKernel{}
+}
+
+// notForCard says whether kernel name's program was left out for the
+// card's architecture (unitArch).
+func (be *Backend) notForCard(name string) bool {
+	return be.kernels != nil && errors.Is(be.kernels.unavailable[name], errNotForCard)
 }
 
 // The flash grid's orders (REEL_FLASH_GRID): "heads" puts the KV heads

@@ -507,25 +507,56 @@ func TestKernelUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(one) != 1 || len(each) < 2 {
-		t.Fatalf("%d single programs and %d units", len(one), len(each))
-	}
+	// The single program holds every file but those asking for an
+	// architecture suffix, which stay programs of their own.
+	suffixed := 0
 	in := map[string][]string{}
 	for _, u := range each {
 		if !strings.HasSuffix(u.name, ".cu") {
 			t.Errorf("unit %q is not named for its file", u.name)
 		}
+		if _, ok := unitArch("sm_90", u.suffix); !ok {
+			t.Errorf("unit %s: arch suffix %q is for no card", u.name, u.suffix)
+		}
+		if u.suffix != "" {
+			suffixed++
+		}
 		for _, d := range kernelDef.FindAllStringSubmatch(u.src, -1) {
 			in[d[1]] = append(in[d[1]], u.name)
 		}
 	}
-	all := map[string]bool{}
-	for _, d := range kernelDef.FindAllStringSubmatch(one[0].src, -1) {
-		all[d[1]] = true
+	if len(one) != 1+suffixed || one[0].name != kernelProgram || len(each) < 2 {
+		t.Fatalf("%d programs in the single form (%d with a suffix) and %d units", len(one), suffixed, len(each))
+	}
+	all := map[string]int{}
+	for _, u := range one {
+		for _, d := range kernelDef.FindAllStringSubmatch(u.src, -1) {
+			all[d[1]]++
+		}
 	}
 	for _, n := range kernelNames {
-		if len(in[n]) != 1 || !all[n] {
-			t.Errorf("kernel %s: defined in units %v and in the single program: %v", n, in[n], all[n])
+		if len(in[n]) != 1 || all[n] != 1 {
+			t.Errorf("kernel %s: defined in units %v and %d times in the single form", n, in[n], all[n])
+		}
+	}
+	if !slices.ContainsFunc(each, func(u unit) bool { return u.name == "flash_wg.cu" && u.suffix == "a" }) {
+		t.Error("flash_wg.cu does not ask for sm_90a")
+	}
+}
+
+// TestUnitArch: a unit without a suffix compiles for the card; one asking
+// for "a" (wgmma) for sm_90a on an sm_90 card and on no other.
+func TestUnitArch(t *testing.T) {
+	for _, c := range []struct {
+		card, suffix, want string
+		ok                 bool
+	}{
+		{"sm_90", "", "sm_90", true}, {"sm_89", "", "sm_89", true}, {"sm_100", "", "sm_100", true},
+		{"sm_90", "a", "sm_90a", true}, {"sm_89", "a", "", false}, {"sm_100", "a", "", false}, {"sm_80", "a", "", false},
+		{"sm_90", "f", "", false},
+	} {
+		if got, ok := unitArch(c.card, c.suffix); got != c.want || ok != c.ok {
+			t.Errorf("unitArch(%q, %q) = %q, %v; want %q, %v", c.card, c.suffix, got, ok, c.want, c.ok)
 		}
 	}
 }
@@ -535,8 +566,8 @@ func TestKernelUnits(t *testing.T) {
 // error; a launch of a kernel taken out says why instead of launching.
 func TestCompileFailures(t *testing.T) {
 	us := []unit{
-		{"a.cu", `extern "C" __global__ void ka(int n) {}` + "\n" + `extern "C" __global__ void __launch_bounds__(256, 2) kb(int n) {}`},
-		{"b.cu", `extern "C" __global__ void kc(int n) {}`},
+		{name: "a.cu", src: `extern "C" __global__ void ka(int n) {}` + "\n" + `extern "C" __global__ void __launch_bounds__(256, 2) kb(int n) {}`},
+		{name: "b.cu", src: `extern "C" __global__ void kc(int n) {}`},
 	}
 	boom := errors.New("nvrtcCompileProgram(b.cu): NVRTC_ERROR_COMPILATION")
 	got, err := compileFailures(us, []error{nil, nil})

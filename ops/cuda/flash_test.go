@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -94,6 +95,45 @@ func TestFlashVariantNames(t *testing.T) {
 	if k := be.flashFor(32); k.name != "flash_d32" {
 		t.Errorf("wide: flashFor(32) = %+v, want the default's flash_d32", k)
 	}
+	// wg (flash_wg.cu): asked for, at 128 and 256 dimensions; the default
+	// elsewhere and where its program was left out for the card, but kept
+	// where it failed to compile (its launch says why).
+	be.flashVariant = flashWG
+	for fd, want := range map[int]string{64: "flash_wide_d64", 128: "flash_wg_d128", 256: "flash_wg_d256"} {
+		if k := be.flashFor(fd); k.name != want {
+			t.Errorf("wg: flashFor(%d) = %+v, want %s", fd, k, want)
+		}
+	}
+	be.kernels = &kernelSet{unavailable: map[string]error{
+		"flash_wg_d256": fmt.Errorf("its program flash_wg.cu: %w", errNotForCard),
+		"flash_wg_d128": errors.New("its program flash_wg.cu did not compile"),
+	}}
+	if k := be.flashFor(256); k.name != "flash_widep_d256" {
+		t.Errorf("wg not for the card: flashFor(256) = %+v, want the default's flash_widep_d256", k)
+	}
+	if k := be.flashFor(128); k.name != "flash_wg_d128" {
+		t.Errorf("wg failing to compile: flashFor(128) = %+v, want flash_wg_d128", k)
+	}
+	be.kernels, be.flashVariant = nil, flashWGO
+	if k := be.flashFor(256); k.name != "flash_wgo_d256" {
+		t.Errorf("wgo: flashFor(256) = %+v, want flash_wgo_d256", k)
+	}
+	// flash_wg's layout: 1024 bytes of alignment, then Q [128][d], two K
+	// [64][d] and two Vᵀ [d][64], unpadded f16.
+	for _, c := range []struct {
+		name string
+		want int
+	}{
+		{"flash_wg_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wg_d128", 1024 + 2*(128*128+2*64*128+2*128*64)},
+		{"flash_wgo_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wgo_d128", 1024 + 2*(128*128+2*64*128+2*128*64)},
+	} {
+		i := slices.IndexFunc(flashKernels, func(k flashKernel) bool { return k.name == c.name })
+		if i < 0 {
+			t.Errorf("no kernel %s", c.name)
+		} else if k := flashKernels[i]; k.shared() != c.want || k.rows() != 128 || k.keys != 64 {
+			t.Errorf("%s: shared() = %d bytes, want %d; %d rows, %d keys a tile, want 128 and 64", c.name, k.shared(), c.want, k.rows(), k.keys)
+		}
+	}
 }
 
 // flashShape is one prompt attention: rows query rows from position pos
@@ -181,6 +221,68 @@ func newFlashBench(tb testing.TB, be *Backend, s flashShape) *gemvBench {
 	return fb
 }
 
+// TestFlashAgree runs every flash variant at Dory 4B's prompt shapes
+// (flashShapes: 2048 rows, up to 32 tiles of keys a block, the grid's both
+// orders) and compares its output with widep's: the op table's cases are
+// small, these are the shapes TestFlashSweep times. Every variant rounds
+// q, k, v and the probabilities to f16 alike, so they differ by the order
+// of f32 sums and, where their tiles differ (narrow's 32 keys at 256
+// dimensions), the f16 rounding of some probabilities: within
+// optest.TolF16, while a layout or mask error shows as orders more.
+func TestFlashAgree(t *testing.T) {
+	be := newTestBackend(t, Options{Precision: PrecisionHalf})
+	defer func() { be.flashVariant, be.flashGrid = "", "" }()
+	for _, s := range flashShapes {
+		var want []float64
+		for _, v := range append([]string{flashWideP}, flashVariants...) {
+			for _, grid := range flashGrids {
+				be.flashVariant, be.flashGrid = v, grid
+				got := flashOutput(t, be, s)
+				if want == nil {
+					want = got
+					continue
+				}
+				e := optest.NMSE(got, want)
+				t.Logf("%s: %s (%s, grid %s): NMSE %.3g against widep's output", s.name, v, be.flashFor(doryHeadDim).name, grid, e)
+				if !(e < optest.TolF16) {
+					t.Errorf("%s: %s (%s, grid %s): NMSE %.3g against widep's output, over %g", s.name, v, be.flashFor(doryHeadDim).name, grid, e, optest.TolF16)
+				}
+			}
+		}
+	}
+}
+
+// flashOutput runs attention of shape s once with the backend's variant
+// and gives its output.
+func flashOutput(t *testing.T, be *Backend, s flashShape) []float64 {
+	t.Helper()
+	fb := newFlashBench(t, be, s)
+	defer fb.free()
+	order, err := fb.g.Order()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range order {
+		st, err := ops.BindNode(be, n, fb.inst[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := fb.inst[0][fb.g.Outputs[0].ID]
+	raw := make([]byte, 4*out.(*Buffer).n)
+	if err := be.Read(out, raw); err != nil {
+		t.Fatal(err)
+	}
+	y := make([]float64, len(raw)/4)
+	for i := range y {
+		y[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+	}
+	return y
+}
+
 // TestFlashSweep times every flash variant at Dory 4B's prompt shapes
 // (kv_half and the flash kernel, replayed in a CUDA graph) and prints the
 // time of a launch pair, its TFLOP/s and each kernel's registers and spills,
@@ -207,6 +309,10 @@ func TestFlashSweep(t *testing.T) {
 			continue
 		}
 		f := be.kernels.fn[k.name]
+		if f == nil {
+			fmt.Printf("flash %-20s %s: unavailable: %v\n", k.name, k.variant, be.kernels.why(k.name))
+			continue
+		}
 		regs, _ := f.Attribute(cu.FuncNumRegs)
 		local, _ := f.Attribute(cu.FuncLocalSizeBytes)
 		fmt.Printf("flash %-20s %s: %d warps, %d rows, %d keys a tile, %d registers, %d bytes of local memory, %d bytes shared\n",

@@ -91,11 +91,37 @@ func compileFailures(us []unit, errs []error) (map[string]error, error) {
 type unit struct {
 	name string // its .cu file, the program's name in NVRTC's messages
 	src  string
+	// suffix is the architecture variant the file asks for with a line
+	// "// reel:arch-suffix a" (wgmma's sm_90a; see unitArch), "" for none.
+	suffix string
 }
 
+// archSuffix finds a .cu file's "// reel:arch-suffix" line.
+var archSuffix = regexp.MustCompile(`(?m)^// reel:arch-suffix (\w+)\s*$`)
+
+// unitArch is the architecture a unit asking for suffix compiles for on a
+// card of architecture card (Context.Arch): the card's without a suffix;
+// with "a", the architecture-specific sm_90a, on an sm_90 card only (its
+// code, wgmma, runs on no other). ok is false where the unit is left out:
+// its kernels are then unavailable (errNotForCard) and the ops fall back.
+func unitArch(card, suffix string) (arch string, ok bool) {
+	switch {
+	case suffix == "":
+		return card, true
+	case suffix == "a" && card == "sm_90":
+		return card + suffix, true
+	}
+	return "", false
+}
+
+// errNotForCard marks the kernels of a unit left out for the card's
+// architecture (unitArch).
+var errNotForCard = errors.New("not compiled for this card's architecture")
+
 // units gives the kernels' programs: with one, a single program of every
-// .cu file (named kernelProgram), else a program per file. Each starts with
-// the headers.
+// .cu file (named kernelProgram) but those that ask for an architecture
+// suffix (each still its own program), else a program per file. Each
+// starts with the headers.
 func units(one bool) ([]unit, error) {
 	var head strings.Builder
 	common, err := sources.ReadFile("kernels/common.cuh")
@@ -122,49 +148,49 @@ func units(one bool) ([]unit, error) {
 	}
 	sort.Strings(headers)
 	sort.Strings(files)
-	add := func(sb *strings.Builder, n string) error {
+	text := map[string]string{}
+	for _, n := range append(headers, files...) {
 		b, err := sources.ReadFile("kernels/" + n)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Fprintf(sb, "\n// ---- %s ----\n", n)
-		sb.Write(b)
-		return nil
+		text[n] = fmt.Sprintf("\n// ---- %s ----\n%s", n, b)
 	}
 	for _, n := range headers {
-		if err := add(&head, n); err != nil {
-			return nil, err
-		}
-	}
-	if one {
-		var sb strings.Builder
-		sb.WriteString(head.String())
-		for _, n := range files {
-			if err := add(&sb, n); err != nil {
-				return nil, err
-			}
-		}
-		return []unit{{kernelProgram, sb.String()}}, nil
+		head.WriteString(text[n])
 	}
 	var us []unit
+	var all strings.Builder
+	all.WriteString(head.String())
 	for _, n := range files {
-		var sb strings.Builder
-		sb.WriteString(head.String())
-		if err := add(&sb, n); err != nil {
-			return nil, err
+		suffix := ""
+		if m := archSuffix.FindStringSubmatch(text[n]); m != nil {
+			suffix = m[1]
 		}
-		us = append(us, unit{n, sb.String()})
+		if one && suffix == "" {
+			all.WriteString(text[n])
+			continue
+		}
+		us = append(us, unit{name: n, src: head.String() + text[n], suffix: suffix})
+	}
+	if one {
+		us = append([]unit{{name: kernelProgram, src: all.String()}}, us...)
 	}
 	return us, nil
 }
 
-// program is every kernel as one source (units(true)'s), for tests.
+// program is every kernel's source (units(true)'s programs joined), for
+// tests.
 func program() (string, error) {
 	us, err := units(true)
 	if err != nil {
 		return "", err
 	}
-	return us[0].src, nil
+	var sb strings.Builder
+	for _, u := range us {
+		sb.WriteString(u.src)
+	}
+	return sb.String(), nil
 }
 
 // kernelDef finds the names of the kernels a source defines.
@@ -186,12 +212,28 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 	if err != nil {
 		return nil, fmt.Errorf("cuda: kernel sources: %w", err)
 	}
+	// Units for another architecture than the card's are left out, their
+	// kernels unavailable.
+	notHere := map[string]error{}
+	live := us[:0:0]
+	for _, u := range us {
+		if _, ok := unitArch(ctx.Arch(), u.suffix); ok {
+			live = append(live, u)
+			continue
+		}
+		log.Info("a CUDA kernel program is not for this card: its kernels are left out", "program", u.name, "suffix", u.suffix, "arch", ctx.Arch())
+		for _, d := range kernelDef.FindAllStringSubmatch(u.src, -1) {
+			notHere[d[1]] = fmt.Errorf("its program %s (arch suffix %q) is not for %s: %w", u.name, u.suffix, ctx.Arch(), errNotForCard)
+		}
+	}
+	us = live
 	opts := append([]string{"-DREEL_KERNELS=1"}, defines...)
 	compiled := make([]*cu.Compiled, len(us))
 	compiles := make([]func() (*cu.Compiled, error), len(us))
 	var missing []int
 	for i, u := range us {
-		if compiled[i], compiles[i] = nv.Cached(cacheDir, u.src, u.name, opts, ctx.Arch()); compiles[i] != nil {
+		arch, _ := unitArch(ctx.Arch(), u.suffix)
+		if compiled[i], compiles[i] = nv.Cached(cacheDir, u.src, u.name, opts, arch); compiles[i] != nil {
 			missing = append(missing, i)
 		}
 	}
@@ -220,6 +262,12 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 	unavailable, err := compileFailures(us, errs)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: compile kernels: %w", err)
+	}
+	if len(notHere) > 0 && unavailable == nil {
+		unavailable = map[string]error{}
+	}
+	for n, err := range notHere {
+		unavailable[n] = err
 	}
 	for i, err := range errs {
 		if err != nil {

@@ -520,6 +520,11 @@ func attentionCases() []Case {
 		{heads: 12, kvHeads: 1, hd: 256, rows: 30, pos: 0, capacity: 32},
 		{heads: 16, kvHeads: 1, hd: 256, rows: 40, pos: 20, capacity: 64, window: 30},
 		{heads: 2, kvHeads: 2, hd: 200, rows: 130, pos: 70, capacity: 256, window: 100},
+		// many tiles of keys a block (the tile buffers reused several
+		// times over, the softmax's maxima moving across tiles): 256
+		// dimensions and 128 (the wgmma variant's two sizes)
+		{heads: 8, kvHeads: 2, hd: 256, rows: 40, pos: 600, capacity: 640},
+		{heads: 4, kvHeads: 1, hd: 128, rows: 24, pos: 400, capacity: 424},
 	} {
 		cs = append(cs, attentionCase(s))
 	}
