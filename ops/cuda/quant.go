@@ -269,13 +269,17 @@ func qmvsKernelNames() []string {
 
 // The one-row matvec built for latency (qmvr_*, kernels/quant_row.cu;
 // the tuning's quantRow): a warp computes qmvrFeats whole rows of codes
-// (1 or 2), each lane holding up to qmvrVecs 16-byte vectors of each row
-// (QMVR_VMAX), in blocks of qmvrWarps warps.
+// (1 or 2), each lane holding up to qmvrVecs[i] 16-byte vectors of each
+// row (the kernels' VM: the fewest that hold the row), in blocks of
+// qmvrWarps warps.
 const (
-	qmvrVecs  = 8
 	qmvrWarps = 4
 	qmvrFeats = 2
 )
+
+// qmvrVecs are the vectors a lane holds of a row in each of the kernels'
+// builds (their names' _v<VM>), fewest first.
+var qmvrVecs = []int{4, 8}
 
 // qmvrKernelNames are the plain qmvr kernels' names (quant_row.cu's
 // instances; its fused ones are in qfuseKernelNames).
@@ -283,10 +287,23 @@ func qmvrKernelNames() []string {
 	var out []string
 	for _, q := range []string{"f8", "i8", "u4"} {
 		for _, f := range []int{1, 2} {
-			out = append(out, fmt.Sprintf("qmvr_%s_f%d", q, f))
+			for _, v := range qmvrVecs {
+				out = append(out, fmt.Sprintf("qmvr_%s_f%d_v%d", q, f, v))
+			}
 		}
 	}
 	return out
+}
+
+// qmvrFit is the fewest vectors a lane of the qmvr kernels must hold for
+// a row of k codes, perVec a vector (qmvrVecs), or 0 where none holds it.
+func qmvrFit(k, perVec int) int {
+	for _, v := range qmvrVecs {
+		if k/perVec <= 32*v {
+			return v
+		}
+	}
+	return 0
 }
 
 // qmvIn is what decides a quantized matvec's launch.
@@ -306,6 +323,7 @@ type qmvIn struct {
 type qmvLaunch struct {
 	old    bool
 	row    bool
+	vecs   int  // row: the kernel's vectors a lane (its VM)
 	vec    bool // old: 16-byte code vectors
 	name   string
 	shape  mvShape
@@ -319,7 +337,7 @@ type qmvLaunch struct {
 // 16-byte code vectors (a scale block a power of two of them: q_vshift)
 // and the tuning does not ask for the old ones, the
 // launch shape by mvPlan as the bf16 matvec's; one row whose codes fit
-// qmvrVecs vectors a lane takes qmvr_* instead when the tuning asks for
+// the most qmvrVecs a lane takes qmvr_* instead when the tuning asks for
 // it (quantRow: qmvRowPlan).
 func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	rb := 1
@@ -331,8 +349,8 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 		return qmvLaunch{old: true, vec: vec, name: fmt.Sprintf("qmv_%s_r%d", in.name, rb),
 			shape: mvShape{feats: 1, split: 1, warps: qmvWarps, blocks: (in.nOut + qmvWarps - 1) / qmvWarps}}
 	}
-	if t.quantRow && in.rows == 1 && in.k/in.perVec <= 32*qmvrVecs {
-		return qmvRowPlan(t, in)
+	if v := qmvrFit(in.k, in.perVec); t.quantRow && in.rows == 1 && v > 0 {
+		return qmvRowPlan(t, in, v)
 	}
 	feats := qmvFeats[in.name]
 	if t.feats == 1 || t.feats == 2 || t.feats == 4 {
@@ -345,10 +363,12 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	return l
 }
 
-// qmvRowPlan is the launch of qmvr_*: units of the tuning's feats (1 or
-// 2, else qmvrFeats) a warp, the tuning's warps (a power of two up to
-// mvMaxWarps, else qmvrWarps) a block, a block for each of them.
-func qmvRowPlan(t mvTuning, in qmvIn) qmvLaunch {
+// qmvRowPlan is the launch of qmvr_* holding vecs vectors a lane: units
+// of the tuning's feats (1 or 2, else qmvrFeats) a warp, the tuning's
+// warps (a power of two up to mvMaxWarps, else qmvrWarps) a block, a block
+// for each of them (no split over K: Options.MatvecMaxChunk does not
+// apply).
+func qmvRowPlan(t mvTuning, in qmvIn, vecs int) qmvLaunch {
 	feats := qmvrFeats
 	if t.feats == 1 || t.feats == 2 {
 		feats = t.feats
@@ -359,7 +379,7 @@ func qmvRowPlan(t mvTuning, in qmvIn) qmvLaunch {
 	}
 	units := (in.nOut + feats - 1) / feats
 	blocks := (units + warps - 1) / warps
-	return qmvLaunch{row: true, name: fmt.Sprintf("qmvr_%s_f%d", in.name, feats),
+	return qmvLaunch{row: true, vecs: vecs, name: fmt.Sprintf("qmvr_%s_f%d_v%d", in.name, feats, vecs),
 		shape: mvShape{feats: feats, split: 1, warps: warps, blocks: blocks}, nb: blocks, grid: blocks}
 }
 

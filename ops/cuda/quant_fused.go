@@ -65,10 +65,12 @@ func qfuseKernelNames() []string {
 			out = append(out, fmt.Sprintf("qmvsw_%s_r%d", q, rb))
 		}
 		// The one-row forms (quant_row.cu, the tuning's quantRow).
-		for _, f := range []int{1, 2} {
-			out = append(out, fmt.Sprintf("qmvgr_%s_f%d", q, f), fmt.Sprintf("qmvnr_%s_f%d", q, f))
+		for _, v := range qmvrVecs {
+			for _, f := range []int{1, 2} {
+				out = append(out, fmt.Sprintf("qmvgr_%s_f%d_v%d", q, f, v), fmt.Sprintf("qmvnr_%s_f%d_v%d", q, f, v))
+			}
+			out = append(out, fmt.Sprintf("qmvswr_%s_v%d", q, v))
 		}
-		out = append(out, "qmvswr_"+q)
 	}
 	return out
 }
@@ -180,7 +182,7 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	}
 	name := fmt.Sprintf("%s_%s_r%d_f%d", form.prefix, q0.name, rb, l.shape.feats)
 	if l.row {
-		name = fmt.Sprintf("%sr_%s_f%d", form.prefix, q0.name, l.shape.feats)
+		name = fmt.Sprintf("%sr_%s_f%d_v%d", form.prefix, q0.name, l.shape.feats, l.vecs)
 	}
 	var w, sc, y [qfuseSegs]cu.DevicePtr
 	for i, sg := range segs {
@@ -194,7 +196,7 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	if form.swiglu != nil {
 		name = fmt.Sprintf("%s_%s_r%d", form.prefix, q0.name, rb)
 		if l.row {
-			name = fmt.Sprintf("%sr_%s", form.prefix, q0.name)
+			name = fmt.Sprintf("%sr_%s_v%d", form.prefix, q0.name, l.vecs)
 		}
 		nf = units
 		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}

@@ -36,21 +36,29 @@ func TestQmvPlan(t *testing.T) {
 		{u4(1, 2560, 2560, 32, false), true}, {u4(1, 48, 7, 32, true), true}, {u4(1, 2560, 40, 16, true), true},
 		{i8(1, 100, 33, 32, true), true}, {i8(1, 2560, 9, 8, true), true}, {i8(2, 2560, 9, 32, false), true},
 		{f8(1, 257, 300), true},
-		// Rows past qmvrVecs vectors a lane: qmvs rather than qmvr.
-		{u4(1, 8224, 64, 32, true), false}, {f8(1, 7168, 9), false},
+		// Rows past 8 vectors a lane: qmvs rather than qmvr; rows of 4 and
+		// just over (qmvr_*_v4, _v8).
+		{u4(1, 8224, 64, 32, true), false}, {f8(1, 7168, 9), false}, {u4(1, 4096, 9, 32, true), false}, {u4(1, 4128, 9, 32, true), false},
 	} {
 		for _, tune := range []mvTuning{{}, {feats: 1}, {feats: 4, split: 2}, {warps: 8}, {quantGrid: 2}, {quantNoStage: true}, {quantOld: true},
 			{quantRow: true}, {quantRow: true, feats: 1, warps: 8}, {quantRow: true, feats: 4, warps: 3}, {quantRow: true, quantOld: true}} {
 			l := qmvPlan(tune, tc.in, 0, 132)
 			wantOld := tc.old || tune.quantOld
-			wantRow := !wantOld && tune.quantRow && tc.in.rows == 1 && tc.in.k/tc.in.perVec <= 32*qmvrVecs
+			vecs := tc.in.k / tc.in.perVec
+			wantVM := 0
+			for _, v := range []int{8, 4} {
+				if vecs <= 32*v {
+					wantVM = v
+				}
+			}
+			wantRow := !wantOld && tune.quantRow && tc.in.rows == 1 && wantVM > 0
 			if l.row != wantRow {
 				t.Errorf("qmvPlan(%+v, %+v) = %+v: want row %v", tune, tc.in, l, wantRow)
 				continue
 			}
 			if l.row {
 				sh := l.shape
-				want := fmt.Sprintf("qmvr_%s_f%d", tc.in.name, sh.feats)
+				want := fmt.Sprintf("qmvr_%s_f%d_v%d", tc.in.name, sh.feats, wantVM)
 				if l.name != want || !slices.Contains(quantKernels, l.name) || (sh.feats != 1 && sh.feats != 2) ||
 					(tune.feats <= 2 && tune.feats != 0 && sh.feats != tune.feats) || sh.split != 1 || !isPow2(sh.warps) ||
 					sh.warps > mvMaxWarps || l.grid != l.nb || l.nb != sh.blocks || l.shared != 0 ||
