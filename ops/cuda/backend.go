@@ -349,6 +349,9 @@ func New(opts Options) (*Backend, error) {
 	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
 	be.mv.quantMMARows = qmmaRows
+	// REEL_QMV_ROW=1 takes one-row quantized products whose codes fit to
+	// the qmvr kernels, a warp whole rows (quantRow).
+	be.mv.quantRow = os.Getenv("REEL_QMV_ROW") == "1"
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

@@ -35,7 +35,7 @@ var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_exp
 // quantKernels are their kernels.
 var quantKernels = append(append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
 	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...), qmmaKernelNames()...),
-	quantPromptKernelNames()...), qfuseKernelNames()...)
+	quantPromptKernelNames()...), append(qfuseKernelNames(), qmvrKernelNames()...)...)
 
 // quantPromptKernelNames are the prompt products' kernels
 // (kernels/quant_prompt.cu): for each format and 16-bit type, the
@@ -267,6 +267,45 @@ func qmvsKernelNames() []string {
 	return out
 }
 
+// The one-row matvec built for latency (qmvr_*, kernels/quant_row.cu;
+// the tuning's quantRow): a warp computes qmvrFeats whole rows of codes
+// (1 or 2), each lane holding up to qmvrVecs[i] 16-byte vectors of each
+// row (the kernels' VM: the fewest that hold the row), in blocks of
+// qmvrWarps warps.
+const (
+	qmvrWarps = 4
+	qmvrFeats = 2
+)
+
+// qmvrVecs are the vectors a lane holds of a row in each of the kernels'
+// builds (their names' _v<VM>), fewest first.
+var qmvrVecs = []int{4, 8}
+
+// qmvrKernelNames are the plain qmvr kernels' names (quant_row.cu's
+// instances; its fused ones are in qfuseKernelNames).
+func qmvrKernelNames() []string {
+	var out []string
+	for _, q := range []string{"f8", "i8", "u4"} {
+		for _, f := range []int{1, 2} {
+			for _, v := range qmvrVecs {
+				out = append(out, fmt.Sprintf("qmvr_%s_f%d_v%d", q, f, v))
+			}
+		}
+	}
+	return out
+}
+
+// qmvrFit is the fewest vectors a lane of the qmvr kernels must hold for
+// a row of k codes, perVec a vector (qmvrVecs), or 0 where none holds it.
+func qmvrFit(k, perVec int) int {
+	for _, v := range qmvrVecs {
+		if k/perVec <= 32*v {
+			return v
+		}
+	}
+	return 0
+}
+
 // qmvIn is what decides a quantized matvec's launch.
 type qmvIn struct {
 	name                  string // the format's kernel name (quantCode)
@@ -279,9 +318,12 @@ type qmvIn struct {
 // qmvLaunch is a quantized matvec's launch: the old qmv_* kernel (old, a
 // warp a feature), or a qmvs_* kernel over units of shape.feats features in
 // nb blocks of units on a grid of grid blocks, x staged in shared bytes of
-// shared memory when shared is not 0.
+// shared memory when shared is not 0, or (row) a qmvr_* kernel, a warp a
+// unit, launched as qmvs_* with split 1 and nb the grid.
 type qmvLaunch struct {
 	old    bool
+	row    bool
+	vecs   int  // row: the kernel's vectors a lane (its VM)
 	vec    bool // old: 16-byte code vectors
 	name   string
 	shape  mvShape
@@ -294,7 +336,9 @@ type qmvLaunch struct {
 // rows: the qmvs kernels when the rows, the blocks and the pointers allow
 // 16-byte code vectors (a scale block a power of two of them: q_vshift)
 // and the tuning does not ask for the old ones, the
-// launch shape by mvPlan as the bf16 matvec's.
+// launch shape by mvPlan as the bf16 matvec's; one row whose codes fit
+// the most qmvrVecs a lane takes qmvr_* instead when the tuning asks for
+// it (quantRow: qmvRowPlan).
 func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	rb := 1
 	if in.rows > 1 {
@@ -305,6 +349,9 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 		return qmvLaunch{old: true, vec: vec, name: fmt.Sprintf("qmv_%s_r%d", in.name, rb),
 			shape: mvShape{feats: 1, split: 1, warps: qmvWarps, blocks: (in.nOut + qmvWarps - 1) / qmvWarps}}
 	}
+	if v := qmvrFit(in.k, in.perVec); t.quantRow && in.rows == 1 && v > 0 {
+		return qmvRowPlan(t, in, v)
+	}
 	feats := qmvFeats[in.name]
 	if t.feats == 1 || t.feats == 2 || t.feats == 4 {
 		feats = t.feats
@@ -314,6 +361,26 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	l.capGrid(t, sms)
 	l.stage(t, in)
 	return l
+}
+
+// qmvRowPlan is the launch of qmvr_* holding vecs vectors a lane: units
+// of the tuning's feats (1 or 2, else qmvrFeats) a warp, the tuning's
+// warps (a power of two up to mvMaxWarps, else qmvrWarps) a block, a block
+// for each of them (no split over K: Options.MatvecMaxChunk does not
+// apply).
+func qmvRowPlan(t mvTuning, in qmvIn, vecs int) qmvLaunch {
+	feats := qmvrFeats
+	if t.feats == 1 || t.feats == 2 {
+		feats = t.feats
+	}
+	warps := qmvrWarps
+	if t.warps > 0 {
+		warps = min(pow2Floor(t.warps), mvMaxWarps)
+	}
+	units := (in.nOut + feats - 1) / feats
+	blocks := (units + warps - 1) / warps
+	return qmvLaunch{row: true, vecs: vecs, name: fmt.Sprintf("qmvr_%s_f%d_v%d", in.name, feats, vecs),
+		shape: mvShape{feats: feats, split: 1, warps: warps, blocks: blocks}, nb: blocks, grid: blocks}
 }
 
 // capGrid caps the grid at the tuning's quantGrid blocks an SM, each
@@ -403,8 +470,8 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 
 // quantMatvec appends y[rows, nOut] = x[rows, k] · Wᵀ for the quantized
 // weight q and 1..matvecMaxRows rows (k and nOut not 0): the tensor-core
-// qmma_* where qmmaPlan takes the product, else qmvs_* where qmvPlan
-// does, else the warp a feature of qmv_*.
+// qmma_* where qmmaPlan takes the product, else qmvs_* or qmvr_* (the same
+// arguments) where qmvPlan does, else the warp a feature of qmv_*.
 func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int) {
 	in := qmvIn{name: q.name, perVec: q.perVec, rows: rows, k: k, nOut: nOut, stride: q.stride,
 		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0}

@@ -11,14 +11,18 @@ import (
 )
 
 // BenchmarkQuantGEMV measures quant_matmul at Dory-4B's decode shapes
-// (one row; gate/up also with 2, 4, 5 and 8, down with 5) in FP8 (128 x 128
+// (one row; gate/up also with 2, 4, 5 and 8, down with 5; and one row of
+// the fused q/k/v/g and gate/up with SwiGLU) in FP8 (128 x 128
 // blocks, f32 scales), q8 and q4 (groups of 32, f16 scales), each with the
 // old kernels (qmv_*, a warp a feature: <format>_old_<shape>), the split-K
 // ones on the CUDA cores (qmvs_*, the default at one row:
 // <format>_new_<shape>; the same with x read through L1 rather than staged
 // in shared memory: <format>_nostage_<shape>) and the tensor-core ones
 // (qmma_*, the default from qmmaMinRows rows, here at every row count:
-// <format>_mma_<shape>): GB/s of codes, scales
+// <format>_mma_<shape>), and at one row the one-row kernels (qmvr_*, and
+// qmvgr_*, qmvswr_* for the grouped and SwiGLU shapes; <format>_row_<shape>,
+// with a feature a warp <format>_rowf1_<shape>, with 8 warps a block
+// <format>_roww8_<shape>): GB/s of codes, scales
 // and activations moved, and the share of the copy bound, as BenchmarkGEMV
 // reports the bf16 products; and the prompt path (dequantize, then the
 // GEMM) at quantPromptShapes, with TFLOP/s, e.g. ops_cuda.test -test.run
@@ -43,7 +47,12 @@ func BenchmarkQuantGEMV(b *testing.B) {
 				name string
 				tune mvTuning
 			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true}},
-				{"nostage", mvTuning{quantNoMMA: true, quantNoStage: true}}, {"mma", mvTuning{quantMMARows: 1}}} {
+				{"nostage", mvTuning{quantNoMMA: true, quantNoStage: true}}, {"mma", mvTuning{quantMMARows: 1}},
+				{"row", mvTuning{quantNoMMA: true, quantRow: true}}, {"rowf1", mvTuning{quantNoMMA: true, quantRow: true, feats: 1}},
+				{"roww8", mvTuning{quantNoMMA: true, quantRow: true, warps: 8}}} {
+				if strings.HasPrefix(k.name, "row") && s.rows > 1 {
+					continue // one row only
+				}
 				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {
 					be.mv = k.tune
 					defer func() { be.mv = mvTuning{} }()
@@ -89,39 +98,63 @@ var quantPromptShapes = []gemvShape{
 }
 
 // quantGEMVShapes are BenchmarkQuantGEMV's decode shapes: gemvShapes'
-// plain products but the output head (never quantized).
+// plain products but the output head (never quantized), and the one-row
+// grouped q/k/v/g (quant_grouped_matmul) and gate/up with SwiGLU
+// (quant_matmul_swiglu), the fused products Dory's decode runs most.
 func quantGEMVShapes() []gemvShape {
 	var out []gemvShape
 	for _, s := range gemvShapes {
-		if s.form == "matmul" && s.ws[0][0] <= 65536 {
+		if s.form == "matmul" && s.ws[0][0] <= 65536 || (s.form == "grouped" || s.form == "swiglu") && s.rows == 1 {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// newQuantBench is newGEMVBench for one quant_matmul of shape s's weight
-// stored as codes of dt with scales of sdt.
+// newQuantBench is newGEMVBench for shape s's products (one quant_matmul,
+// or s.form grouped or swiglu: one quant_grouped_matmul or
+// quant_matmul_swiglu) of weights stored as codes of dt with scales of sdt.
 func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType, a ops.QuantAttrs) *gemvBench {
 	tb.Helper()
-	n, k := s.ws[0][0], s.ws[0][1]
+	k := s.ws[0][1]
 	gb := graph.NewBuilder("quant_gemv")
 	x := gb.Input("x", graph.F32, s.rows, k)
-	w := gb.Weight("w", dt, n, ops.QuantCols(dt, k))
-	sc := gb.Weight("s", sdt, (n+a.BlockRows-1)/a.BlockRows, (k+a.BlockCols-1)/a.BlockCols)
-	gb.Output(ops.QuantMatMul(gb, x, w, sc, a))
+	var ws, codes []*graph.Value // codes and scales of each weight in turn; the codes
+	wBytes, outs := 0, 0
+	for i, d := range s.ws {
+		n := d[0]
+		w := gb.Weight(fmt.Sprintf("w%d", i), dt, n, ops.QuantCols(dt, k))
+		sc := gb.Weight(fmt.Sprintf("s%d", i), sdt, (n+a.BlockRows-1)/a.BlockRows, (k+a.BlockCols-1)/a.BlockCols)
+		ws, codes = append(ws, w, sc), append(codes, w)
+		wBytes += w.Bytes() + sc.Bytes()
+		outs += n
+	}
+	switch s.form {
+	case "matmul":
+		gb.Output(ops.QuantMatMul(gb, x, ws[0], ws[1], a))
+	case "grouped":
+		for _, y := range ops.QuantGroupedMatMul(gb, x, a, ws...) {
+			gb.Output(y)
+		}
+	case "swiglu":
+		f := s.ws[0][0]
+		sg, su := gb.Input("sg", graph.F32, f), gb.Input("su", graph.F32, f)
+		gb.Output(ops.QuantMatMulSwiGLU(gb, x, ws[0], ws[1], ws[2], ws[3], sg, su, a))
+		outs = f
+	default:
+		tb.Fatalf("unknown form %s", s.form)
+	}
 	g, err := gb.Graph()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b := &gemvBench{s: s, rows: s.rows, g: g, x: x, ws: []*graph.Value{w}, be: be}
-	wBytes := w.Bytes() + sc.Bytes()
+	b := &gemvBench{s: s, rows: s.rows, g: g, x: x, ws: codes, be: be}
 	b.copies = max(1, min(32, (512<<20)/wBytes))
-	b.bytes = float64(wBytes + 4*s.rows*(k+n))
+	b.bytes = float64(wBytes + 4*s.rows*(k+outs))
 	shared := b.allocShared(tb)
 	for i := 0; i < b.copies; i++ {
 		bufs := append([]ops.Buffer(nil), shared...)
-		for _, v := range []*graph.Value{w, sc} {
+		for _, v := range ws {
 			host := make([]byte, v.Bytes())
 			for j := range host {
 				host[j] = byte(j*7+j>>9+i) & 0x3b // finite codes; small finite f16 and f32 scales
@@ -144,8 +177,9 @@ func newQuantBench(tb testing.TB, be *Backend, s gemvShape, dt, sdt graph.DType,
 // qmmaPlan: set REEL_QMV_SWEEP (the formats: "q4 q8 fp8") to run it, and
 // REEL_QMV_SWEEP_MMA=1 for the qmma launches only; compile other QMV_LOADS
 // or QMMA_LOADS with REEL_CUDA_DEFINES (e.g. -DQMMA_LOADS=4) as
-// TestMatVecSweep does MV_LOADS. Each family's best is printed: qmv (qmv_*
-// and qmvs_*) and qmma.
+// TestMatVecSweep does MV_LOADS, or QMVR_VMAX and QMVR_EARLY. Each
+// family's best is printed: qmv (qmv_* and qmvs_*), qmvr (the one-row
+// qmvr_*, qmvgr_*, qmvswr_*: features a warp, warps a block) and qmma.
 func TestQuantMatVecSweep(t *testing.T) {
 	env := os.Getenv("REEL_QMV_SWEEP")
 	if env == "" {
@@ -178,6 +212,13 @@ func TestQuantMatVecSweep(t *testing.T) {
 						}
 					}
 				}
+				for _, feats := range []int{1, 2} {
+					for _, warps := range []int{1, 2, 4, 8} {
+						if s.rows == 1 {
+							tunes = append(tunes, mvTuning{quantNoMMA: true, quantRow: true, feats: feats, warps: warps})
+						}
+					}
+				}
 			}
 			for _, warps := range []int{4, 8, 16} {
 				for _, split := range []int{0, 1, 2, 4, 8, 16} {
@@ -192,7 +233,10 @@ func TestQuantMatVecSweep(t *testing.T) {
 				be.mv = tune
 				per, gbps := gb.time(t, be, gb.steps(t, be, false), 20)
 				fam := "qmma"
-				if tune.quantOld || tune.quantNoMMA {
+				switch {
+				case tune.quantRow:
+					fam = "qmvr"
+				case tune.quantOld || tune.quantNoMMA:
 					fam = "qmv"
 				}
 				fmt.Printf("sweep %-4s %-24s %s %+v: %6.0f GB/s %5.1f%% %7.2f us\n", f, s.name, fam, tune, gbps, 100*gbps*1e9/copyBound, float64(per.Nanoseconds())/1e3)
@@ -200,7 +244,7 @@ func TestQuantMatVecSweep(t *testing.T) {
 					best[fam], bestT[fam] = gbps, tune
 				}
 			}
-			for _, fam := range []string{"qmv", "qmma"} {
+			for _, fam := range []string{"qmv", "qmvr", "qmma"} {
 				if b, ok := best[fam]; ok {
 					fmt.Printf("best  %-4s %-24s %s %+v: %.0f GB/s %.1f%%\n", f, s.name, fam, bestT[fam], b, 100*b*1e9/copyBound)
 				}

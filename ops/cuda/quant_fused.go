@@ -15,11 +15,14 @@ import (
 // take one launch of the fused split-K matvec (kernels/quant_fused.cu:
 // qmvg_* over up to qfuseSegs weights of one format, qmvsw_* for gate and
 // up with the SwiGLU, qmvn_* with the row norm), launched as quant_matmul's
-// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors. Other
-// decode rows (more rows than quantFuseRows: quant_matmul's tensor-core
-// qmma_* is faster there; rows whose codes need element loads) take their
-// parts: each weight's quant_matmul matvec (quantMatvec) into the outputs
-// or scratch, then swiglu, or a norm of x into scratch first.
+// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors; with
+// the tuning's quantRow, one row whose codes fit takes their one-row forms
+// (kernels/quant_row.cu: qmvgr_*, qmvswr_*, qmvnr_*, a warp a unit) as
+// quant_matmul takes qmvr_*. Other decode rows (more rows than
+// quantFuseRows: quant_matmul's tensor-core qmma_* is faster there; rows
+// whose codes need element loads) take their parts: each weight's
+// quant_matmul matvec (quantMatvec) into the outputs or scratch, then
+// swiglu, or a norm of x into scratch first.
 //
 // Prompt rows convert x to the format's 16-bit type once for the group
 // (the row norm fused into that conversion for quant_norm_matmul; none
@@ -51,7 +54,7 @@ var quantFusedBinders = map[string]binder{
 }
 
 // qfuseKernelNames are the fused kernels' names (quant_fused.cu's
-// instances).
+// instances, and quant_row.cu's qmvgr_*, qmvnr_* and qmvswr_*).
 func qfuseKernelNames() []string {
 	var out []string
 	for _, q := range []string{"f8", "i8", "u4"} {
@@ -60,6 +63,13 @@ func qfuseKernelNames() []string {
 				out = append(out, fmt.Sprintf("qmvg_%s_r%d_f%d", q, rb, f), fmt.Sprintf("qmvn_%s_r%d_f%d", q, rb, f))
 			}
 			out = append(out, fmt.Sprintf("qmvsw_%s_r%d", q, rb))
+		}
+		// The one-row forms (quant_row.cu, the tuning's quantRow).
+		for _, v := range qmvrVecs {
+			for _, f := range []int{1, 2} {
+				out = append(out, fmt.Sprintf("qmvgr_%s_f%d_v%d", q, f, v), fmt.Sprintf("qmvnr_%s_f%d_v%d", q, f, v))
+			}
+			out = append(out, fmt.Sprintf("qmvswr_%s_v%d", q, v))
 		}
 	}
 	return out
@@ -171,6 +181,9 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		rb = matvecMaxRows
 	}
 	name := fmt.Sprintf("%s_%s_r%d_f%d", form.prefix, q0.name, rb, l.shape.feats)
+	if l.row {
+		name = fmt.Sprintf("%sr_%s_f%d_v%d", form.prefix, q0.name, l.shape.feats, l.vecs)
+	}
 	var w, sc, y [qfuseSegs]cu.DevicePtr
 	for i, sg := range segs {
 		w[i], sc[i] = sg.q.w.ptr, sg.q.sc.ptr
@@ -182,6 +195,9 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	var sgp, sup cu.DevicePtr
 	if form.swiglu != nil {
 		name = fmt.Sprintf("%s_%s_r%d", form.prefix, q0.name, rb)
+		if l.row {
+			name = fmt.Sprintf("%sr_%s_v%d", form.prefix, q0.name, l.vecs)
+		}
 		nf = units
 		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}
 		ends = [qfuseSegs - 1]int32{int32(nf), int32(nf), int32(nf)}

@@ -26,6 +26,10 @@ var qfuseTunings = []struct {
 	{8, mvTuning{warps: 1}}, {1, mvTuning{split: 1, feats: 1}},
 	// One row with x through L1 (BenchmarkQuantGEMV's nostage).
 	{1, mvTuning{quantNoStage: true}},
+	// The one-row kernels (qmvgr_*, qmvswr_*, qmvnr_*) with each unit
+	// size and block; rows past one take the split-K ones as before.
+	{1, mvTuning{quantRow: true}}, {1, mvTuning{quantRow: true, feats: 1}}, {1, mvTuning{quantRow: true, feats: 2, warps: 8}},
+	{8, mvTuning{quantRow: true}},
 	{-1, mvTuning{}}, {-1, mvTuning{quantNoMMA: true}}, {-1, mvTuning{quantOld: true}},
 }
 

@@ -36,10 +36,37 @@ func TestQmvPlan(t *testing.T) {
 		{u4(1, 2560, 2560, 32, false), true}, {u4(1, 48, 7, 32, true), true}, {u4(1, 2560, 40, 16, true), true},
 		{i8(1, 100, 33, 32, true), true}, {i8(1, 2560, 9, 8, true), true}, {i8(2, 2560, 9, 32, false), true},
 		{f8(1, 257, 300), true},
+		// Rows past 8 vectors a lane: qmvs rather than qmvr; rows of 4 and
+		// just over (qmvr_*_v4, _v8).
+		{u4(1, 8224, 64, 32, true), false}, {f8(1, 7168, 9), false}, {u4(1, 4096, 9, 32, true), false}, {u4(1, 4128, 9, 32, true), false},
 	} {
-		for _, tune := range []mvTuning{{}, {feats: 1}, {feats: 4, split: 2}, {warps: 8}, {quantGrid: 2}, {quantNoStage: true}, {quantOld: true}} {
+		for _, tune := range []mvTuning{{}, {feats: 1}, {feats: 4, split: 2}, {warps: 8}, {quantGrid: 2}, {quantNoStage: true}, {quantOld: true},
+			{quantRow: true}, {quantRow: true, feats: 1, warps: 8}, {quantRow: true, feats: 4, warps: 3}, {quantRow: true, quantOld: true}} {
 			l := qmvPlan(tune, tc.in, 0, 132)
 			wantOld := tc.old || tune.quantOld
+			vecs := tc.in.k / tc.in.perVec
+			wantVM := 0
+			for _, v := range []int{8, 4} {
+				if vecs <= 32*v {
+					wantVM = v
+				}
+			}
+			wantRow := !wantOld && tune.quantRow && tc.in.rows == 1 && wantVM > 0
+			if l.row != wantRow {
+				t.Errorf("qmvPlan(%+v, %+v) = %+v: want row %v", tune, tc.in, l, wantRow)
+				continue
+			}
+			if l.row {
+				sh := l.shape
+				want := fmt.Sprintf("qmvr_%s_f%d_v%d", tc.in.name, sh.feats, wantVM)
+				if l.name != want || !slices.Contains(quantKernels, l.name) || (sh.feats != 1 && sh.feats != 2) ||
+					(tune.feats <= 2 && tune.feats != 0 && sh.feats != tune.feats) || sh.split != 1 || !isPow2(sh.warps) ||
+					sh.warps > mvMaxWarps || l.grid != l.nb || l.nb != sh.blocks || l.shared != 0 ||
+					l.grid*sh.warps*sh.feats < tc.in.nOut || (l.grid-1)*sh.warps*sh.feats >= tc.in.nOut {
+					t.Errorf("qmvPlan(%+v, %+v) = %+v: bad one-row launch (want %s)", tune, tc.in, l, want)
+				}
+				continue
+			}
 			rb := "_r1"
 			if tc.in.rows > 1 {
 				rb = "_r8"
@@ -84,6 +111,8 @@ var qmvTunings = []mvTuning{
 	{quantNoMMA: true, quantNoStage: true}, {quantNoMMA: true, quantGrid: 1, warps: 8},
 	{quantNoMMA: true, quantGrid: 1, feats: 1, quantNoStage: true}, {quantNoMMA: true, split: 1},
 	{quantNoMMA: true, warps: 8, split: 8, feats: 4}, {quantNoMMA: true, warps: 1}, {quantNoMMA: true, warps: 2, split: 2, feats: 1},
+	// The one-row kernels (qmvr_*) with each unit size and block.
+	{quantNoMMA: true, quantRow: true}, {quantRow: true, feats: 1}, {quantRow: true, feats: 2, warps: 8}, {quantRow: true, feats: 1, warps: 1},
 	// The tensor-core kernels' launch shapes, from one row (the default
 	// takes qmma from qmmaMinRows).
 	{quantMMARows: 1}, {quantMMARows: 1, split: 1}, {quantMMARows: 1, warps: 16}, {quantMMARows: 1, warps: 16, split: 16},
@@ -151,6 +180,36 @@ func caseRows(c optest.Case) int {
 		return c.Inputs[3].Shape[0]
 	}
 	return c.Inputs[0].Shape.Rows()
+}
+
+// TestQuantRowBatches runs the one-row cases of quant_matmul and the
+// fused products with the one-row kernels (quantRow) compiled to hold two
+// vectors a lane (QMVR_VMAX), so that rows of more vectors take several
+// batches, and with their loads after pdl_entry (QMVR_EARLY=0): the paths
+// the default build does not take. (It compiles every kernel file anew.)
+func TestQuantRowBatches(t *testing.T) {
+	for _, vmax := range []string{"2"} {
+		t.Run("vmax"+vmax, func(t *testing.T) {
+			be := newTestBackend(t, Options{Defines: []string{"-DQMVR_VMAX=" + vmax, "-DQMVR_EARLY=0"}})
+			n := 0
+			for _, c := range optest.Cases() {
+				if !slices.ContainsFunc([]string{"quant_matmul/", "quant_grouped_matmul/", "quant_matmul_swiglu/", "quant_norm_matmul/"},
+					func(p string) bool { return strings.HasPrefix(c.Name, p) }) || c.Inputs[0].Shape.Rows() != 1 {
+					continue
+				}
+				n++
+				t.Run(c.Name, func(t *testing.T) {
+					for _, tune := range []mvTuning{{quantRow: true}, {quantRow: true, feats: 1}} {
+						be.mv = tune
+						optest.Check(t, be, c)
+					}
+				})
+			}
+			if n == 0 {
+				t.Fatal("no one-row quantized product cases in the table")
+			}
+		})
+	}
 }
 
 // quantCaseTol is tol of the loosest format of case c's quantized weights,

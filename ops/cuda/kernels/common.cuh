@@ -150,7 +150,8 @@ __device__ __forceinline__ void prefetch_w(const void* w, int wt, long long wo, 
 	for (long long b = (long long)threadIdx.x * 128; b < (long long)n * esz; b += (long long)blockDim.x * 128) prefetch_l2(p + b);
 }
 
-// pdl_entry comes first in every kernel, after at most prefetch_l2 calls:
+// pdl_entry comes first in every kernel, after at most prefetch_l2 calls
+// (and quant_row.cu's loads of weights, QMVR_EARLY):
 // under programmatic dependent launch a kernel may be scheduled while the
 // previous one on the stream still runs, so it waits for that one's
 // completion and memory (griddepcontrol.wait), then lets the next kernel be
