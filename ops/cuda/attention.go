@@ -238,21 +238,18 @@ type flashKernel struct {
 // each warp taking 16 rows against a whole tile; widep is wide with the
 // fragments loaded a step ahead of the products; wg (flash_wg_body,
 // Hopper's wgmma, compiled for sm_90a on sm_90 cards only) is two
-// warpgroups of 64 rows each, and wgo the same with one tile's P V on the
-// tensor cores while the next tile's softmax runs. wg and wgo are taken
-// only where asked for (REEL_FLASH_VARIANT), not in flashOrder until they
-// are measured.
+// warpgroups of 64 rows each.
 const (
 	flashNarrow = "narrow"
 	flashWide   = "wide"
 	flashWideP  = "widep"
 	flashWG     = "wg"
-	flashWGO    = "wgo"
 )
 
 // flashOrder is the variants' order of preference where the backend names
-// none or its choice is not compiled for a dimension: widep (compiled for
-// 256 dimensions), then wide, then narrow (the only one of 32). Measured
+// none or its choice is not compiled for a dimension: at 256 dimensions
+// wg where the card has it (flashOrderFor), then widep (compiled for 256
+// dimensions), then wide, then narrow (the only one of 32). Measured
 // on the H200 at Dory 4B's 256-dimension shapes (TestFlashSweep; TFLOP/s
 // for the global layer of 2048, the window on its ring, the ring at
 // position 2048): session 5: widep 93.7/83.8/92.8, wide 91.8/81.9/91.6,
@@ -262,11 +259,23 @@ const (
 // and V) as 4 warps of 16 rows, two blocks an SM (fa2: 68.6/64.6/74.4), or
 // 12 and 16 warps two to each 16 rows, splitting the dimensions (83.5/
 // 82.6/81.4 and 81.1/77.0/92.1; widep 93.2/83.8/92.8 in the same session 6
-// run).
+// run). wg, session 6 (each layer on its default grid): 129.4/107.6/111.2
+// against widep's 103.1/84.4/91.1 in the same run, the same output bits
+// (TestFlashAgree); Dory 4B's 2048-token prompt 31,032 -> 32,486 tok/s.
 var flashOrder = []string{flashWideP, flashWide, flashNarrow}
 
+// flashOrderFor is the default order at fd dimensions: wg first at 256,
+// the dimension it was measured at (its 128-dimension kernel is taken
+// only where asked for), then flashOrder.
+func flashOrderFor(fd int) []string {
+	if fd == 256 {
+		return append([]string{flashWG}, flashOrder...)
+	}
+	return flashOrder
+}
+
 // flashVariants are the variants' names, for REEL_FLASH_VARIANT.
-var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashWG, flashWGO}
+var flashVariants = []string{flashNarrow, flashWide, flashWideP, flashWG}
 
 // flashKernels are the compiled flash kernels.
 var flashKernels = []flashKernel{
@@ -275,7 +284,6 @@ var flashKernels = []flashKernel{
 	{"flash_wide_d64", 64, 8, 64, flashWide}, {"flash_wide_d128", 128, 8, 64, flashWide},
 	{"flash_wide_d256", 256, 8, 64, flashWide}, {"flash_widep_d256", 256, 8, 64, flashWideP},
 	{"flash_wg_d128", 128, 8, 64, flashWG}, {"flash_wg_d256", 256, 8, 64, flashWG},
-	{"flash_wgo_d128", 128, 8, 64, flashWGO}, {"flash_wgo_d256", 256, 8, 64, flashWGO},
 }
 
 // rows is the query rows of a block.
@@ -283,10 +291,10 @@ func (k flashKernel) rows() int { return 16 * k.warps }
 
 // shared is the kernel's dynamic shared memory: the Q tile and two
 // buffers each of K and Vᵀ tiles of f16, rows padded by 8 elements
-// (flash_body); for wg and wgo unpadded (the 128-byte swizzle) after up
-// to 1024 bytes that align them as wgmma's descriptors need.
+// (flash_body); for wg unpadded (the 128-byte swizzle) after up to 1024
+// bytes that align them as wgmma's descriptors need.
 func (k flashKernel) shared() int {
-	if k.variant == flashWG || k.variant == flashWGO {
+	if k.variant == flashWG {
 		return flashWGAlign + 2*(k.rows()*k.dim+2*k.keys*k.dim+2*k.dim*k.keys)
 	}
 	return 2 * (k.rows()*(k.dim+8) + 2*k.keys*(k.dim+8) + 2*k.dim*(k.keys+8))
@@ -305,18 +313,25 @@ func checkFlashVariant(v string) error {
 }
 
 // flashFor picks the flash kernel of dimension fd: the backend's variant
-// where it is compiled for fd and for the card (wg on sm_90 only), else the
-// first of flashOrder that is. A kernel whose program failed to compile is
-// still picked, so that its launch reports why.
+// where it is compiled for fd and for the card (wg on sm_90 only; asked
+// for, a kernel whose program failed to compile is still picked, so that
+// its launch reports why), else the first of flashOrderFor(fd) that is
+// compiled for fd and loaded.
 func (be *Backend) flashFor(fd int) flashKernel {
-	for _, v := range append([]string{be.flashVariant}, flashOrder...) {
+	for i, v := range append([]string{be.flashVariant}, flashOrderFor(fd)...) {
 		for _, k := range flashKernels {
-			if k.dim == fd && k.variant == v && !be.notForCard(k.name) {
+			if k.dim == fd && k.variant == v && !be.notForCard(k.name) && (i == 0 || be.loaded(k.name)) {
 				return k
 			}
 		}
 	}
 	return flashKernel{}
+}
+
+// loaded says whether kernel name's program compiled (true without a
+// kernel set: the tables' tests).
+func (be *Backend) loaded(name string) bool {
+	return be.kernels == nil || be.kernels.unavailable[name] == nil
 }
 
 // notForCard says whether kernel name's program was left out for the

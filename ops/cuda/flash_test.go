@@ -74,11 +74,11 @@ func TestFlashVariantNames(t *testing.T) {
 	if got, want := flashKernels[i].shared(), 2*(128*264+2*64*264+2*256*72); got != want {
 		t.Errorf("flash_widep_d256: shared() = %d bytes, want %d", got, want)
 	}
-	// The measured defaults: widep at 256 dimensions, wide where it is
+	// The measured defaults: wg at 256 dimensions, wide where it is
 	// compiled, narrow at 32 (the only one); a variant asked for where it
 	// is compiled, else the default.
 	be := &Backend{}
-	for fd, want := range map[int]string{32: "flash_d32", 64: "flash_wide_d64", 128: "flash_wide_d128", 256: "flash_widep_d256"} {
+	for fd, want := range map[int]string{32: "flash_d32", 64: "flash_wide_d64", 128: "flash_wide_d128", 256: "flash_wg_d256"} {
 		if k := be.flashFor(fd); k.name != want || k.dim != fd {
 			t.Errorf("flashFor(%d) = %+v, want %s", fd, k, want)
 		}
@@ -114,10 +114,13 @@ func TestFlashVariantNames(t *testing.T) {
 	if k := be.flashFor(128); k.name != "flash_wg_d128" {
 		t.Errorf("wg failing to compile: flashFor(128) = %+v, want flash_wg_d128", k)
 	}
-	be.kernels, be.flashVariant = nil, flashWGO
-	if k := be.flashFor(256); k.name != "flash_wgo_d256" {
-		t.Errorf("wgo: flashFor(256) = %+v, want flash_wgo_d256", k)
+	// By default a kernel whose program failed to compile is passed over.
+	be.flashVariant = ""
+	be.kernels = &kernelSet{unavailable: map[string]error{"flash_wg_d256": errors.New("its program flash_wg.cu did not compile")}}
+	if k := be.flashFor(256); k.name != "flash_widep_d256" {
+		t.Errorf("default, wg failing to compile: flashFor(256) = %+v, want flash_widep_d256", k)
 	}
+	be.kernels = nil
 	// flash_wg's layout: 1024 bytes of alignment, then Q [128][d], two K
 	// [64][d] and two Vᵀ [d][64], unpadded f16.
 	for _, c := range []struct {
@@ -125,7 +128,6 @@ func TestFlashVariantNames(t *testing.T) {
 		want int
 	}{
 		{"flash_wg_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wg_d128", 1024 + 2*(128*128+2*64*128+2*128*64)},
-		{"flash_wgo_d256", 1024 + 2*(128*256+2*64*256+2*256*64)}, {"flash_wgo_d128", 1024 + 2*(128*128+2*64*128+2*128*64)},
 	} {
 		i := slices.IndexFunc(flashKernels, func(k flashKernel) bool { return k.name == c.name })
 		if i < 0 {

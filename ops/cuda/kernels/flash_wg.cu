@@ -224,18 +224,13 @@ __device__ __forceinline__ void wg_pack(u32 (&p)[BN / 16][4], const float (&s)[B
 // threads (two warpgroups), dynamic shared memory flashKernel.shared (Go):
 // 1024 bytes of alignment, Q (BM × D), then two K and two Vᵀ tiles, f16.
 //
-// Without OVER each tile is loaded whole a step ahead, and a warpgroup's
-// S = Q Kᵀ, softmax and P V follow one another. With OVER (the wgo
-// variant, FlashAttention-3's intra-warpgroup overlap), P V of tile t-1
-// runs on the tensor cores while the softmax of tile t does on the CUDA
-// cores: each step issues S_t, then P_{t-1} V_{t-1}, waits for S_t alone,
-// takes its softmax, then waits for P V and rescales O by tile t's
-// correction; the last tile's P V follows the loop. Its loads go a half
-// tile ahead: step t copies K_{t+1} and V_t (one commit group), so that
-// when they land K_{t+1}'s buffer held K_{t-1}, whose S finished in step
-// t-1, and V_t's held V_{t-2}, whose P V finished in step t-1, both before
-// step t's barrier: one barrier a step.
-template <int D, bool OVER>
+// Each tile is loaded whole a step ahead, and a warpgroup's S = Q Kᵀ,
+// softmax and P V follow one another. FlashAttention-3's intra-warpgroup
+// overlap (P V of tile t-1 on the tensor cores while tile t's softmax runs,
+// K loaded a tile ahead and V half a tile) measured no faster on the H200
+// (session 6, TestFlashSweep: 127.8/93.8/107.9 TFLOP/s against 129.4/
+// 95.2/109.8 at Dory 4B's shapes) and was removed.
+template <int D>
 __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, const int* call, int* err, float* y,
                               const float* g, const float* sg, int rows, int heads, int kvh, int d, int cap, int window,
                               int ring, float scale, int nk, int hx) {
@@ -252,12 +247,7 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
 	fa_fill_q<D, L>(sQ, BM, b, q, heads, d);
 	FaLoader<D, BN, NT, L> ld(kh, vt, sK, sV, b.hk, nk, b.iStart);
-	if constexpr (OVER) {
-		ld.loadK(0, 0);
-		cp_commit();
-	} else {
-		ld.load(0, 0);
-	}
+	ld.load(0, 0);
 
 	float sl2 = scale * 1.4426950408889634f;
 	// This thread's two rows (g and g+8 of its warp's 16: warpgroup
@@ -275,9 +265,7 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 	const u32 qa = smem_addr(sQ) + (warp >> 2) * 64 * 128, ka = smem_addr(sK), va = smem_addr(sV);
 
 	for (int t = 0; t < b.tiles; t++) {
-		if constexpr (OVER) {
-			cp_wait<0>();
-		} else if (t + 1 < b.tiles) {
+		if (t + 1 < b.tiles) {
 			ld.load(t + 1, (t + 1) & 1);
 			cp_wait<1>();
 		} else {
@@ -285,69 +273,33 @@ __device__ void flash_wg_body(const float* q, const u16* kh, const u16* vt, cons
 		}
 		wg_proxy_fence();
 		__syncthreads(); // this tile (and Q) in shared memory for every warpgroup
-		if constexpr (OVER) {
-			if (t + 1 < b.tiles) ld.loadK(t + 1, (t + 1) & 1);
-			ld.loadV(t, t & 1);
-			cp_commit();
-		}
 		const u32 kt = ka + (t & 1) * (L::KT * 2);
 		int j0 = b.jBase + b.iStart + t * BN;
 		float s[BN / 8][4];
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 		wg_hold<BN / 8>(s);
-		if (OVER && t > 0) {
-			wg_hold_a<BN / 16>(p);
-			wg_hold<D / 8>(o);
-		}
 		wg_arrive();
 		wg_qk_tile<D, BM, BN>(s, qa, kt);
-		if (OVER && t > 0) {
-			wg_pv_tile<D, BN>(o, p, va + ((t - 1) & 1) * (L::VT * 2));
-			wg_wait<1>(); // S_t done, P_{t-1} V_{t-1} may run on
-		} else {
-			wg_wait<0>();
-		}
+		wg_wait<0>();
 		wg_hold<BN / 8>(s);
 		// Mask, then the online softmax in base 2; the output's correction.
 		bool whole = j0 + BN - 1 <= b.pFirst && (window <= 0 || j0 > b.pLast - window);
 		float cA, cB;
 		fa_softmax<BN>(s, whole, j0 + 2 * tq, loA, pA, loB, pB, sl2, mxA, mxB, lA, lB, cA, cB);
-		if (OVER && t > 0) {
-			wg_wait<0>();
-			wg_hold_a<BN / 16>(p);
-			wg_hold<D / 8>(o);
-		}
 		fa_rescale<D / 8>(o, cA, cB);
 		wg_pack<BN>(p, s);
-		if constexpr (!OVER) {
-			wg_hold_a<BN / 16>(p);
-			wg_hold<D / 8>(o);
-			wg_arrive();
-			wg_pv_tile<D, BN>(o, p, va + (t & 1) * (L::VT * 2));
-			wg_wait<0>();
-			wg_hold_a<BN / 16>(p);
-			wg_hold<D / 8>(o);
-			__syncthreads(); // both warpgroups are done with this buffer before it is loaded again
-		}
-	}
-	if constexpr (OVER) { // the last tile's P V
-		cp_wait<0>();
-		wg_proxy_fence();
-		__syncthreads();
 		wg_hold_a<BN / 16>(p);
 		wg_hold<D / 8>(o);
 		wg_arrive();
-		wg_pv_tile<D, BN>(o, p, va + ((b.tiles - 1) & 1) * (L::VT * 2));
+		wg_pv_tile<D, BN>(o, p, va + (t & 1) * (L::VT * 2));
 		wg_wait<0>();
 		wg_hold_a<BN / 16>(p);
 		wg_hold<D / 8>(o);
+		__syncthreads(); // both warpgroups are done with this buffer before it is loaded again
 	}
 	fa_finish<D / 8>(o, lA, lB, y, g, sg, b, mA, mB, 2 * tq, heads, d);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d128(FLASH_PARAMS) { flash_wg_body<128, false>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d256(FLASH_PARAMS) { flash_wg_body<256, false>(FLASH_ARGS); }
-// The overlapped form (wgo): P V of one tile beside the softmax of the next.
-extern "C" __global__ void __launch_bounds__(256, 1) flash_wgo_d128(FLASH_PARAMS) { flash_wg_body<128, true>(FLASH_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 1) flash_wgo_d256(FLASH_PARAMS) { flash_wg_body<256, true>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d128(FLASH_PARAMS) { flash_wg_body<128>(FLASH_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 1) flash_wg_d256(FLASH_PARAMS) { flash_wg_body<256>(FLASH_ARGS); }
