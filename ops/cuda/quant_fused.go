@@ -362,6 +362,27 @@ func bindQuantGroupedMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*ste
 	return s, nil
 }
 
+// quantGateUp checks and reads the operands that quant_matmul_swiglu and
+// quant_swiglu_norm_matmul share: x (input 0), the gate's and up's codes
+// and scales (inputs 1-4), the SwiGLU scales (inputs 5, 6) and the output,
+// all f32 but the weights. It gives x's inputs k and rows, and the gate
+// and up weights (their outputs not set).
+func quantGateUp(n *graph.Node, in, out []*Buffer, a ops.QuantAttrs) (k, rows int, segs [2]qfuseSeg, err error) {
+	if err := f32All([]string{"x", "sg", "su", "output"}, []*Buffer{in[0], in[5], in[6], out[0]}); err != nil {
+		return 0, 0, segs, err
+	}
+	xv := n.Inputs[0]
+	k, rows = xv.Shape.Last(), xv.Shape.Rows()
+	for i := range segs {
+		q, f, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a, k)
+		if err != nil {
+			return 0, 0, segs, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
+		}
+		segs[i] = qfuseSeg{q: q, n: f}
+	}
+	return k, rows, segs, nil
+}
+
 func bindQuantMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	a, err := ops.NodeAttrs[ops.QuantAttrs](n)
 	if err != nil {
@@ -371,18 +392,9 @@ func bindQuantMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*step
 		return nil, fmt.Errorf("quant_matmul_swiglu: %d inputs and %d outputs", len(in), len(out))
 	}
 	x, sg, su, y := in[0], in[5], in[6], out[0]
-	if err := f32All([]string{"x", "sg", "su", "output"}, []*Buffer{x, sg, su, y}); err != nil {
+	k, rows, segs, err := quantGateUp(n, in, out, a)
+	if err != nil {
 		return nil, err
-	}
-	xv := n.Inputs[0]
-	k, rows := xv.Shape.Last(), xv.Shape.Rows()
-	var segs [2]qfuseSeg
-	for i := range segs {
-		q, f, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a, k)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
-		}
-		segs[i] = qfuseSeg{q: q, n: f}
 	}
 	f := segs[0].n
 	if segs[1].n != f || x.n != rows*k || sg.n != f || su.n != f || y.n != rows*f {
@@ -503,18 +515,9 @@ func bindQuantSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*
 		return nil, fmt.Errorf("quant_swiglu_norm_matmul: %d inputs and %d outputs", len(in), len(out))
 	}
 	x, sg, su, y := in[0], in[5], in[6], out[0]
-	if err := f32All([]string{"x", "sg", "su", "output"}, []*Buffer{x, sg, su, y}); err != nil {
+	k, rows, segs, err := quantGateUp(n, in, out, a.Blocks)
+	if err != nil {
 		return nil, err
-	}
-	xv := n.Inputs[0]
-	k, rows := xv.Shape.Last(), xv.Shape.Rows()
-	var segs [2]qfuseSeg
-	for i := range segs {
-		q, f, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a.Blocks, k)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", [...]string{"gate", "up"}[i], err)
-		}
-		segs[i] = qfuseSeg{q: q, n: f}
 	}
 	f := segs[0].n
 	down, nOut, err := quantWeightOf(n.Inputs[7], n.Inputs[8], in[7], in[8], a.Blocks, f)
