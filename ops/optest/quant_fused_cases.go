@@ -154,11 +154,9 @@ func quantSwiGLUNormCase(qf quantFormat, rows, k, f, n int) Case {
 	}
 }
 
-// quantSlerpCase is quant_slerp_matmul of rows x k: h = slerp(x, y, α) and
-// its products by weights of ns features, weight i in format fs[i mod
-// len(fs)].
-func quantSlerpCase(rows, k int, ns []int, fs []quantFormat) Case {
-	const eps = 1e-6
+// quantGroupName names a case of op over rows x k by weights of ns
+// features, weight i in format fs[i mod len(fs)].
+func quantGroupName(op string, rows, k int, ns []int, fs []quantFormat) string {
 	var fmts []string
 	for _, f := range fs {
 		fmts = append(fmts, f.dt.String()+"/"+f.sdt.String())
@@ -167,8 +165,16 @@ func quantSlerpCase(rows, k int, ns []int, fs []quantFormat) Case {
 	for i, n := range ns {
 		outs[i] = fmt.Sprint(n)
 	}
-	name := fmt.Sprintf("quant_slerp_matmul/%s/%dx%dx%s/blocks=%dx%d", strings.Join(fmts, "+"), rows, k, strings.Join(outs, ","),
+	return fmt.Sprintf("%s/%s/%dx%dx%s/blocks=%dx%d", op, strings.Join(fmts, "+"), rows, k, strings.Join(outs, ","),
 		fs[0].blocks.BlockRows, fs[0].blocks.BlockCols)
+}
+
+// quantSlerpCase is quant_slerp_matmul of rows x k: h = slerp(x, y, α) and
+// its products by weights of ns features, weight i in format fs[i mod
+// len(fs)].
+func quantSlerpCase(rows, k int, ns []int, fs []quantFormat) Case {
+	const eps = 1e-6
+	name := quantGroupName("quant_slerp_matmul", rows, k, ns, fs)
 	m := newMaker(name)
 	in := []Tensor{m.in("x", rows, k), m.in("y", rows, k), m.in("alpha", k)}
 	for i, n := range ns {
@@ -196,16 +202,7 @@ func quantSlerpCase(rows, k int, ns []int, fs []quantFormat) Case {
 // quantGroupedCase is quant_grouped_matmul of rows x k by weights of ns
 // features, weight i in format fs[i mod len(fs)].
 func quantGroupedCase(rows, k int, ns []int, fs []quantFormat) Case {
-	var fmts []string
-	for _, f := range fs {
-		fmts = append(fmts, f.dt.String()+"/"+f.sdt.String())
-	}
-	outs := make([]string, len(ns))
-	for i, n := range ns {
-		outs[i] = fmt.Sprint(n)
-	}
-	name := fmt.Sprintf("quant_grouped_matmul/%s/%dx%dx%s/blocks=%dx%d", strings.Join(fmts, "+"), rows, k, strings.Join(outs, ","),
-		fs[0].blocks.BlockRows, fs[0].blocks.BlockCols)
+	name := quantGroupName("quant_grouped_matmul", rows, k, ns, fs)
 	m := newMaker(name)
 	in := []Tensor{m.in("x", rows, k)}
 	for i, n := range ns {
