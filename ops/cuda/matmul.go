@@ -277,10 +277,8 @@ func (be *Backend) products(s *steps, x *Buffer, segs []mvSeg, rows, k int, eps 
 		return nil
 	}
 	if k == 0 {
-		ctx := be.ctx
 		for _, sg := range segs {
-			y := sg.y
-			s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+			s.zero(sg.y)
 		}
 		return nil
 	}

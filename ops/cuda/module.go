@@ -419,6 +419,15 @@ func (s *steps) copyBytes(dst, src cu.DevicePtr, bytes int) {
 	s.work = append(s.work, func() error { return ctx.DtoDAsync(dst, src, uint64(bytes)) })
 }
 
+// zero appends clearing each f32 buffer of ys (a product's outputs when it
+// has no inputs to sum).
+func (s *steps) zero(ys ...*Buffer) {
+	ctx := s.be.ctx
+	for _, y := range ys {
+		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+	}
+}
+
 // grid1 is a 1-D grid-stride launch shape for n elements.
 func grid1(n int64) (grid, block [3]uint32) {
 	const threads = 256

@@ -124,10 +124,8 @@ func (be *Backend) quantProducts(s *steps, x *Buffer, segs []qfuseSeg, rows, k i
 		return nil
 	}
 	if k == 0 {
-		ctx := be.ctx
 		for _, sg := range segs {
-			y := sg.y
-			s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+			s.zero(sg.y)
 		}
 		return nil
 	}
@@ -452,8 +450,7 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 		return s, nil
 	}
 	if k == 0 {
-		ctx := be.ctx
-		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		s.zero(y)
 		return s, nil
 	}
 	q := quantWeight{w: w, sc: sc, code: code, name: name, perVec: perVec, stride: stride, st: st,

@@ -301,10 +301,8 @@ func (be *Backend) quantGroup(s *steps, x *Buffer, segs []qfuseSeg, rows, k int)
 		return nil
 	}
 	if k == 0 {
-		ctx := be.ctx
 		for _, sg := range segs {
-			y := sg.y
-			s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+			s.zero(sg.y)
 		}
 		return nil
 	}
@@ -418,8 +416,7 @@ func (be *Backend) quantMatMulSwiGLU(s *steps, x *Buffer, segs [2]qfuseSeg, sg, 
 		return nil
 	}
 	if k == 0 {
-		ctx := be.ctx
-		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		s.zero(y)
 		return nil
 	}
 	if rows <= matvecMaxRows && be.qfuseLaunch(s, x, segs[:], rows, k, qfuseForm{prefix: "qmvsw", swiglu: &[3]*Buffer{y, sg, su}}) {
@@ -534,8 +531,7 @@ func bindQuantSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*
 	}
 	if f == 0 {
 		// An empty activation normalizes to zeros.
-		ctx := be.ctx
-		s.work = append(s.work, func() error { return ctx.MemsetAsync(y.ptr, 0, uint64(4*y.n)) })
+		s.zero(y)
 		return s, nil
 	}
 	wt, wtd := be.quantHalf(segs[0].q.w.store), be.quantHalf(down.w.store)
