@@ -150,21 +150,29 @@ func TestDecodeAttentionTunes(t *testing.T) {
 		t.Run(tu.name, func(t *testing.T) {
 			be.attnDec = tu.tune
 			defer func() { be.attnDec = attnDecTune{} }()
-			n := 0
-			for _, c := range optest.Cases() {
-				if !strings.HasPrefix(c.Name, "attention") || decodeCaseRows(c) >= flashMinRows {
-					continue
-				}
-				n++
-				t.Run(c.Name, func(t *testing.T) {
-					optest.Check(t, be, c)
-					optest.Compare(t, ref, be, c)
-				})
-			}
-			if n == 0 {
-				t.Fatal("no decode attention cases in the table")
-			}
+			runAttentionCases(t, be, ref, "decode rows", func(c optest.Case) bool { return decodeCaseRows(c) < flashMinRows })
 		})
+	}
+}
+
+// runAttentionCases runs the op table's attention and attention_gate
+// cases that keep takes on be, each checked and compared with ref, and
+// fails when none is taken (what names them).
+func runAttentionCases(t *testing.T, be *Backend, ref ops.Backend, what string, keep func(optest.Case) bool) {
+	t.Helper()
+	n := 0
+	for _, c := range optest.Cases() {
+		if !strings.HasPrefix(c.Name, "attention") || !keep(c) {
+			continue
+		}
+		n++
+		t.Run(c.Name, func(t *testing.T) {
+			optest.Check(t, be, c)
+			optest.Compare(t, ref, be, c)
+		})
+	}
+	if n == 0 {
+		t.Fatalf("no attention cases in the table (%s)", what)
 	}
 }
 

@@ -27,20 +27,7 @@ func TestFlashVariants(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			be.flashVariant = v
 			defer func() { be.flashVariant = "" }()
-			n := 0
-			for _, c := range optest.Cases() {
-				if !strings.HasPrefix(c.Name, "attention") {
-					continue
-				}
-				n++
-				t.Run(c.Name, func(t *testing.T) {
-					optest.Check(t, be, c)
-					optest.Compare(t, ref, be, c)
-				})
-			}
-			if n == 0 {
-				t.Fatal("no attention cases in the table")
-			}
+			runAttentionCases(t, be, ref, "all", func(optest.Case) bool { return true })
 		})
 	}
 }
