@@ -24,10 +24,7 @@ func cudaBackend(t *testing.T, opts cuda.Options) *cuda.Backend { return cudates
 // independent implementation's logits, in every chunking.
 func TestCUDAGolden(t *testing.T) {
 	be := cudaBackend(t, cuda.Options{})
-	raw, err := os.ReadFile(filepath.Join(testdata, "dory", "golden.json"))
-	require.NoError(t, err)
-	var cases []goldenCase
-	require.NoError(t, json.Unmarshal(raw, &cases))
+	cases := goldenCases(t)
 	for _, c := range cases {
 		m := loadModel(t, filepath.Join(testdata, "dory", c.Model))
 		s := newSession(t, m, Options{SessionOptions: lm.SessionOptions{Options: lm.Options{Backend: be}, Chunk: c.Chunk}})
@@ -197,10 +194,7 @@ func TestCUDAQuantPrompt(t *testing.T) {
 // prompts on a bucket's plan (23 rows on 24).
 func TestCUDABuckets(t *testing.T) {
 	be := cudaBackend(t, cuda.Options{})
-	raw, err := os.ReadFile(filepath.Join(testdata, "dory", "golden.json"))
-	require.NoError(t, err)
-	var cases []goldenCase
-	require.NoError(t, json.Unmarshal(raw, &cases))
+	cases := goldenCases(t)
 	for _, c := range cases {
 		if c.Chunk != len(c.IDs) {
 			continue

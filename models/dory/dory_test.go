@@ -26,6 +26,17 @@ type goldenCase struct {
 	LogitsLast []float64 `json:"logits_last"`
 }
 
+// goldenCases reads testdata/dory/golden.json (at least one case).
+func goldenCases(t *testing.T) []goldenCase {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testdata, "dory", "golden.json"))
+	require.NoError(t, err)
+	var cases []goldenCase
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	require.NotEmpty(t, cases)
+	return cases
+}
+
 func loadModel(t testing.TB, dir string) *Model {
 	t.Helper()
 	m, err := Load(dir)
@@ -68,11 +79,7 @@ func maxAbsDiff(a []float32, b []float64) float64 {
 // TestGolden checks the last logits of every case of golden.json, made by an
 // independent PyTorch implementation, within 1e-4.
 func TestGolden(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(testdata, "dory", "golden.json"))
-	require.NoError(t, err)
-	var cases []goldenCase
-	require.NoError(t, json.Unmarshal(raw, &cases))
-	require.NotEmpty(t, cases)
+	cases := goldenCases(t)
 	models := map[string]*Model{}
 	for _, c := range cases {
 		m := models[c.Model]
