@@ -349,9 +349,19 @@ func New(opts Options) (*Backend, error) {
 	// the fewest rows that take qmma (qmmaMinRows).
 	be.mv.quantNoMMA = os.Getenv("REEL_QMMA") == "0"
 	be.mv.quantMMARows = qmmaRows
-	// REEL_QMV_ROW=1 takes one-row quantized products whose codes fit to
-	// the qmvr kernels, a warp whole rows (quantRow).
-	be.mv.quantRow = os.Getenv("REEL_QMV_ROW") == "1"
+	// REEL_QMV_ROW=1 takes every one-row quantized product whose codes
+	// fit to the qmvr kernels, a warp whole rows (quantRow), 0 none of
+	// them (quantNoRow); unset, qmvRowDefault chooses.
+	switch v := os.Getenv("REEL_QMV_ROW"); v {
+	case "":
+	case "1":
+		be.mv.quantRow = true
+	case "0":
+		be.mv.quantNoRow = true
+	default:
+		ctx.Close()
+		return nil, fmt.Errorf("REEL_QMV_ROW=%q: want 1 (every one-row quantized product on the qmvr kernels), 0 (none) or unset", v)
+	}
 	fail := func(err error) (*Backend, error) {
 		ctx.Close()
 		return nil, err

@@ -55,11 +55,12 @@ type mvTuning struct {
 	// qmmaMinRows).
 	quantNoMMA   bool
 	quantMMARows int
-	// quantRow takes one-row products (plain and fused) whose row of codes
-	// fits qmvrVecs vectors a lane to the qmvr kernels (a warp MF whole
-	// rows; REEL_QMV_ROW=1) rather than the split-K ones; for them feats is
-	// 1 or 2 (0: qmvrFeats) and warps the block's warps (0: qmvrWarps).
-	quantRow bool
+	// quantRow takes every one-row product (plain and fused) whose row of
+	// codes fits qmvrVecs vectors a lane to the qmvr kernels (a warp MF
+	// whole rows; REEL_QMV_ROW=1), quantNoRow none of them
+	// (REEL_QMV_ROW=0), rather than qmvRowDefault's choice; for them feats
+	// is 1 or 2 (0: qmvrFeats) and warps the block's warps (0: qmvrWarps).
+	quantRow, quantNoRow bool
 	// winRows, when not 0, overrides the fewest rows of a product of
 	// 16-bit weights that cuBLAS computes as a window (Backend.winRows,
 	// REEL_WINDOW_CUBLAS); negative: never (the matvec kernels above).

@@ -266,13 +266,19 @@ func qmvsKernelNames() []string {
 }
 
 // The one-row matvec built for latency (qmvr_*, kernels/quant_row.cu;
-// the tuning's quantRow): a warp computes qmvrFeats whole rows of codes
-// (1 or 2), each lane holding up to qmvrVecs[i] 16-byte vectors of each
-// row (the kernels' VM: the fewest that hold the row), in blocks of
-// qmvrWarps warps.
+// qmvRowDefault): a warp computes qmvrFeats whole rows of codes (1 or 2),
+// each lane holding up to qmvrVecs[i] 16-byte vectors of each row (the
+// kernels' VM: the fewest that hold the row), in blocks of qmvrWarps
+// warps. Four rows a warp (a lane holding 16 vectors) were slower at every
+// shape on the H200 (session 7, BenchmarkQuantGEMV, q4 µs four/two:
+// 2560x2560 6.78/5.35, 2560 features of 4096 inputs 9.34/7.88, q/k/v/g
+// 25.62/20.24).
 const (
 	qmvrWarps = 4
 	qmvrFeats = 2
+	// qmvrMaxOut is the most features of a plain one-row product that
+	// qmvRowDefault gives the qmvr kernels.
+	qmvrMaxOut = 3072
 )
 
 // qmvrVecs are the vectors a lane holds of a row in each of the kernels'
@@ -311,6 +317,9 @@ type qmvIn struct {
 	rows, k, nOut, stride int
 	blockCols             int
 	aligned               bool // codes and x 16-byte aligned
+	// grouped: the product of several weights (qmvg_*); swiglu: the
+	// gate/up product with its SwiGLU (qmvsw_*).
+	grouped, swiglu bool
 }
 
 // qmvLaunch is a quantized matvec's launch: the old qmv_* kernel (old, a
@@ -335,8 +344,8 @@ type qmvLaunch struct {
 // 16-byte code vectors (a scale block a power of two of them: q_vshift)
 // and the tuning does not ask for the old ones, the
 // launch shape by mvPlan as the bf16 matvec's; one row whose codes fit
-// the most qmvrVecs a lane takes qmvr_* instead when the tuning asks for
-// it (quantRow: qmvRowPlan).
+// the most qmvrVecs a lane takes qmvr_* instead (qmvRowPlan) where the
+// tuning asks for it (quantRow) or, by default, qmvRowDefault does.
 func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	rb := 1
 	if in.rows > 1 {
@@ -347,7 +356,7 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 		return qmvLaunch{old: true, vec: vec, name: fmt.Sprintf("qmv_%s_r%d", in.name, rb),
 			shape: mvShape{feats: 1, split: 1, warps: qmvWarps, blocks: (in.nOut + qmvWarps - 1) / qmvWarps}}
 	}
-	if v := qmvrFit(in.k, in.perVec); t.quantRow && in.rows == 1 && v > 0 {
+	if v := qmvrFit(in.k, in.perVec); in.rows == 1 && v > 0 && (t.quantRow || !t.quantNoRow && qmvRowDefault(in)) {
 		return qmvRowPlan(t, in, v)
 	}
 	feats := qmvFeats[in.name]
@@ -359,6 +368,21 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	l.capGrid(t, sms)
 	l.stage(t, in)
 	return l
+}
+
+// qmvRowDefault reports whether a one-row product whose codes fit takes
+// the qmvr kernels when the tuning does not say: FP8 products but the
+// gate/up SwiGLU and plain products of more than qmvrMaxOut features.
+// Alone, qmvr is faster at those shapes in every format
+// (TestQuantMatVecSweep on the H200, session 7, q4, best launch of each
+// family, GB/s split-K/qmvr: 2560x2560 569/701, 2560 features of 4096
+// inputs 633/778, 2560 of 7168 671/666, q/k/v/g grouped 671/769; but
+// 4096x2560 797/643, 7168x2560 873/601 and the gate/up SwiGLU 737/715),
+// yet in a decode token only FP8 gains (Dory 4B, `reel bench --quant`,
+// tok/s with these on qmvr against none, one run: FP8 200.0/192.7, q8
+// 172.5/179.8, q4 150.3/158.3 and 150.1/160.1). q8 and q4 keep split-K.
+func qmvRowDefault(in qmvIn) bool {
+	return in.name == "f8" && !in.swiglu && (in.grouped || in.nOut <= qmvrMaxOut)
 }
 
 // qmvRowPlan is the launch of qmvr_* holding vecs vectors a lane: units

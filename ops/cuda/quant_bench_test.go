@@ -15,14 +15,14 @@ import (
 // the fused q/k/v/g and gate/up with SwiGLU) in FP8 (128 x 128
 // blocks, f32 scales), q8 and q4 (groups of 32, f16 scales), each with the
 // old kernels (qmv_*, a warp a feature: <format>_old_<shape>), the split-K
-// ones on the CUDA cores (qmvs_*, the default at one row:
-// <format>_new_<shape>; the same with x read through L1 rather than staged
+// ones on the CUDA cores (qmvs_*, the default at one row for SwiGLU and wide products:
+// <format>_splitk_<shape>; the same with x read through L1 rather than staged
 // in shared memory: <format>_nostage_<shape>) and the tensor-core ones
 // (qmma_*, the default from qmmaMinRows rows, here at every row count:
 // <format>_mma_<shape>), and at one row the one-row kernels (qmvr_*, and
 // qmvgr_*, qmvswr_* for the grouped and SwiGLU shapes; <format>_row_<shape>,
-// with a feature a warp <format>_rowf1_<shape>, with 8 warps a block
-// <format>_roww8_<shape>): GB/s of codes, scales
+// with one feature a warp <format>_rowf1_<shape>), beside the launch the
+// backend takes by default (<format>_default_<shape>): GB/s of codes, scales
 // and activations moved, and the share of the copy bound, as BenchmarkGEMV
 // reports the bf16 products; and the prompt path (dequantize, then the
 // GEMM) at quantPromptShapes, with TFLOP/s, e.g. ops_cuda.test -test.run
@@ -46,10 +46,9 @@ func BenchmarkQuantGEMV(b *testing.B) {
 			for _, k := range []struct {
 				name string
 				tune mvTuning
-			}{{"old", mvTuning{quantOld: true}}, {"new", mvTuning{quantNoMMA: true}},
-				{"nostage", mvTuning{quantNoMMA: true, quantNoStage: true}}, {"mma", mvTuning{quantMMARows: 1}},
-				{"row", mvTuning{quantNoMMA: true, quantRow: true}}, {"rowf1", mvTuning{quantNoMMA: true, quantRow: true, feats: 1}},
-				{"roww8", mvTuning{quantNoMMA: true, quantRow: true, warps: 8}}} {
+			}{{"default", mvTuning{}}, {"old", mvTuning{quantOld: true}}, {"splitk", mvTuning{quantNoMMA: true, quantNoRow: true}},
+				{"nostage", mvTuning{quantNoMMA: true, quantNoRow: true, quantNoStage: true}}, {"mma", mvTuning{quantMMARows: 1}},
+				{"row", mvTuning{quantNoMMA: true, quantRow: true}}, {"rowf1", mvTuning{quantNoMMA: true, quantRow: true, feats: 1}}} {
 				if strings.HasPrefix(k.name, "row") && s.rows > 1 {
 					continue // one row only
 				}
@@ -206,7 +205,7 @@ func TestQuantMatVecSweep(t *testing.T) {
 						for _, split := range []int{0, 1, 2, 4} {
 							for _, grid := range []int{0, 2, 4} {
 								for _, noStage := range []bool{false, true} {
-									tunes = append(tunes, mvTuning{quantNoMMA: true, feats: feats, warps: warps, split: split, quantGrid: grid, quantNoStage: noStage})
+									tunes = append(tunes, mvTuning{quantNoMMA: true, quantNoRow: true, feats: feats, warps: warps, split: split, quantGrid: grid, quantNoStage: noStage})
 								}
 							}
 						}

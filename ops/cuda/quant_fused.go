@@ -15,10 +15,10 @@ import (
 // take one launch of the fused split-K matvec (kernels/quant_fused.cu:
 // qmvg_* over up to qfuseSegs weights of one format, qmvsw_* for gate and
 // up with the SwiGLU, qmvn_* with the row norm), launched as quant_matmul's
-// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors; with
-// the tuning's quantRow, one row whose codes fit takes their one-row forms
-// (kernels/quant_row.cu: qmvgr_*, qmvswr_*, qmvnr_*, a warp a unit) as
-// quant_matmul takes qmvr_*. Other decode rows (more rows than
+// qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors; one
+// row whose codes fit takes their one-row forms (kernels/quant_row.cu:
+// qmvgr_*, qmvswr_*, qmvnr_*, a warp a unit) where quant_matmul would take
+// qmvr_* (qmvRowDefault, or the tuning's quantRow). Other decode rows (more rows than
 // quantFuseRows: quant_matmul's tensor-core qmma_* is faster there; rows
 // whose codes need element loads) take their parts: each weight's
 // quant_matmul matvec (quantMatvec) into the outputs or scratch, then
@@ -172,7 +172,8 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		t.feats, units = 2, segs[0].n
 	}
 	l := qmvPlan(t, qmvIn{name: q0.name, perVec: q0.perVec, rows: rows, k: k, nOut: nf, stride: q0.stride,
-		blockCols: int(q0.bc), aligned: aligned}, be.opts.MatvecMaxChunk, be.kernels.sms)
+		blockCols: int(q0.bc), aligned: aligned, grouped: form.prefix == "qmvg", swiglu: form.swiglu != nil},
+		be.opts.MatvecMaxChunk, be.kernels.sms)
 	if l.old {
 		return false
 	}

@@ -29,6 +29,7 @@ var qfuseTunings = []struct {
 	// The one-row kernels (qmvgr_*, qmvswr_*, qmvnr_*) with each unit
 	// size and block; rows past one take the split-K ones as before.
 	{1, mvTuning{quantRow: true}}, {1, mvTuning{quantRow: true, feats: 1}}, {1, mvTuning{quantRow: true, feats: 2, warps: 8}},
+	{1, mvTuning{quantRow: true, feats: 1, warps: 1}}, {1, mvTuning{quantNoRow: true}},
 	{8, mvTuning{quantRow: true}},
 	{-1, mvTuning{}}, {-1, mvTuning{quantNoMMA: true}}, {-1, mvTuning{quantOld: true}},
 }

@@ -15,11 +15,14 @@ import (
 // kernels only where 16-byte code vectors fit (K and the groups whole
 // vectors, rows of codes and pointers aligned) and the tuning allows them;
 // their launches cover every unit, stage x only within qmvSharedMax, and a
-// capped grid covers every block of units.
+// capped grid covers every block of units. One row whose codes fit a
+// lane's registers takes the qmvr kernels where the tuning asks or, by
+// default, where the case says (row: FP8 products but the gate/up SwiGLU
+// and plain products of more than 3072 features).
 func TestQmvPlan(t *testing.T) {
 	type c struct {
-		in  qmvIn
-		old bool
+		in       qmvIn
+		old, row bool
 	}
 	u4 := func(rows, k, n, bc int, aligned bool) qmvIn {
 		return qmvIn{name: "u4", perVec: 32, rows: rows, k: k, nOut: n, stride: (k + 1) / 2, blockCols: bc, aligned: aligned}
@@ -30,18 +33,27 @@ func TestQmvPlan(t *testing.T) {
 	f8 := func(rows, k, n int) qmvIn {
 		return qmvIn{name: "f8", perVec: 16, rows: rows, k: k, nOut: n, stride: k, blockCols: 128, aligned: true}
 	}
+	grouped := func(in qmvIn) qmvIn { in.grouped = true; return in }
+	swiglu := func(in qmvIn) qmvIn { in.swiglu = true; return in }
 	for _, tc := range []c{
-		{u4(1, 2560, 2560, 32, true), false}, {u4(8, 7168, 2560, 32, true), false}, {u4(3, 64, 33, 64, true), false},
-		{i8(1, 2560, 7168, 32, true), false}, {f8(1, 2560, 4096), false}, {f8(8, 64, 5), false}, {f8(2, 4096, 2560), false},
-		{u4(1, 2560, 2560, 32, false), true}, {u4(1, 48, 7, 32, true), true}, {u4(1, 2560, 40, 16, true), true},
-		{i8(1, 100, 33, 32, true), true}, {i8(1, 2560, 9, 8, true), true}, {i8(2, 2560, 9, 32, false), true},
-		{f8(1, 257, 300), true},
+		{u4(1, 2560, 2560, 32, true), false, false}, {u4(8, 7168, 2560, 32, true), false, false}, {u4(3, 64, 33, 64, true), false, false},
+		{i8(1, 2560, 7168, 32, true), false, false}, {f8(1, 2560, 4096), false, false}, {f8(8, 64, 5), false, false},
+		{f8(2, 4096, 2560), false, false}, {u4(1, 2560, 2560, 32, false), true, false}, {u4(1, 48, 7, 32, true), true, false},
+		{u4(1, 2560, 40, 16, true), true, false}, {i8(1, 100, 33, 32, true), true, false}, {i8(1, 2560, 9, 8, true), true, false},
+		{i8(2, 2560, 9, 32, false), true, false}, {f8(1, 257, 300), true, false},
 		// Rows past 8 vectors a lane: qmvs rather than qmvr; rows of 4 and
 		// just over (qmvr_*_v4, _v8).
-		{u4(1, 8224, 64, 32, true), false}, {f8(1, 7168, 9), false}, {u4(1, 4096, 9, 32, true), false}, {u4(1, 4128, 9, 32, true), false},
+		{u4(1, 8224, 64, 32, true), false, false}, {f8(1, 7168, 9), false, false}, {u4(1, 4096, 9, 32, true), false, false},
+		{u4(1, 4128, 9, 32, true), false, false}, {f8(1, 2048, 9), false, true}, {f8(1, 2064, 9), false, true},
+		{f8(1, 2560, 2560), false, true}, {f8(1, 2560, 3072), false, true}, {f8(1, 2560, 3073), false, false},
+		// The fused forms: an FP8 grouped product of any width takes
+		// qmvr, the gate/up SwiGLU never by default.
+		{grouped(f8(1, 2560, 10240)), false, true}, {swiglu(f8(1, 2560, 2048)), false, false},
+		{grouped(f8(2, 2560, 10240)), false, false}, {grouped(u4(1, 2560, 10240, 32, true)), false, false},
 	} {
 		for _, tune := range []mvTuning{{}, {feats: 1}, {feats: 4, split: 2}, {warps: 8}, {quantGrid: 2}, {quantNoStage: true}, {quantOld: true},
-			{quantRow: true}, {quantRow: true, feats: 1, warps: 8}, {quantRow: true, feats: 4, warps: 3}, {quantRow: true, quantOld: true}} {
+			{quantRow: true}, {quantRow: true, feats: 1, warps: 8}, {quantRow: true, feats: 4, warps: 3}, {quantRow: true, quantOld: true},
+			{quantNoRow: true}, {quantNoRow: true, feats: 2}} {
 			l := qmvPlan(tune, tc.in, 0, 132)
 			wantOld := tc.old || tune.quantOld
 			vecs := tc.in.k / tc.in.perVec
@@ -51,16 +63,19 @@ func TestQmvPlan(t *testing.T) {
 					wantVM = v
 				}
 			}
-			wantRow := !wantOld && tune.quantRow && tc.in.rows == 1 && wantVM > 0
+			wantRow := !wantOld && tc.in.rows == 1 && wantVM > 0 && (tune.quantRow || !tune.quantNoRow && tc.row)
 			if l.row != wantRow {
 				t.Errorf("qmvPlan(%+v, %+v) = %+v: want row %v", tune, tc.in, l, wantRow)
 				continue
 			}
 			if l.row {
 				sh := l.shape
+				wantFeats := qmvrFeats
+				if tune.feats == 1 || tune.feats == 2 {
+					wantFeats = tune.feats
+				}
 				want := fmt.Sprintf("qmvr_%s_f%d_v%d", tc.in.name, sh.feats, wantVM)
-				if l.name != want || !slices.Contains(quantKernels, l.name) || (sh.feats != 1 && sh.feats != 2) ||
-					(tune.feats <= 2 && tune.feats != 0 && sh.feats != tune.feats) || sh.split != 1 || !isPow2(sh.warps) ||
+				if l.name != want || !slices.Contains(quantKernels, l.name) || sh.feats != wantFeats || sh.split != 1 || !isPow2(sh.warps) ||
 					sh.warps > mvMaxWarps || l.grid != l.nb || l.nb != sh.blocks || l.shared != 0 ||
 					l.grid*sh.warps*sh.feats < tc.in.nOut || (l.grid-1)*sh.warps*sh.feats >= tc.in.nOut {
 					t.Errorf("qmvPlan(%+v, %+v) = %+v: bad one-row launch (want %s)", tune, tc.in, l, want)
@@ -101,6 +116,9 @@ func TestQmvPlan(t *testing.T) {
 	if l := qmvPlan(mvTuning{}, u4(1, 2560, 2560, 32, true), 0, 132); l.shape.feats != qmvFeats["u4"] || l.name != "qmvs_u4_r1_f4" {
 		t.Errorf("q4 default: %+v", l)
 	}
+	if l := qmvPlan(mvTuning{}, f8(1, 2560, 2560), 0, 132); l.name != "qmvr_f8_f2_v8" || l.shape.warps != qmvrWarps {
+		t.Errorf("FP8 one-row default: %+v", l)
+	}
 }
 
 // qmvTunings are the quantized matvec's launches every quant_matmul case
@@ -113,6 +131,8 @@ var qmvTunings = []mvTuning{
 	{quantNoMMA: true, warps: 8, split: 8, feats: 4}, {quantNoMMA: true, warps: 1}, {quantNoMMA: true, warps: 2, split: 2, feats: 1},
 	// The one-row kernels (qmvr_*) with each unit size and block.
 	{quantNoMMA: true, quantRow: true}, {quantRow: true, feats: 1}, {quantRow: true, feats: 2, warps: 8}, {quantRow: true, feats: 1, warps: 1},
+	// One row on the split-K kernels where the default takes qmvr.
+	{quantNoMMA: true, quantNoRow: true}, {quantNoRow: true, feats: 4, quantNoStage: true},
 	// The tensor-core kernels' launch shapes, from one row (the default
 	// takes qmma from qmmaMinRows).
 	{quantMMARows: 1}, {quantMMARows: 1, split: 1}, {quantMMARows: 1, warps: 16}, {quantMMARows: 1, warps: 16, split: 16},

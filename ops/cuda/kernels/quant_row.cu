@@ -1,5 +1,5 @@
-// The one-row quantized matvecs built for latency (quant.go's qmvPlan
-// with the tuning's quantRow, REEL_QMV_ROW=1), beside the split-K qmvs_*
+// The one-row quantized matvecs built for latency (quant.go's qmvPlan,
+// where qmvRowDefault or REEL_QMV_ROW=1 takes them), beside the split-K qmvs_*
 // (quant.cu) and the fused qmvg_*, qmvsw_*, qmvn_* (quant_fused.cu):
 //
 // qmvr_<codes>_f<MF>_v<VM>: y = x · Wᵀ for one row of x [1, K] and codes
