@@ -18,6 +18,7 @@
 package capture
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -222,6 +223,126 @@ func (e *Engine) Profile(key Key) ([]OpTime, error) {
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Time > out[j].Time || (out[i].Time == out[j].Time && out[i].Op < out[j].Op)
+	})
+	return out, nil
+}
+
+// ErrNotRecorded is in the error of Ablate for a key without a recording
+// (it has not run, or its recording was dropped): nothing was replayed.
+var ErrNotRecorded = errors.New("no recording (run the key first)")
+
+// OpCost is what the launches of one op cost inside a replay of its plan:
+// the time a replay saves without them.
+type OpCost struct {
+	Op       string
+	Launches int
+	// Saved is a replay's time less that of a replay without the op's
+	// launches. Noise can make it negative for an op that costs little.
+	Saved time.Duration
+	// Err is why the replays without the op failed (Saved is then 0):
+	// a later op checks what it reads and refused what the op's absence
+	// left there (an expert id from a router that did not run, say).
+	Err error
+}
+
+// Ablation is what Engine.Ablate measured: a replay of the whole recording
+// and each op's cost in it, the costliest first (those that could not be
+// measured last).
+type Ablation struct {
+	Replay time.Duration
+	Ops    []OpCost
+}
+
+// Ablate measures what each op of key's plan costs where it runs: inside a
+// replay, overlapped with its neighbours as they overlap on the device
+// (programmatic dependent launch, say), not timed alone as Profile does.
+// It replays the key's recording reps times between two syncs, then, op by
+// op, records the plan without that op's launches and replays that reps
+// times; an op's cost is the difference (an op whose absence makes a
+// replay fail gets the error instead). The replays without an op compute
+// nothing meaningful: they read what its outputs last held, or what later
+// steps left in reused arena space, and write the states the plan writes,
+// so the states the key binds are garbage afterwards (lm.Session.Ablate
+// marks its session broken). The key must have run before; its own
+// recording is left as it was.
+func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
+	if err := checkKey(key); err != nil {
+		return Ablation{}, err
+	}
+	en := e.entries[key]
+	if en == nil || en.plan == nil || en.rec == nil {
+		return Ablation{}, fmt.Errorf("capture %s: ablate: %w", key, ErrNotRecorded)
+	}
+	if reps < 1 {
+		return Ablation{}, fmt.Errorf("capture %s: ablate with %d replays: want at least 1", key, reps)
+	}
+	// timed is one replay's time: a warm replay, then reps between syncs.
+	timed := func(r Recording) (time.Duration, error) {
+		if err := r.Replay(); err != nil {
+			return 0, err
+		}
+		if err := e.be.Sync(); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		for range reps {
+			if err := r.Replay(); err != nil {
+				return 0, err
+			}
+		}
+		if err := e.be.Sync(); err != nil {
+			return 0, err
+		}
+		return time.Since(t0) / time.Duration(reps), nil
+	}
+	full, err := timed(en.rec)
+	if err != nil {
+		return Ablation{}, fmt.Errorf("capture %s: ablate: %w", key, err)
+	}
+	steps := en.plan.Steps()
+	var names []string
+	launches := map[string]int{}
+	for i := range steps {
+		op := en.planned.Schedule[i].Op
+		if launches[op] == 0 {
+			names = append(names, op)
+		}
+		launches[op]++
+	}
+	out := Ablation{Replay: full, Ops: make([]OpCost, 0, len(names))}
+	for _, op := range names {
+		rest := make([]ops.Step, 0, len(steps)-launches[op])
+		for i, st := range steps {
+			if en.planned.Schedule[i].Op != op {
+				rest = append(rest, st)
+			}
+		}
+		rec, err := e.rec.RecordPlan(rest)
+		if err != nil {
+			return Ablation{}, fmt.Errorf("capture %s: ablate %s: record: %w", key, op, err)
+		}
+		d, rerr := timed(rec)
+		if err := rec.Close(); err != nil {
+			return Ablation{}, fmt.Errorf("capture %s: ablate %s: %w", key, op, err)
+		}
+		c := OpCost{Op: op, Launches: launches[op], Saved: full - d, Err: rerr}
+		if rerr != nil {
+			// What the backend reported is read and cleared; the
+			// replays that remain start from the failure's leftovers as
+			// any ablated replay does from another's.
+			c.Saved = 0
+			if err := e.be.Sync(); err != nil && !errors.Is(err, rerr) && err.Error() != rerr.Error() {
+				c.Err = fmt.Errorf("%w; then %v", rerr, err)
+			}
+		}
+		out.Ops = append(out.Ops, c)
+	}
+	sort.SliceStable(out.Ops, func(i, j int) bool {
+		a, b := out.Ops[i], out.Ops[j]
+		if (a.Err == nil) != (b.Err == nil) {
+			return a.Err == nil
+		}
+		return a.Saved > b.Saved
 	})
 	return out, nil
 }

@@ -246,11 +246,14 @@ type recordingBackend struct {
 	*cpu.Backend
 	failUpdates bool
 	records     int
+	recorded    []*fakeRecording // every recording made, in order
 }
 
 func (r *recordingBackend) RecordPlan(steps []ops.Step) (capture.Recording, error) {
 	r.records++
-	return &fakeRecording{be: r, steps: steps}, nil
+	f := &fakeRecording{be: r, steps: steps}
+	r.recorded = append(r.recorded, f)
+	return f, nil
 }
 
 type fakeRecording struct {
@@ -374,4 +377,63 @@ type testKey struct {
 
 func (k testKey) String() string {
 	return fmt.Sprintf("%s/loops=%d/want=%s/rows=%d", k.Stage, k.Loops, k.Want, k.Rows)
+}
+
+// TestAblate: each op's launches are left out of one recording each (the
+// recorder sees the plan's steps less exactly that op's), every op of the
+// plan is costed once with its launch count, the ablated recordings are
+// closed, and the key's own recording replays as before, equal to a fresh
+// run of its plan.
+func TestAblate(t *testing.T) {
+	be := &recordingBackend{Backend: cpu.New(1)}
+	e := capture.NewEngine(be, planner.Options{Fuse: true}, nil)
+	defer e.Close()
+	w := newWorld(t, be, 2, 8, 7)
+	key := decodeKey
+	key.Loops = 2
+	_, err := e.Ablate(key, 3)
+	require.ErrorIs(t, err, capture.ErrNotRecorded, "before the key ran")
+	w.step(0, w.random(width, 1))
+	_, err = e.Run(key, buildDecoder(2), w.bind)
+	require.NoError(t, err)
+	require.Equal(t, 1, be.records)
+	_, err = e.Ablate(key, 0)
+	require.ErrorContains(t, err, "want at least 1")
+
+	p, _, ok := e.Planned(key)
+	require.True(t, ok)
+	launches := map[string]int{}
+	var order []string // the ops by their first launch, as they are ablated
+	for _, n := range p.Schedule {
+		if launches[n.Op] == 0 {
+			order = append(order, n.Op)
+		}
+		launches[n.Op]++
+	}
+	require.Greater(t, len(launches), 3)
+	be.recorded = nil
+	a, err := e.Ablate(key, 3)
+	require.NoError(t, err)
+	require.Positive(t, a.Replay)
+	got := map[string]int{}
+	for i, o := range a.Ops {
+		require.NotContains(t, got, o.Op, "op %s costed twice", o.Op)
+		got[o.Op] = o.Launches
+		if i > 0 {
+			require.GreaterOrEqual(t, a.Ops[i-1].Saved, o.Saved, "costliest first")
+		}
+	}
+	require.Equal(t, launches, got)
+	require.Len(t, be.recorded, len(launches), "one recording an op")
+	for i, r := range be.recorded {
+		require.Len(t, r.steps, len(p.Schedule)-launches[order[i]], "recording %d: the plan without %s", i, order[i])
+		require.True(t, r.closed, "ablated recording %d closed", i)
+	}
+
+	w.step(1, w.random(width, 1))
+	want := fresh(t, p, be, w.bind)
+	outs, err := e.Run(key, buildDecoder(2), w.bind)
+	require.NoError(t, err)
+	require.Equal(t, want, bitsOf(outs[0]))
+	require.Equal(t, 1+len(launches), be.records)
 }

@@ -126,6 +126,15 @@ func (c *Core) Profile(k capture.Key) ([]capture.OpTime, error) {
 	return c.eng.Profile(k)
 }
 
+// Ablate measures what each op of key's plan costs inside a replay (see
+// capture.Engine.Ablate); the states the key binds are garbage afterwards.
+func (c *Core) Ablate(k capture.Key, reps int) (capture.Ablation, error) {
+	if c.Closed() {
+		return capture.Ablation{}, fmt.Errorf("ablate %s: the session is closed", k)
+	}
+	return c.eng.Ablate(k, reps)
+}
+
 // Weight is the uploaded buffer of the weight of name.
 func (c *Core) Weight(name string) (ops.Buffer, bool) {
 	b, ok := c.weights[name]

@@ -281,6 +281,31 @@ func (s *Session) ForwardProfile(rows int, want Want) ([]capture.OpTime, error) 
 // Profile times the launches of key's plan op by op.
 func (s *Session) Profile(k capture.Key) ([]capture.OpTime, error) { return s.core.Profile(k) }
 
+// errAblated is why a session that ran an ablation refuses to run.
+var errAblated = errors.New("an ablation profile replayed its plan without some of its ops, over the states")
+
+// AblateForward measures what each op of the plan a forward chunk of rows
+// runs costs inside a replay, reps replays each (capture.Engine.Ablate):
+// for benchmarks, at their end. Those replays write garbage into the
+// states, so the session is broken afterwards (see Broken) until a Reset
+// or a restore.
+func (s *Session) AblateForward(rows int, want Want, reps int) (capture.Ablation, error) {
+	if s.Closed() {
+		return capture.Ablation{}, fmt.Errorf("ablate: the session is closed")
+	}
+	if s.broken != nil {
+		return capture.Ablation{}, s.brokenErr()
+	}
+	if reps < 1 {
+		return capture.Ablation{}, fmt.Errorf("ablate with %d replays: want at least 1", reps)
+	}
+	a, err := s.core.Ablate(s.g.Key(s.PlanRows(rows), want), reps)
+	if err == nil || !errors.Is(err, capture.ErrNotRecorded) {
+		s.broken = errAblated
+	}
+	return a, err
+}
+
 // Closed says whether the session is closed.
 func (s *Session) Closed() bool { return s == nil || s.specs == nil || s.core.Closed() }
 

@@ -262,3 +262,37 @@ func TestLoad(t *testing.T) {
 	_, err = lm.Load(t.TempDir(), "test", "", config, func(int, lm.Stored, *weights.Checkpoint) (int, error) { return 0, nil })
 	require.ErrorContains(t, err, "config.json")
 }
+
+// TestAblateBreaks: an ablation profile of a plan that has run costs each
+// of its ops and leaves the session broken (its replays wrote the states)
+// until a Reset; one that cannot start (the plan has not run, no replays
+// asked for) leaves it running.
+func TestAblateBreaks(t *testing.T) {
+	s, err := lm.NewSession(newModel(), storeGraphs{}, lm.SessionOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.AblateForward(1, lm.WantLast, 2)
+	require.ErrorIs(t, err, capture.ErrNotRecorded)
+	require.NoError(t, s.Broken())
+	rec := testKey{Stage: "rec", Rows: 1}
+	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{2}})
+	require.NoError(t, err)
+	_, err = s.AblateForward(1, lm.WantLast, 0)
+	require.ErrorContains(t, err, "want at least 1")
+	require.NoError(t, s.Broken())
+
+	a, err := s.AblateForward(1, lm.WantLast, 2)
+	require.NoError(t, err)
+	var names []string
+	for _, o := range a.Ops {
+		names = append(names, o.Op)
+		require.Equal(t, 1, o.Launches, o.Op)
+	}
+	require.ElementsMatch(t, []string{"embed", "store"}, names)
+	require.ErrorContains(t, s.Broken(), "ablation")
+	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{2}})
+	require.ErrorContains(t, err, "ablation profile")
+	s.Reset()
+	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{2}})
+	require.NoError(t, err)
+}

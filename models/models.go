@@ -167,6 +167,9 @@ type Planner interface {
 	ForwardPlan(rows int, want lm.Want) (*planner.Planned, planner.Report, bool)
 	// ForwardProfile times that plan's launches op by op.
 	ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error)
+	// AblateForward measures what each op of that plan costs inside a
+	// replay; the session is broken afterwards, until a Reset.
+	AblateForward(rows int, want lm.Want, reps int) (capture.Ablation, error)
 }
 
 // ByteLevel is a model whose token ids are byte values (text in and out

@@ -46,6 +46,7 @@ timed the same way.`, stderr)
 	tokens := fs.Int("tokens", 64, "decode tokens")
 	context := fs.Int("context", 32768, "the positions the states (KV caches) are sized for in the report's context line")
 	profile := fs.Bool("profile", false, "also time the last prompt chunk's and the decode plan's launches op by op (each followed by a sync)")
+	ablate := fs.Bool("ablate", false, "at the end, time what each op of the decode plan and of the last prompt chunk's plan costs inside replays, by replaying the plan without it")
 	windows := fs.String("windows", "", "also time forwards of these row counts after the decode (comma-separated, 1 to 8: e.g. 2,5,8), each against one row")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the decode loop to this file (for go tool pprof)")
 	if err := parseFlags(ctx, fs, args); err != nil {
@@ -222,8 +223,56 @@ timed the same way.`, stderr)
 			return err
 		}
 	}
+	if *ablate && pl != nil {
+		// Each plan is ablated with the call record of a run of its own
+		// (a decode token; the prompt again, warm), as its replays read it.
+		if _, err := s.Forward([]int{1}, s.Pos(), lm.WantLast); err != nil {
+			return err
+		}
+		if err := writeAblation(&b, pl, 1, lm.WantLast, "one decode token", decode/time.Duration(*tokens)); err != nil {
+			return err
+		}
+		s.Reset()
+		if _, err := prefill(ctx, s, ids[:*promptN], mf.chunkRows()); err != nil {
+			return err
+		}
+		rows, chunks := lastChunk(*promptN, mf.chunkRows()), (*promptN+mf.chunkRows()-1)/mf.chunkRows()
+		if err := writeAblation(&b, pl, rows, lm.WantLast, fmt.Sprintf("the last prompt chunk (%d rows)", rows), prefillTime/time.Duration(chunks)); err != nil {
+			return err
+		}
+		s.Reset()
+	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// writeAblation measures what each op of the plan of rows rows costs
+// inside replays of it (models.Planner's AblateForward: the replay's time
+// less that of one without the op's launches), with enough replays for a
+// half a second a timing at per a replay (5 to 200), and writes the table,
+// costliest first. The session is reset after it, by the caller.
+func writeAblation(b *strings.Builder, pl models.Planner, rows int, want lm.Want, what string, per time.Duration) error {
+	reps := 5
+	if per > 0 {
+		reps = int(min(200, max(5, (500*time.Millisecond)/per)))
+	}
+	a, err := pl.AblateForward(rows, want, reps)
+	if err != nil {
+		return fmt.Errorf("ablation of %s: %w", what, err)
+	}
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+	fmt.Fprintf(b, "ablation     %s: a replay takes %.3f ms; without each op's launches it takes less by (%d replays each):\n", what, ms(a.Replay), reps)
+	var sum time.Duration
+	for _, o := range a.Ops {
+		if o.Err != nil {
+			fmt.Fprintf(b, "  %-18s %4d launches not measured: without them the replay fails (%v)\n", o.Op, o.Launches, o.Err)
+			continue
+		}
+		sum += o.Saved
+		fmt.Fprintf(b, "  %-18s %4d launches %9.3f ms %5.1f %%\n", o.Op, o.Launches, ms(o.Saved), 100*o.Saved.Seconds()/a.Replay.Seconds())
+	}
+	fmt.Fprintf(b, "  the ops' costs add up to %.3f ms, %.1f %% of the replay\n", ms(sum), 100*sum.Seconds()/a.Replay.Seconds())
+	return nil
 }
 
 // stateMeter is a session that sizes its states for a longer sequence;

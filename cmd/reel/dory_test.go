@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -294,4 +295,24 @@ func TestProductFLOPsFused(t *testing.T) {
 		}
 		require.NoError(t, m.Close())
 	}
+}
+
+// TestBenchAblate: --ablate costs every op of the decode plan and of the
+// last prompt chunk's plan, each with its launches as the plan has them.
+func TestBenchAblate(t *testing.T) {
+	code, out, errOut := reel("bench", "--model", "../../testdata/qwen4/qwen4-tiny-small-11", "--prompt", "9", "--tokens", "2", "--ablate")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "ablation     one decode token: a replay takes")
+	require.Contains(t, out, "ablation     the last prompt chunk (9 rows): a replay takes")
+	launches := regexp.MustCompile(`decode plan  (\d+) launches per token`).FindStringSubmatch(out)
+	require.NotNil(t, launches, out)
+	decode := out[strings.Index(out, "ablation     one decode token"):strings.Index(out, "ablation     the last prompt chunk")]
+	sum := 0
+	for _, m := range regexp.MustCompile(`(?m)^  \S+ +(\d+) launches`).FindAllStringSubmatch(decode, -1) {
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		sum += n
+	}
+	require.Equal(t, launches[1], strconv.Itoa(sum), "the ablated ops' launches are the decode plan's")
+	require.Contains(t, decode, "the ops' costs add up to")
 }
