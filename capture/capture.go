@@ -262,9 +262,9 @@ type Ablation struct {
 // replay fail gets the error instead). The replays without an op compute
 // nothing meaningful: they read what its outputs last held, or what later
 // steps left in reused arena space, and write the states the plan writes,
-// so the states the key binds are garbage afterwards (lm.Session.Ablate
-// marks its session broken). The key must have run before; its own
-// recording is left as it was.
+// so the states the key binds are garbage afterwards
+// (lm.Session.AblateForward marks its session broken). The key must have
+// run before; its own recording is left as it was.
 func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
 	if err := checkKey(key); err != nil {
 		return Ablation{}, err
@@ -331,7 +331,7 @@ func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
 			// replays that remain start from the failure's leftovers as
 			// any ablated replay does from another's.
 			c.Saved = 0
-			if err := e.be.Sync(); err != nil && !errors.Is(err, rerr) && err.Error() != rerr.Error() {
+			if err := e.be.Sync(); err != nil {
 				c.Err = fmt.Errorf("%w; then %v", rerr, err)
 			}
 		}

@@ -248,7 +248,7 @@ timed the same way.`, stderr)
 
 // writeAblation measures what each op of the plan of rows rows costs
 // inside replays of it (models.Planner's AblateForward: the replay's time
-// less that of one without the op's launches), with enough replays for a
+// less that of one without the op's launches), with enough replays for
 // half a second a timing at per a replay (5 to 200), and writes the table,
 // costliest first. The session is reset after it, by the caller.
 func writeAblation(b *strings.Builder, pl models.Planner, rows int, want lm.Want, what string, per time.Duration) error {
