@@ -373,7 +373,7 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 // qmvRowDefault reports whether a one-row product whose codes fit takes
 // the qmvr kernels when the tuning does not say: FP8 products but the
 // gate/up SwiGLU and plain products of more than qmvrMaxOut features.
-// Alone, qmvr is faster at those shapes in every format
+// Alone, qmvr is faster at those shapes (q4 here; FP8 alike, README)
 // (TestQuantMatVecSweep on the H200, session 7, q4, best launch of each
 // family, GB/s split-K/qmvr: 2560x2560 569/701, 2560 features of 4096
 // inputs 633/778, 2560 of 7168 671/666, q/k/v/g grouped 671/769; but
