@@ -231,9 +231,10 @@ func checkDeterministic(t *testing.T, be *Backend, c optest.Case) {
 	}
 }
 
-// TestMatVecSweep times the matvec kernels over launch shapes and compiled
-// loads per lane on gemvShapes, for tuning: set REEL_MV_SWEEP (e.g. "4 8
-// 16", the MV_LOADS values to compile) to run it.
+// TestMatVecSweep times the matvec kernels over launch shapes (2, 4 or 8
+// warps a block, each split, one or two features a unit) and compiled
+// loads per lane on gemvShapes, for tuning: set REEL_MV_SWEEP (e.g. "2 4
+// 8", the MV_LOADS values to compile) to run it.
 func TestMatVecSweep(t *testing.T) {
 	env := os.Getenv("REEL_MV_SWEEP")
 	if env == "" {
@@ -253,7 +254,7 @@ func TestMatVecSweep(t *testing.T) {
 				}
 				gb := newGEMVBench(t, be, s, 1)
 				var tunes []mvTuning
-				for _, warps := range []int{mvWarps} {
+				for _, warps := range []int{2, mvWarps, 8} {
 					for _, split := range []int{0, 1, 2, 4} {
 						for _, feats := range []int{1, 2} {
 							if split <= warps && (feats == 1 || s.form == "matmul" || s.form == "grouped") {
