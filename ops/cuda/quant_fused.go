@@ -18,11 +18,11 @@ import (
 // qmvs_* (qmvPlan) where the codes can be read as 16-byte vectors; one
 // row whose codes fit takes their one-row forms (kernels/quant_row.cu:
 // qmvgr_*, qmvswr_*, qmvnr_*, a warp a unit) where quant_matmul would take
-// qmvr_* (qmvRowDefault, or the tuning's quantRow). Other decode rows (more rows than
-// quantFuseRows: quant_matmul's tensor-core qmma_* is faster there; rows
-// whose codes need element loads) take their parts: each weight's
-// quant_matmul matvec (quantMatvec) into the outputs or scratch, then
-// swiglu, or a norm of x into scratch first.
+// qmvr_* (qmvRowDefault, or the tuning's quantRow). Other decode rows
+// (more rows than quantFuseRows: quant_matmul's tensor-core qmma_* is
+// faster there; rows whose codes need element loads) take their parts:
+// each weight's quant_matmul matvec (quantMatvec) into the outputs or
+// scratch, then swiglu, or a norm of x into scratch first.
 //
 // Prompt rows convert x to the format's 16-bit type once for the group
 // (the row norm fused into that conversion for quant_norm_matmul; none
