@@ -2,6 +2,7 @@ package lm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -249,7 +250,9 @@ func (c *Core) ReadF32Into(b ops.Buffer, dst []float32) ([]float32, error) {
 }
 
 // ReadF32N is ReadF32Into of the first n values of b (the rows in use of a
-// plan built for a bucket of rows).
+// plan built for a bucket of rows). When the read's error wraps
+// ops.ErrNotFinite (a device's check of them found a NaN or an
+// infinity), the values come with it, for the caller to name the one.
 func (c *Core) ReadF32N(b ops.Buffer, n int, dst []float32) ([]float32, error) {
 	if b == nil {
 		return nil, fmt.Errorf("read of a nil buffer")
@@ -271,19 +274,21 @@ func (c *Core) ReadF32N(b ops.Buffer, n int, dst []float32) ([]float32, error) {
 	if nativeLittleEndian {
 		// The bytes are the floats: read straight into them (a decode
 		// token's logits are 512 KB; converting cost more than the copy).
-		if err := c.be.Read(b, unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out))); err != nil {
+		err := c.be.Read(b, unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out)))
+		if err != nil && !errors.Is(err, ops.ErrNotFinite) {
 			return nil, err
 		}
-		return out, nil
+		return out, err
 	}
 	raw := make([]byte, 4*len(out))
-	if err := c.be.Read(b, raw); err != nil {
+	err := c.be.Read(b, raw)
+	if err != nil && !errors.Is(err, ops.ErrNotFinite) {
 		return nil, err
 	}
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
-	return out, nil
+	return out, err
 }
 
 // ReadLogits reads the first n values of a plan's logits: with reuse, into
@@ -295,7 +300,7 @@ func (c *Core) ReadLogits(b ops.Buffer, n int, reuse bool) ([]float32, error) {
 		return c.ReadF32N(b, n, nil)
 	}
 	out, err := c.ReadF32N(b, n, c.logits)
-	if err == nil {
+	if out != nil {
 		c.logits = out[:cap(out)]
 	}
 	return out, err

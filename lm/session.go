@@ -709,16 +709,31 @@ func (s *Session) Logits(b ops.Buffer, pos, rows int, w Want) ([]float32, error)
 	if b.Len() < n || (w == WantLast && b.Len() != n) || b.Len()%s.vocab != 0 {
 		return nil, fmt.Errorf("logits of %d values for want %s of %d rows of %d", b.Len(), w, rows, s.vocab)
 	}
-	out, err := s.core.ReadLogits(b, n, s.reuse)
-	if err != nil {
-		return nil, err
-	}
 	first := pos
 	if w == WantLast {
 		first = pos + rows - 1
 	}
-	if err := CheckFinite(out, s.vocab, first); err != nil {
+	// A backend that checks on its device does so before the read comes
+	// back; the host scans only to name a value the device found.
+	fc, onDevice := s.core.Backend().(ops.FiniteChecker)
+	if onDevice {
+		if err := fc.CheckFinite(b, n); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.core.ReadLogits(b, n, s.reuse)
+	if onDevice && errors.Is(err, ops.ErrNotFinite) && len(out) == n {
+		if cerr := CheckFinite(out, s.vocab, first); cerr != nil {
+			return nil, cerr
+		}
+	}
+	if err != nil {
 		return nil, err
+	}
+	if !onDevice {
+		if err := CheckFinite(out, s.vocab, first); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package lm_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
+	"github.com/reel-runtime/reel/ops/cpu"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -182,6 +184,61 @@ func TestForwardNotFinite(t *testing.T) {
 	require.ErrorContains(t, err, "position 1: the logit of token 1 is NaN")
 	require.NoError(t, s.Broken())
 	require.Equal(t, 2, s.Pos())
+	_, err = s.Forward([]int{2}, 2, lm.WantLast)
+	require.NoError(t, err)
+}
+
+// finiteChecked is a CPU backend that checks values as a device does
+// (ops.FiniteChecker): CheckFinite notes a NaN or an infinity among them
+// and the next Read reports it, as ErrNotFinite, with the values read.
+type finiteChecked struct {
+	*cpu.Backend
+	checks int
+	found  bool
+}
+
+func (d *finiteChecked) CheckFinite(b ops.Buffer, n int) error {
+	d.checks++
+	raw := make([]byte, 4*n)
+	if err := d.Backend.Read(b, raw); err != nil {
+		return err
+	}
+	for i := range n {
+		v := float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		d.found = d.found || math.IsNaN(v) || math.IsInf(v, 0)
+	}
+	return nil
+}
+
+func (d *finiteChecked) Read(src ops.Buffer, dst []byte) error {
+	if err := d.Backend.Read(src, dst); err != nil {
+		return err
+	}
+	if d.found {
+		d.found = false
+		return fmt.Errorf("check: %w", ops.ErrNotFinite)
+	}
+	return nil
+}
+
+// TestForwardNotFiniteChecked: on a backend that checks the logits itself,
+// the session asks it to for every forward and names the position and the
+// token of a value it found, as the host's scan does; a backend's error
+// alone would name neither.
+func TestForwardNotFiniteChecked(t *testing.T) {
+	m := newModel()
+	m.table[3*width+1] = float32(math.Inf(-1))
+	be := &finiteChecked{Backend: cpu.New(1)}
+	defer be.Close()
+	s, err := lm.NewSession(m, wideGraphs{}, lm.SessionOptions{Options: lm.Options{Backend: be}})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Forward([]int{1}, 0, lm.WantLast)
+	require.NoError(t, err)
+	require.Equal(t, 1, be.checks)
+	_, err = s.Forward([]int{3}, 1, lm.WantLast)
+	require.ErrorContains(t, err, "position 1: the logit of token 1 is -Inf")
+	require.Equal(t, 2, be.checks)
 	_, err = s.Forward([]int{2}, 2, lm.WantLast)
 	require.NoError(t, err)
 }

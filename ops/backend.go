@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"errors"
+
 	"github.com/reel-runtime/reel/graph"
 )
 
@@ -90,6 +92,21 @@ const CallName = "call"
 func Call(b *graph.Builder) *graph.Value {
 	return b.Input(CallName, graph.I32, CallLen)
 }
+
+// FiniteChecker is implemented by a backend that checks f32 values for
+// NaNs and infinities where they are (a kernel on the card), so that a
+// reader of logits does not scan them on the host while the device idles.
+type FiniteChecker interface {
+	// CheckFinite queues a check of the first n values of the f32 buffer b
+	// after the work queued so far; the next Read returns an error wrapping
+	// ErrNotFinite when one of them is a NaN or an infinity (which one is
+	// the reader's to find in what it read).
+	CheckFinite(b Buffer, n int) error
+}
+
+// ErrNotFinite is wrapped by the error of a Read after a FiniteChecker's
+// check found a NaN or an infinity.
+var ErrNotFinite = errors.New("a checked value is a NaN or an infinity")
 
 // Recording is a plan's steps recorded by a backend into an executable of
 // its own (a CUDA graph).

@@ -650,12 +650,43 @@ func (be *Backend) Read(src ops.Buffer, dst []byte) error {
 	if len(dst) > s.bytes {
 		return fmt.Errorf("cuda: read of %d bytes from a buffer of %d", len(dst), s.bytes)
 	}
-	if len(dst) > 0 {
-		if err := be.ctx.DtoH(dst, s.ptr); err != nil {
-			return err
-		}
+	// The error record comes back with the data, under the same wait.
+	var raw [errRecWords * 4]byte
+	if err := be.ctx.DtoHWith(dst, s.ptr, raw[:], be.errRec); err != nil {
+		return err
 	}
-	return be.kernelError()
+	return be.recordedError(raw)
+}
+
+// CheckFinite queues check_finite over the first n values of the f32
+// buffer b (ops.FiniteChecker): the next Read reports a NaN or an infinity
+// among them as an error wrapping ops.ErrNotFinite. A decode token's
+// logits are checked on the card in microseconds, where the host's scan
+// of them took 0.1 ms (Dory 4B, 131072 values) to 0.18 ms (Qwen4-Exp,
+// 248320) while the card waited for the next token.
+func (be *Backend) CheckFinite(b ops.Buffer, n int) error {
+	if err := be.check(); err != nil {
+		return err
+	}
+	x, err := be.buffer("checked buffer", b)
+	if err != nil {
+		return err
+	}
+	if x.dt != graph.F32 || n < 0 || n > x.n {
+		return fmt.Errorf("cuda: check of %d values of a %s buffer of %d: want f32 and at most its length", n, x.dt, x.n)
+	}
+	if n == 0 {
+		return nil
+	}
+	vec := int32(0)
+	if uint64(x.ptr)%16 == 0 {
+		vec = 1
+	}
+	s := be.newSteps()
+	const threads = 256
+	blocks := min((n/4+threads-1)/threads, 2*be.kernels.sms)
+	s.add("check_finite", [3]uint32{uint32(max(blocks, 1)), 1, 1}, [3]uint32{threads, 1, 1}, 0, x.ptr, int64(n), be.errRec, vec)
+	return s.Run()
 }
 
 // Copy copies the first n elements of src into dst, on the stream.
@@ -701,6 +732,12 @@ func (be *Backend) kernelError() error {
 	if err := be.ctx.DtoH(raw[:], be.errRec); err != nil {
 		return err
 	}
+	return be.recordedError(raw)
+}
+
+// recordedError words the error record read back as raw (nil when no
+// kernel reported) and clears the record on the card for the next run.
+func (be *Backend) recordedError(raw [errRecWords * 4]byte) error {
 	var w [errRecWords]int32
 	for i := range w {
 		w[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
@@ -729,6 +766,8 @@ func kernelErr(w [errRecWords]int32) error {
 		return fmt.Errorf("attention: position %d past the slot's capacity of %d", w[1], w[2])
 	case 6:
 		return errors.New("kv_write: the slot has no rows")
+	case 7:
+		return fmt.Errorf("check_finite: %w", ops.ErrNotFinite)
 	}
 	for _, f := range familyKernelErrs {
 		if err := f(w); err != nil {

@@ -28,7 +28,7 @@ var sources embed.FS
 
 // kernelNames are the kernels the Go side launches.
 var kernelNames = append([]string{
-	"binary", "unary", "chain", "swiglu", "embed", "argmax", "last_row", "kv_write", "to_half", "to_half_norm", "swiglu_norm_half",
+	"binary", "unary", "chain", "swiglu", "embed", "argmax", "check_finite", "last_row", "kv_write", "to_half", "to_half_norm", "swiglu_norm_half",
 	"norm_rows", "norm_rows_wide", "norm_rows_long", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
 	"attn_finish", "qkv_prep",

@@ -21,6 +21,7 @@ typedef unsigned int u32;
 #define ERR_KV_CAPACITY 4   // a = last position, b = capacity
 #define ERR_ATTN_CAPACITY 5 // a = last position, b = capacity
 #define ERR_SLOT_EMPTY 6    // the slot has no rows
+#define ERR_NOT_FINITE 7    // check_finite found a NaN or an infinity
 
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((u32)h) << 16); }
 

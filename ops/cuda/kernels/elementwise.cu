@@ -77,6 +77,30 @@ extern "C" __global__ void embed(const void* table, int wt, const int* ids, floa
 	}
 }
 
+// check_finite reports ERR_NOT_FINITE when one of the n values of x is a
+// NaN or an infinity (Backend.CheckFinite: a reader's logits, checked on
+// the card rather than scanned on the host): an all-ones exponent is the
+// only one that carries into bit 31 when one more is added to it. With
+// vec (x 16-byte aligned) a thread takes four values a step.
+extern "C" __global__ void check_finite(const float* __restrict__ x, long long n, int* err, int vec) {
+	pdl_entry();
+	const u32 e = 0x7f800000u, one = 0x00800000u;
+	u32 acc = 0;
+	long long done = 0;
+	if (vec) {
+		const float4* x4 = (const float4*)x;
+		GRID_STRIDE(i, n / 4) {
+			float4 v = __ldg(x4 + i);
+			acc |= ((__float_as_uint(v.x) & e) + one) | ((__float_as_uint(v.y) & e) + one) | ((__float_as_uint(v.z) & e) + one) |
+			       ((__float_as_uint(v.w) & e) + one);
+		}
+		done = n / 4 * 4;
+	}
+	for (long long i = done + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+		acc |= (__float_as_uint(x[i]) & e) + one;
+	if (acc & 0x80000000u) report(err, ERR_NOT_FINITE, 0, 0, 0);
+}
+
 // argmax: one block per row; NaNs are skipped, ties go to the lowest index,
 // a row of NaNs gives -1.
 extern "C" __global__ void argmax(const float* x, int* y, int n) {

@@ -284,7 +284,7 @@ func (c *Context) HtoD(dst DevicePtr, src []byte) error {
 // on the context's stream, and waits for the copy.
 func (c *Context) DtoH(dst []byte, src DevicePtr) error {
 	if len(dst) >= stageMin {
-		return c.dtohStaged(dst, src)
+		return c.dtohStaged(dst, src, nil, 0)
 	}
 	if err := c.stream.DtoHAsync(dst, src); err != nil {
 		return err
@@ -292,12 +292,20 @@ func (c *Context) DtoH(dst []byte, src DevicePtr) error {
 	return c.stream.Sync()
 }
 
+// DtoHWith is DtoH of dst from src followed by a copy of tail from
+// tailSrc, both through the page-locked stage and under one wait (a read
+// and the error record after it: one round trip to the card, not two).
+func (c *Context) DtoHWith(dst []byte, src DevicePtr, tail []byte, tailSrc DevicePtr) error {
+	return c.dtohStaged(dst, src, tail, tailSrc)
+}
+
 // stageMin is the smallest read DtoH copies through the page-locked stage.
 const stageMin = 64 << 10
 
-// dtohStaged copies into the page-locked stage (grown to the largest read
-// so far), waits, and copies the stage into dst.
-func (c *Context) dtohStaged(dst []byte, src DevicePtr) error {
+// dtohStaged copies dst's bytes from src, then tail's from tailSrc (none
+// when tail is empty), into the page-locked stage (grown to the largest
+// read so far), waits, and copies the stage into dst and tail.
+func (c *Context) dtohStaged(dst []byte, src DevicePtr, tail []byte, tailSrc DevicePtr) error {
 	if err := c.bind(); err != nil {
 		return err
 	}
@@ -305,26 +313,36 @@ func (c *Context) dtohStaged(dst []byte, src DevicePtr) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := uint64(len(dst))
-	if c.stageBytes < n {
+	at := (n + 15) &^ 15 // the tail's place in the stage
+	need := at + uint64(len(tail))
+	if c.stageBytes < need {
 		if c.stage != nil {
 			if r := cuMemFreeHost(c.lib.drv.memFreeHost, c.stage); r != 0 {
 				return c.lib.cuErr(r, "cuMemFreeHost")
 			}
 			c.stage, c.stageBytes = nil, 0
 		}
-		p, r := cuMemAllocHost(c.lib.drv.memAllocHost, n)
+		p, r := cuMemAllocHost(c.lib.drv.memAllocHost, need)
 		if r != 0 {
-			return c.lib.cuErr(r, fmt.Sprintf("cuMemAllocHost(%d bytes)", n))
+			return c.lib.cuErr(r, fmt.Sprintf("cuMemAllocHost(%d bytes)", need))
 		}
-		c.stage, c.stageBytes = p, n
+		c.stage, c.stageBytes = p, need
 	}
-	if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, c.stage, uint64(src), n, c.stream.h); r != 0 {
-		return c.lib.cuErr(r, fmt.Sprintf("cuMemcpyDtoHAsync(%#x, %d bytes)", uint64(src), n))
+	if n > 0 {
+		if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, c.stage, uint64(src), n, c.stream.h); r != 0 {
+			return c.lib.cuErr(r, fmt.Sprintf("cuMemcpyDtoHAsync(%#x, %d bytes)", uint64(src), n))
+		}
+	}
+	if len(tail) > 0 {
+		if r := cuMemcpyDtoHPinned(c.lib.drv.memcpyDtoHAsync, unsafe.Add(c.stage, at), uint64(tailSrc), uint64(len(tail)), c.stream.h); r != 0 {
+			return c.lib.cuErr(r, fmt.Sprintf("cuMemcpyDtoHAsync(%#x, %d bytes)", uint64(tailSrc), len(tail)))
+		}
 	}
 	if r := cuCall1(c.lib.drv.streamSynchronize, c.stream.h); r != 0 {
 		return c.lib.cuErr(r, "cuStreamSynchronize")
 	}
 	copy(dst, unsafe.Slice((*byte)(c.stage), n))
+	copy(tail, unsafe.Slice((*byte)(unsafe.Add(c.stage, at)), len(tail)))
 	return nil
 }
 
