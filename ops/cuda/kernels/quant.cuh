@@ -41,7 +41,9 @@ template <int E>
 __device__ __forceinline__ int q_vshift(int bc) { return __ffs(bc) - 1 - (E == 32 ? 5 : 4); }
 
 // q_word decodes the codes of one 32-bit word: 4 FP8 or i8 codes, or 8
-// 4-bit codes, in element order.
+// 4-bit codes, in element order, as q_at does (FP8 over 256), by
+// int-to-float conversions: for the old one-warp kernel (q_row); the
+// others decode by q_dec, below, without a conversion instruction.
 template <int QT>
 __device__ __forceinline__ void q_word(u32 u, float* c) {
 	if (QT == QT_U4) {

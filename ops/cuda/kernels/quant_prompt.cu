@@ -8,7 +8,8 @@
 // product in f32 then rounded once to HT (to nearest even). With vec (K and
 // the blocks' columns whole 16-byte vectors of codes, the rows of codes
 // 16-byte aligned) a thread decodes one vector (16 FP8 or i8 codes, 32
-// 4-bit codes: one scale) and writes its 16-bit weights as 16-byte stores;
+// 4-bit codes: one scale; q_dec, no int-to-float conversion, which runs
+// at an eighth of the FMA rate) and writes its 16-bit weights as 16-byte stores;
 // else a thread an element. Memory bound: codes read once, the 16-bit
 // weight written once.
 //
@@ -52,12 +53,12 @@ __device__ __forceinline__ void dequant16(const unsigned char* __restrict__ w, l
 		GRID_STRIDE(i, (long long)N * V) {
 			int n = (int)(i / V), v = (int)(i - (long long)n * V);
 			uint4 q = ld_stream((const uint4*)(w + (long long)n * stride) + v);
-			float sv = load_w(s, st, (long long)(n / br) * sc + v * E / bc) * Q_SCALE(QT);
+			float sv = load_w(s, st, (long long)(n / br) * sc + v * E / bc);
 			float c[E];
-			q_word<QT>(q.x, c);
-			q_word<QT>(q.y, c + E / 4);
-			q_word<QT>(q.z, c + E / 2);
-			q_word<QT>(q.w, c + 3 * E / 4);
+			q_dec<QT>(q.x, c);
+			q_dec<QT>(q.y, c + E / 4);
+			q_dec<QT>(q.z, c + E / 2);
+			q_dec<QT>(q.w, c + 3 * E / 4);
 			uint4* o = (uint4*)(out + (long long)n * K) + (long long)v * (E / 8);
 #pragma unroll
 			for (int j = 0; j < E / 8; j++) o[j] = q16_pack8<HT>(c + 8 * j, sv);
@@ -108,13 +109,13 @@ struct qmoe_w16 {
 		float c[8];
 		if (vec) {
 			if (QT == QT_U4) {
-				q_word<QT>(*(const u32*)(p + k / 2), c);
+				q_dec<QT>(*(const u32*)(p + k / 2), c);
 			} else {
 				uint2 u = *(const uint2*)(p + k);
-				q_word<QT>(u.x, c);
-				q_word<QT>(u.y, c + 4);
+				q_dec<QT>(u.x, c);
+				q_dec<QT>(u.y, c + 4);
 			}
-			return q16_pack8<HT>(c, load_w(s, st, srow + k / bc) * Q_SCALE(QT));
+			return q16_pack8<HT>(c, load_w(s, st, srow + k / bc));
 		}
 #pragma unroll
 		for (int j = 0; j < 8; j++) c[j] = k + j < nIn ? q_deq<QT>(p, k + j) * load_w(s, st, srow + (k + j) / bc) : 0.f;
