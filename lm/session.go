@@ -299,7 +299,7 @@ func (s *Session) AblateForward(rows int, want Want, reps int) (capture.Ablation
 	if reps < 1 {
 		return capture.Ablation{}, fmt.Errorf("ablate with %d replays: want at least 1", reps)
 	}
-	a, err := s.core.Ablate(s.g.Key(s.PlanRows(rows), want), reps)
+	a, err := s.core.Ablate(s.g.Key(s.PlanRows(rows), want), reps, capture.AblateOptions{})
 	if err == nil || !errors.Is(err, capture.ErrNotRecorded) {
 		s.broken = errAblated
 	}
