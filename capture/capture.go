@@ -245,10 +245,11 @@ type OpCost struct {
 	Err error
 }
 
-// Ablation is what Engine.Ablate measured: a replay of the whole recording
+// Ablation is what Engine.Ablate measured: a replay of the whole plan
 // and each op's cost in it, the costliest first (those that could not be
 // measured last).
 type Ablation struct {
+	// Replay is a replay's time, the prologue's steps included.
 	Replay time.Duration
 	Ops    []OpCost
 }
