@@ -245,27 +245,45 @@ type OpCost struct {
 	Err error
 }
 
-// Ablation is what Engine.Ablate measured: a replay of the whole recording
+// Ablation is what Engine.Ablate measured: a replay of the whole plan
 // and each op's cost in it, the costliest first (those that could not be
 // measured last).
 type Ablation struct {
+	// Replay is a replay's time, the prologue's steps included.
 	Replay time.Duration
 	Ops    []OpCost
+}
+
+// AblateOptions are what Engine.Ablate runs besides the plan; the zero
+// value runs nothing more.
+type AblateOptions struct {
+	// Prologue are steps recorded in front of the plan's in every
+	// recording Ablate times, the whole plan's and each ablated one, so
+	// they run before each of its replays and their cost cancels in the
+	// differences: lm.Session.AblateForward copies the recurrent states
+	// back there, so that what an op's absence did to them does not reach
+	// the replays of the ops measured after it. Like the plan's, they must
+	// only enqueue work on a backend that records (CUDA: stream-ordered
+	// copies and launches, nothing that waits or allocates); they are run
+	// or recorded, never changed.
+	Prologue []ops.Step
 }
 
 // Ablate measures what each op of key's plan costs where it runs: inside a
 // replay, overlapped with its neighbours as they overlap on the device
 // (programmatic dependent launch, say), not timed alone as Profile does.
-// It replays the key's recording reps times between two syncs, then, op by
+// It replays the whole plan reps times between two syncs, then, op by
 // op, records the plan without that op's launches and replays that reps
 // times; an op's cost is the difference (an op whose absence makes a
-// replay fail gets the error instead). The replays without an op compute
-// nothing meaningful: they read what its outputs last held, or what later
-// steps left in reused arena space, and write the states the plan writes,
-// so the states the key binds are garbage afterwards
-// (lm.Session.AblateForward marks its session broken). The key must have
-// run before; its own recording is left as it was.
-func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
+// replay fail gets the error instead). Every recording it times starts
+// with opts.Prologue; with one, the whole plan is a fresh recording of the
+// prologue and the plan's steps, else it is the key's own recording. The
+// replays without an op compute nothing meaningful: they read what its
+// outputs last held, or what later steps left in reused arena space, and
+// write the states the plan writes, so the states the key binds are
+// garbage afterwards (lm.Session.AblateForward marks its session broken).
+// The key must have run before; its own recording is left as it was.
+func (e *Engine) Ablate(key Key, reps int, opts AblateOptions) (Ablation, error) {
 	if err := checkKey(key); err != nil {
 		return Ablation{}, err
 	}
@@ -295,11 +313,36 @@ func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
 		}
 		return time.Since(t0) / time.Duration(reps), nil
 	}
-	full, err := timed(en.rec)
+	steps := en.plan.Steps()
+	pro := opts.Prologue
+	// record records the prologue and the steps of the plan that keep
+	// says to keep.
+	record := func(keep func(op string) bool) (Recording, error) {
+		all := make([]ops.Step, 0, len(pro)+len(steps))
+		all = append(all, pro...)
+		for i, st := range steps {
+			if keep(en.planned.Schedule[i].Op) {
+				all = append(all, st)
+			}
+		}
+		return e.rec.RecordPlan(all)
+	}
+	whole := en.rec
+	if len(pro) > 0 {
+		var err error
+		if whole, err = record(func(string) bool { return true }); err != nil {
+			return Ablation{}, fmt.Errorf("capture %s: ablate: record with the prologue: %w", key, err)
+		}
+	}
+	full, err := timed(whole)
+	if whole != en.rec {
+		if cerr := whole.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close: %w", cerr)
+		}
+	}
 	if err != nil {
 		return Ablation{}, fmt.Errorf("capture %s: ablate: %w", key, err)
 	}
-	steps := en.plan.Steps()
 	var names []string
 	launches := map[string]int{}
 	for i := range steps {
@@ -311,13 +354,7 @@ func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
 	}
 	out := Ablation{Replay: full, Ops: make([]OpCost, 0, len(names))}
 	for _, op := range names {
-		rest := make([]ops.Step, 0, len(steps)-launches[op])
-		for i, st := range steps {
-			if en.planned.Schedule[i].Op != op {
-				rest = append(rest, st)
-			}
-		}
-		rec, err := e.rec.RecordPlan(rest)
+		rec, err := record(func(o string) bool { return o != op })
 		if err != nil {
 			return Ablation{}, fmt.Errorf("capture %s: ablate %s: record: %w", key, op, err)
 		}
@@ -328,8 +365,9 @@ func (e *Engine) Ablate(key Key, reps int) (Ablation, error) {
 		c := OpCost{Op: op, Launches: launches[op], Saved: full - d, Err: rerr}
 		if rerr != nil {
 			// What the backend reported is read and cleared; the
-			// replays that remain start from the failure's leftovers as
-			// any ablated replay does from another's.
+			// replays that remain start from the failure's leftovers
+			// (in the temporaries, and in any state the prologue does
+			// not restore) as any ablated replay does from another's.
 			c.Saved = 0
 			if err := e.be.Sync(); err != nil {
 				c.Err = fmt.Errorf("%w; then %v", rerr, err)

@@ -247,6 +247,9 @@ type recordingBackend struct {
 	failUpdates bool
 	records     int
 	recorded    []*fakeRecording // every recording made, in order
+	// replaying is the recording a replay runs, at is its step running.
+	replaying *fakeRecording
+	at        int
 }
 
 func (r *recordingBackend) RecordPlan(steps []ops.Step) (capture.Recording, error) {
@@ -257,16 +260,21 @@ func (r *recordingBackend) RecordPlan(steps []ops.Step) (capture.Recording, erro
 }
 
 type fakeRecording struct {
-	be     *recordingBackend
-	steps  []ops.Step
-	closed bool
+	be      *recordingBackend
+	steps   []ops.Step
+	closed  bool
+	replays int
 }
 
 func (f *fakeRecording) Replay() error {
 	if f.closed {
 		return errors.New("replay of a closed recording")
 	}
-	for _, s := range f.steps {
+	f.replays++
+	f.be.replaying = f
+	defer func() { f.be.replaying = nil }()
+	for i, s := range f.steps {
+		f.be.at = i
 		if err := s.Run(); err != nil {
 			return err
 		}
@@ -391,13 +399,13 @@ func TestAblate(t *testing.T) {
 	w := newWorld(t, be, 2, 8, 7)
 	key := decodeKey
 	key.Loops = 2
-	_, err := e.Ablate(key, 3)
+	_, err := e.Ablate(key, 3, capture.AblateOptions{})
 	require.ErrorIs(t, err, capture.ErrNotRecorded, "before the key ran")
 	w.step(0, w.random(width, 1))
 	_, err = e.Run(key, buildDecoder(2), w.bind)
 	require.NoError(t, err)
 	require.Equal(t, 1, be.records)
-	_, err = e.Ablate(key, 0)
+	_, err = e.Ablate(key, 0, capture.AblateOptions{})
 	require.ErrorContains(t, err, "want at least 1")
 
 	p, _, ok := e.Planned(key)
@@ -412,7 +420,7 @@ func TestAblate(t *testing.T) {
 	}
 	require.Greater(t, len(launches), 3)
 	be.recorded = nil
-	a, err := e.Ablate(key, 3)
+	a, err := e.Ablate(key, 3, capture.AblateOptions{})
 	require.NoError(t, err)
 	require.Positive(t, a.Replay)
 	got := map[string]int{}
@@ -436,4 +444,87 @@ func TestAblate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, bitsOf(outs[0]))
 	require.Equal(t, 1+len(launches), be.records)
+}
+
+// prologueStep is a prologue that notes, per recording, the replays it
+// ran in as their first step.
+type prologueStep struct {
+	be    *recordingBackend
+	first map[*fakeRecording]int
+}
+
+func (p *prologueStep) Run() error {
+	r := p.be.replaying
+	if r == nil {
+		return errors.New("prologue run outside a replay")
+	}
+	if p.be.at != 0 {
+		return fmt.Errorf("prologue run as step %d of its replay", p.be.at)
+	}
+	p.first[r]++
+	return nil
+}
+
+// TestAblatePrologue: with a prologue, the whole plan is timed in a fresh
+// recording of the prologue and the plan, each ablated recording starts
+// with it too, and it runs first in every replay of each; the key's own
+// recording is neither replayed nor changed, and replays as before.
+func TestAblatePrologue(t *testing.T) {
+	be := &recordingBackend{Backend: cpu.New(1)}
+	e := capture.NewEngine(be, planner.Options{Fuse: true}, nil)
+	defer e.Close()
+	w := newWorld(t, be, 2, 8, 8)
+	key := decodeKey
+	key.Loops = 2
+	w.step(0, w.random(width, 1))
+	_, err := e.Run(key, buildDecoder(2), w.bind)
+	require.NoError(t, err)
+	require.Len(t, be.recorded, 1)
+	own := be.recorded[0]
+	require.Equal(t, 1, own.replays)
+	p, _, ok := e.Planned(key)
+	require.True(t, ok)
+	launches := map[string]int{}
+	var order []string
+	for _, n := range p.Schedule {
+		if launches[n.Op] == 0 {
+			order = append(order, n.Op)
+		}
+		launches[n.Op]++
+	}
+
+	pro := &prologueStep{be: be, first: map[*fakeRecording]int{}}
+	be.recorded = nil
+	const reps = 3
+	a, err := e.Ablate(key, reps, capture.AblateOptions{Prologue: []ops.Step{pro}})
+	require.NoError(t, err)
+	require.Len(t, a.Ops, len(launches))
+	for _, o := range a.Ops {
+		require.NoError(t, o.Err, o.Op)
+	}
+	require.Len(t, be.recorded, 1+len(launches), "the whole plan's and one an op")
+	for i, r := range be.recorded {
+		want := len(p.Schedule)
+		if i > 0 {
+			want -= launches[order[i-1]]
+		}
+		require.Len(t, r.steps, 1+want, "recording %d", i)
+		require.Same(t, pro, r.steps[0], "recording %d starts with the prologue", i)
+		require.Equal(t, reps+1, r.replays, "recording %d: a warm replay and reps", i)
+		require.Equal(t, r.replays, pro.first[r], "recording %d: the prologue first in every replay", i)
+		require.True(t, r.closed, "recording %d closed", i)
+	}
+	require.Len(t, pro.first, len(be.recorded), "the prologue ran in no other recording")
+
+	require.Equal(t, 1, own.replays, "the key's own recording is not replayed")
+	require.False(t, own.closed)
+	require.Len(t, own.steps, len(p.Schedule))
+	w.step(1, w.random(width, 1))
+	want := fresh(t, p, be, w.bind)
+	outs, err := e.Run(key, buildDecoder(2), w.bind)
+	require.NoError(t, err)
+	require.Equal(t, want, bitsOf(outs[0]))
+	require.Equal(t, 2, own.replays)
+	require.Len(t, pro.first, len(be.recorded), "the key's replay runs no prologue")
+	require.Equal(t, 2+len(launches), be.records)
 }

@@ -55,7 +55,7 @@ func ExampleEngine() {
 		}
 	}
 	fmt.Println(e.Stats())
-	a, err := e.Ablate(mlpKey{1}, 2)
+	a, err := e.Ablate(mlpKey{1}, 2, capture.AblateOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

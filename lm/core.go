@@ -127,13 +127,14 @@ func (c *Core) Profile(k capture.Key) ([]capture.OpTime, error) {
 	return c.eng.Profile(k)
 }
 
-// Ablate measures what each op of key's plan costs inside a replay (see
+// Ablate measures what each op of key's plan costs inside a replay, with
+// opts' prologue in front of every recording it times (see
 // capture.Engine.Ablate); the states the key binds are garbage afterwards.
-func (c *Core) Ablate(k capture.Key, reps int) (capture.Ablation, error) {
+func (c *Core) Ablate(k capture.Key, reps int, opts capture.AblateOptions) (capture.Ablation, error) {
 	if c.Closed() {
 		return capture.Ablation{}, fmt.Errorf("ablate %s: the session is closed", k)
 	}
-	return c.eng.Ablate(k, reps)
+	return c.eng.Ablate(k, reps, opts)
 }
 
 // Weight is the uploaded buffer of the weight of name.

@@ -286,9 +286,17 @@ var errAblated = errors.New("an ablation profile replayed its plan without some 
 
 // AblateForward measures what each op of the plan a forward chunk of rows
 // runs costs inside a replay, reps replays each (capture.Engine.Ablate):
-// for benchmarks, at their end. Those replays write garbage into the
-// states, so the session is broken afterwards (see Broken) until a Reset
-// or a restore.
+// for benchmarks, at their end; the plan must have run in this session.
+// Every replay starts from the Recurrent states the plan binds as they
+// stand now: they are copied aside first, and a prologue recorded in front
+// of every replay copies them back (a backend Copy: on CUDA a
+// stream-ordered device copy, a memcpy node of the recorded graph), so
+// what one op's absence did to them (a state driven to NaN over the
+// replays) does not reach the ops measured after it; the copies are freed
+// at the end. Slot and Ring states need no copy: each replay rewrites the
+// same rows. The replays still leave garbage in the temporaries, in those
+// rows and in the states, so the session is broken afterwards (see Broken)
+// until a Reset or a restore.
 func (s *Session) AblateForward(rows int, want Want, reps int) (capture.Ablation, error) {
 	if s.Closed() {
 		return capture.Ablation{}, fmt.Errorf("ablate: the session is closed")
@@ -299,11 +307,63 @@ func (s *Session) AblateForward(rows int, want Want, reps int) (capture.Ablation
 	if reps < 1 {
 		return capture.Ablation{}, fmt.Errorf("ablate with %d replays: want at least 1", reps)
 	}
-	a, err := s.core.Ablate(s.g.Key(s.PlanRows(rows), want), reps)
+	key := s.g.Key(s.PlanRows(rows), want)
+	kb := s.kept[key]
+	if kb == nil {
+		return capture.Ablation{}, fmt.Errorf("ablate %s: %w", key, capture.ErrNotRecorded)
+	}
+	pro, free, err := s.restoreSteps(kb)
+	if err != nil {
+		return capture.Ablation{}, fmt.Errorf("ablate %s: %w", key, err)
+	}
+	a, err := s.core.Ablate(key, reps, capture.AblateOptions{Prologue: pro})
 	if err == nil || !errors.Is(err, capture.ErrNotRecorded) {
 		s.broken = errAblated
 	}
+	if ferr := free(); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("ablate %s: %w", key, ferr))
+	}
 	return a, err
+}
+
+// restoreSteps copies the Recurrent states kb binds into new buffers and
+// gives the steps that copy them back, and a free that waits for the
+// backend (the replays that read the copies) and frees them.
+func (s *Session) restoreSteps(kb *keptBinding) (steps []ops.Step, free func() error, err error) {
+	be := s.core.Backend()
+	var saved []ops.Buffer
+	free = func() error {
+		errs := []error{be.Sync()}
+		for _, b := range saved {
+			errs = append(errs, be.Free(b))
+		}
+		saved = nil
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("freeing the copies of the recurrent states: %w", err)
+		}
+		return nil
+	}
+	for _, name := range sortedKeys(kb.bind) {
+		if sp, ok := s.specs[name]; !ok || sp.Kind != Recurrent {
+			continue
+		}
+		st := kb.bind[name]
+		cp, err := be.Alloc(st.DType(), st.Len())
+		if err == nil {
+			saved = append(saved, cp)
+			err = be.Copy(cp, st, st.Len())
+		}
+		if err != nil {
+			return nil, nil, errors.Join(fmt.Errorf("copying state %s aside: %w", name, err), free())
+		}
+		steps = append(steps, ops.StepFunc(func() error {
+			if err := be.Copy(st, cp, st.Len()); err != nil {
+				return fmt.Errorf("restoring state %s: %w", name, err)
+			}
+			return nil
+		}))
+	}
+	return steps, free, nil
 }
 
 // Closed says whether the session is closed.

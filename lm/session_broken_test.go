@@ -16,6 +16,7 @@ import (
 	"github.com/reel-runtime/reel/lm"
 	"github.com/reel-runtime/reel/ops"
 	"github.com/reel-runtime/reel/ops/cpu"
+	"github.com/reel-runtime/reel/planner"
 	"github.com/reel-runtime/reel/weights"
 )
 
@@ -351,5 +352,95 @@ func TestAblateBreaks(t *testing.T) {
 	require.ErrorContains(t, err, "ablation profile")
 	s.Reset()
 	_, err = s.Run(rec, 0, 1, lm.Inputs{IDs: []int{2}})
+	require.NoError(t, err)
+}
+
+// routeGraphs is one graph over a recurrent state, built as a Gated
+// DeltaNet layer and a MoE router are as far as an ablation sees them: the
+// state is advanced from the token (acc ← (table[id] + acc)² · 1e-20, the
+// scale done in place over the square) and the router checks logits made
+// from the new value (u² - u², NaN once u² overflows). Without the scale
+// the new value is the square, about 1e20: it overflows the router's
+// square at once, and, stored, the next replay's as well.
+type routeGraphs struct{}
+
+func (routeGraphs) Vocab() int { return width }
+
+func (routeGraphs) Key(rows int, _ lm.Want) capture.Key { return testKey{Stage: "route", Rows: rows} }
+
+func (routeGraphs) Build(k capture.Key) (*graph.Graph, error) {
+	key := k.(testKey)
+	b := graph.NewBuilder(key.String())
+	ids := b.Input(lm.InputIDs, graph.I32, key.Rows)
+	acc := b.State("acc", graph.F32, key.Rows, width)
+	e := ops.Embed(b, b.Weight("table", graph.F32, vocab, width), ids)
+	a := ops.Add(b, e, acc)
+	u := ops.Scale(b, ops.Mul(b, a, a), 1e-20)
+	ops.Store(b, u, acc)
+	m := ops.Mul(b, u, u)
+	_, w := ops.MoERoute(b, ops.Sub(b, m, m), 1, false)
+	b.Output(w)
+	return b.Graph()
+}
+
+func (routeGraphs) State(string) (lm.StateSpec, error) { return lm.StateSpec{Kind: lm.Recurrent}, nil }
+
+// TestAblateRestores: every replay of an ablation starts from the
+// recurrent states as they stood before it, copied back by the prologue:
+// the op whose absence drives the state past the router's range (scale)
+// is not measured, with the router's error, but the ops measured after it
+// (store, whose absence alone changes nothing there) are; the state ends
+// as one replay from the saved one leaves it, and the copy is freed.
+func TestAblateRestores(t *testing.T) {
+	m := newModel()
+	for i := range m.table {
+		m.table[i] = 1e10
+	}
+	be := &counting{Backend: cpu.New(1), freed: map[ops.Buffer]int{}}
+	s, err := lm.NewSession(m, routeGraphs{}, lm.SessionOptions{Options: lm.Options{Backend: be, Planner: &planner.Options{}}})
+	require.NoError(t, err)
+	defer s.Close()
+	key := testKey{Stage: "route", Rows: 1}
+	_, err = s.Run(key, 0, 1, lm.Inputs{IDs: []int{2}})
+	require.NoError(t, err)
+	p, _, ok := s.Planned(key)
+	require.True(t, ok)
+	var order []string
+	for _, n := range p.Schedule {
+		order = append(order, n.Op)
+		if n.Op == "scale" {
+			require.NotNil(t, p.Offsets[n.Outputs[0].ID].Alias, "scale in place over the square")
+		}
+	}
+	require.Equal(t, []string{"embed", "add", "mul", "scale", "store", "mul", "sub", "moe_route"}, order)
+	acc, ok := s.StateBuffer("acc")
+	require.True(t, ok)
+	saved := cpu.F32(acc)[0]
+	require.InDelta(t, 1, saved, 1e-3)
+	freed := len(be.freed)
+
+	a, err := s.AblateForward(1, lm.WantLast, 10)
+	require.NoError(t, err)
+	got := map[string]error{}
+	for _, o := range a.Ops {
+		got[o.Op] = o.Err
+	}
+	require.Len(t, got, 7)
+	require.ErrorContains(t, got["scale"], "router logit of expert 0 is NaN")
+	for op, err := range got {
+		if op != "scale" {
+			require.NoError(t, err, "op %s", op)
+		}
+	}
+	x := float32(1e10) + saved
+	one := x * x * float32(1e-20)
+	for i, v := range cpu.F32(acc) {
+		require.InEpsilon(t, one, v, 1e-6, "acc[%d]", i)
+	}
+	require.Len(t, be.freed, freed+1, "the copy of acc freed")
+	require.Zero(t, be.freed[acc])
+	require.ErrorContains(t, s.Broken(), "ablation")
+	s.Reset()
+	_, err = s.Run(key, 0, 1, lm.Inputs{IDs: []int{2}})
 	require.NoError(t, err)
 }

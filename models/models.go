@@ -168,7 +168,8 @@ type Planner interface {
 	// ForwardProfile times that plan's launches op by op.
 	ForwardProfile(rows int, want lm.Want) ([]capture.OpTime, error)
 	// AblateForward measures what each op of that plan costs inside a
-	// replay; the session is broken afterwards, until a Reset.
+	// replay, each replay from the recurrent states as they stood; the
+	// session is broken afterwards, until a Reset.
 	AblateForward(rows int, want lm.Want, reps int) (capture.Ablation, error)
 }
 

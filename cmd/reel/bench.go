@@ -248,9 +248,11 @@ timed the same way.`, stderr)
 
 // writeAblation measures what each op of the plan of rows rows costs
 // inside replays of it (models.Planner's AblateForward: the replay's time
-// less that of one without the op's launches), with enough replays for
-// half a second a timing at per a replay (5 to 200), and writes the table,
-// costliest first. The session is reset after it, by the caller.
+// less that of one without the op's launches; each replay starts with the
+// copies that restore the recurrent states, in both times), with enough
+// replays for half a second a timing at per a replay (5 to 200), and
+// writes the table, costliest first. The session is reset after it, by the
+// caller.
 func writeAblation(b *strings.Builder, pl models.Planner, rows int, want lm.Want, what string, per time.Duration) error {
 	reps := 5
 	if per > 0 {
