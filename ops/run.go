@@ -80,6 +80,7 @@ func NewRunner(be Backend, g *graph.Graph, bound map[*graph.Value]Buffer) (*Runn
 		}
 		r.steps = append(r.steps, st)
 	}
+	LinkSteps(be, r.steps)
 	return r, nil
 }
 
