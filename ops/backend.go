@@ -44,31 +44,6 @@ type KernelFunc func(n *graph.Node, in, out []Buffer) (Step, error)
 // Bind calls f.
 func (f KernelFunc) Bind(n *graph.Node, in, out []Buffer) (Step, error) { return f(n, in, out) }
 
-// StepLinker is a backend whose bound steps may act for the steps that
-// run after them: the CUDA backend's latency-bound launches ask L2 for
-// the next product's weights. LinkSteps gets a plan's steps in the order
-// they run, once all are bound, and again whenever they are bound anew.
-type StepLinker interface {
-	LinkSteps(steps []Step)
-}
-
-// LinkSteps hands steps, bound by BindNode and in the order they run, to
-// be's LinkSteps when be is a StepLinker.
-func LinkSteps(be Backend, steps []Step) {
-	l, ok := be.(StepLinker)
-	if !ok {
-		return
-	}
-	raw := make([]Step, len(steps))
-	for i, st := range steps {
-		if g, ok := st.(guard); ok {
-			st = g.s
-		}
-		raw[i] = st
-	}
-	l.LinkSteps(raw)
-}
-
 // Backend is a place plans run: its kernels and its memory.
 type Backend interface {
 	// Name is the backend's short name ("cpu", "cuda").

@@ -80,7 +80,6 @@ func NewRunner(be Backend, g *graph.Graph, bound map[*graph.Value]Buffer) (*Runn
 		}
 		r.steps = append(r.steps, st)
 	}
-	LinkSteps(be, r.steps)
 	return r, nil
 }
 

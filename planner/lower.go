@@ -89,7 +89,6 @@ func (pl *Lowered) Rebind(bind map[*graph.Value]ops.Buffer) error {
 		}
 		steps = append(steps, st)
 	}
-	ops.LinkSteps(pl.be, steps)
 	pl.bufs, pl.steps = bufs, steps
 	return nil
 }

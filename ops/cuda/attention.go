@@ -171,9 +171,9 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 		}
 	}
 	shared := uint32(4 * (groups*d + groups*chunk + chunk))
-	args := append([]any{q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
-		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk)}, aheadArgs()...)
-	s.ahead = s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared, args...)
+	s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared,
+		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
+		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
 	addAttnFinish(s, pm, pl, pacc, y, call, rows, at.Heads, d, splits, gp, sp, vec)
 	return s, nil
 }

@@ -252,9 +252,6 @@ type Backend struct {
 	// (REEL_ATTN_DECODE=old or new forces either), and attn_dec's chunks
 	// and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
 	attnDec attnDecTune
-	// aheadBytes is the most bytes of the next node's weights a
-	// latency-bound launch asks L2 for (LinkSteps; REEL_AHEAD_L2, 0: none).
-	aheadBytes int64
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
 	closed bool
@@ -323,10 +320,6 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	ahead, err := parseAheadL2(os.Getenv("REEL_AHEAD_L2"))
-	if err != nil {
-		return nil, err
-	}
 	lib, err := cu.Load()
 	if err != nil {
 		return nil, err
@@ -338,7 +331,6 @@ func New(opts Options) (*Backend, error) {
 	be := &Backend{opts: opts, lib: lib, ctx: ctx, owned: map[cu.DevicePtr]*Buffer{}, quantHalfOverride: qh, qfuseRows: qfr}
 	be.pdl = !opts.NoPDL && ctx.CanLaunchPDL()
 	be.attnDec = attnDec
-	be.aheadBytes = ahead
 	be.moeWindowRows, be.moeWindowFPW = moeRows, moeFPW
 	if os.Getenv("REEL_FLASH_NARROW") == "1" {
 		be.flashVariant = flashNarrow

@@ -223,9 +223,6 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 		args = append(args, *norm)
 	}
 	s.add(name, [3]uint32{uint32(shape.blocks), 1, 1}, [3]uint32{uint32(32 * shape.warps), 1, 1}, 0, args...)
-	for _, sg := range segs {
-		s.stream(sg.w)
-	}
 	return nil
 }
 

@@ -385,25 +385,6 @@ func (l *launch) run(ctx *cu.Context) error {
 type steps struct {
 	be   *Backend
 	work []func() error
-	// streams are the weights the node's decode products read once each,
-	// in the order they read them: what a step before it may ask L2 for
-	// (LinkSteps).
-	streams []span
-	// ahead is the node's launch that asks L2 for the next node's first
-	// stream before it waits (its last two arguments, the address and the
-	// bytes, left 0 until LinkSteps fills them), or nil.
-	ahead *launch
-}
-
-// span is device memory of a number of bytes from an address.
-type span struct {
-	ptr   cu.DevicePtr
-	bytes int64
-}
-
-// stream records that the node's product reads weight w once through.
-func (s *steps) stream(w *Buffer) {
-	s.streams = append(s.streams, span{ptr: w.ptr, bytes: int64(w.bytes)})
 }
 
 // Run enqueues every piece of the node's work.
@@ -419,15 +400,14 @@ func (s *steps) Run() error {
 	return nil
 }
 
-// add appends a launch of kernel name and returns it.
-func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...any) *launch {
+// add appends a launch of kernel name.
+func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...any) {
 	l := &launch{name: name, fn: s.be.kernels.fn[name], grid: grid, block: block, shared: shared, args: args, pdl: s.be.pdl}
 	if l.fn == nil {
 		l.why = s.be.kernels.why(name)
 	}
 	ctx := s.be.ctx
 	s.work = append(s.work, func() error { return l.run(ctx) })
-	return l
 }
 
 // copyBytes appends a device-to-device copy.

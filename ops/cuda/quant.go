@@ -494,7 +494,6 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 // qmma_* where qmmaPlan takes the product, else qmvs_* or qmvr_* (the same
 // arguments) where qmvPlan does, else the warp a feature of qmv_*.
 func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int) {
-	s.stream(q.w)
 	in := qmvIn{name: q.name, perVec: q.perVec, rows: rows, k: k, nOut: nOut, stride: q.stride,
 		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0}
 	if l, ok := qmmaPlan(be.mv, in, be.kernels.sms); ok {

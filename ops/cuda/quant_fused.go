@@ -212,9 +212,6 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		x.ptr, int64(q0.stride), q0.st, q0.scols, q0.br, q0.bc, int32(rows), int32(k), int32(nf), int32(l.shape.split), int32(l.nb),
 		w[0], w[1], w[2], w[3], sc[0], sc[1], sc[2], sc[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2],
 		sgp, sup, form.eps, xsm)
-	for _, sg := range segs {
-		s.stream(sg.q.w)
-	}
 	return true
 }
 

@@ -51,9 +51,7 @@ __device__ __forceinline__ void lds_v(const float* p, float* a) {
 
 // attn_part_body: grid (rows, kv heads, S), dynamic shared memory
 // (G·d + G·chunk) floats and chunk ints (the chunk's slot rows); chunk is
-// the most keys a chunk can hold (the span over S). ahead, when not null,
-// is the ahead_bytes of the next node's weights that the grid asks L2 for
-// before its wait (prefetch_ahead). Partials: m, l
+// the most keys a chunk can hold (the span over S). Partials: m, l
 // [rows][heads][S], acc [rows][heads][S][d]. GT is the group size G when
 // known at compile time (the loops over the group then unroll to exactly
 // G), 0 for any G up to ATTN_MAX_GROUP.
@@ -66,7 +64,7 @@ __device__ __forceinline__ void lds_v(const float* p, float* a) {
 template <int E, int GT>
 __device__ void attn_part_body(const float* q, const float* k, const float* v, const int* call, int* err, float* pm, float* pl,
                                float* pacc, int rows, int heads, int kvh, int d, int cap, int window, int ring, float scale,
-                               int chunk, const char* ahead, long long ahead_bytes) {
+                               int chunk) {
 	extern __shared__ float sh[];
 	const int GM = GT > 0 ? GT : ATTN_MAX_GROUP;
 	const int KPW = GT > 0 && GT <= 4 ? 4 : 2; // keys a warp scores at once
@@ -92,7 +90,6 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 			prefetch_l2(v + o);
 		}
 	}
-	prefetch_ahead(ahead, ahead_bytes);
 	pdl_entry();
 	if (!okc) return;
 	if ((!ring || window == 0) && pos + used > cap) {
@@ -269,8 +266,8 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 // threads fit on a multiprocessor).
 #define ATTN_PART_PARAMS                                                                                                      \
 	const float *q, const float *k, const float *v, const int *call, int *err, float *pm, float *pl, float *pacc, int rows, \
-		int heads, int kvh, int d, int cap, int window, int ring, float scale, int chunk, const char *ahead, long long ahead_bytes
-#define ATTN_PART_ARGS q, k, v, call, err, pm, pl, pacc, rows, heads, kvh, d, cap, window, ring, scale, chunk, ahead, ahead_bytes
+		int heads, int kvh, int d, int cap, int window, int ring, float scale, int chunk
+#define ATTN_PART_ARGS q, k, v, call, err, pm, pl, pacc, rows, heads, kvh, d, cap, window, ring, scale, chunk
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_v1(ATTN_PART_PARAMS) {
 	attn_part_body<4, 1>(ATTN_PART_ARGS);
 }

@@ -151,18 +151,6 @@ __device__ __forceinline__ void prefetch_w(const void* w, int wt, long long wo, 
 	for (long long b = (long long)threadIdx.x * 128; b < (long long)n * esz; b += (long long)blockDim.x * 128) prefetch_l2(p + b);
 }
 
-// prefetch_ahead asks L2, spread over the grid's threads, for the lines
-// of the n bytes from p (nothing when p is null): a latency-bound kernel's
-// threads ask, before their wait, for the weights of a product that runs
-// after it (ops/cuda's LinkSteps), so the memory works while this kernel
-// and the one before it wait on each other.
-__device__ __forceinline__ void prefetch_ahead(const char* p, long long n) {
-	if (!p) return;
-	long long b = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-	long long nt = (long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
-	for (long long o = (b * blockDim.x + threadIdx.x) * 128; o < n; o += nt * 128) prefetch_l2(p + o);
-}
-
 // pdl_entry comes first in every kernel, after at most prefetch_l2 calls
 // (and quant_row.cu's loads of weights, QMVR_EARLY):
 // under programmatic dependent launch a kernel may be scheduled while the
