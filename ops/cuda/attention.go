@@ -151,6 +151,9 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	// evenly over the chunks at run time.
 	blocks := rows * at.KVHeads
 	splits := max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*be.kernels.sms+blocks-1)/blocks))
+	if be.attnDec.splits > 0 { // REEL_ATTN_SPLITS, as for attn_dec
+		splits = min(be.attnDec.splits, span)
+	}
 	chunk := (span + splits - 1) / splits
 	limit := (48*1024/4 - groups*d) / (groups + 1)
 	if limit < 32 {
@@ -455,9 +458,9 @@ const attnDecMaxSplits = 4096
 // attnDecTune is how decode attention is computed: by default attn_dec
 // from attnDecMinRows rows, attn_part and attn_finish below; old forces
 // attn_part and attn_finish (REEL_ATTN_DECODE=old), one attn_dec from one
-// row (REEL_ATTN_DECODE=new); and attn_dec's key chunks and merge fan when
-// not chosen by the shape (0: chosen; REEL_ATTN_SPLITS and REEL_ATTN_FAN,
-// for the lead's sweeps).
+// row (REEL_ATTN_DECODE=new); and the key chunks (of attn_dec and of
+// attn_part alike) and attn_dec's merge fan when not chosen by the shape
+// (0: chosen; REEL_ATTN_SPLITS and REEL_ATTN_FAN, for the lead's sweeps).
 type attnDecTune struct {
 	old, one bool
 	// splits is the key chunks of each (row, kv head).
