@@ -132,6 +132,8 @@ var attnDecTunes = []struct {
 	tune attnDecTune
 }{
 	{"old", attnDecTune{old: true}},
+	{"old_splits3", attnDecTune{old: true, splits: 3}},
+	{"old_splits1", attnDecTune{old: true, splits: 1}},
 	{"new", attnDecTune{one: true}},
 	{"flat", attnDecTune{one: true, fan: attnDecMaxSplits}},
 	{"fan2", attnDecTune{one: true, fan: 2}},
