@@ -249,8 +249,8 @@ type Backend struct {
 	moeWindowRows, moeWindowFPW int
 	// attnDec is how decode attention is computed: attn_part and
 	// attn_finish for one row, attn_dec in one launch from attnDecMinRows
-	// (REEL_ATTN_DECODE=old or new forces either), and attn_dec's chunks
-	// and merge fan (REEL_ATTN_SPLITS, REEL_ATTN_FAN).
+	// (REEL_ATTN_DECODE=old or new forces either), the key chunks of
+	// either (REEL_ATTN_SPLITS) and attn_dec's merge fan (REEL_ATTN_FAN).
 	attnDec attnDecTune
 	// pdl launches kernels with programmatic dependent launch.
 	pdl    bool
