@@ -149,11 +149,7 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	// at least attnChunkMin keys, so that a block's loads are many and the
 	// partials the finish reads few. The kernel splits each row's keys
 	// evenly over the chunks at run time.
-	blocks := rows * at.KVHeads
-	splits := max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*be.kernels.sms+blocks-1)/blocks))
-	if be.attnDec.splits > 0 { // REEL_ATTN_SPLITS, as for attn_dec
-		splits = min(be.attnDec.splits, span)
-	}
+	splits := attnSplits(rows*at.KVHeads, span, be.kernels.sms, be.attnDec)
 	chunk := (span + splits - 1) / splits
 	limit := (48*1024/4 - groups*d) / (groups + 1)
 	if limit < 32 {
@@ -500,6 +496,18 @@ func parseAttnDecode(mode, splits, fan string) (attnDecTune, error) {
 	return t, nil
 }
 
+// attnSplits is the key chunks each of blocks (row, kv head) pairs splits
+// a span of keys into, before the kernel's chunk limits: enough to fill
+// sms multiprocessors attnBlocksPerSM times, at least attnChunkMin keys a
+// chunk; tune's splits (REEL_ATTN_SPLITS, up to the span) when set.
+// attn_part and attn_dec split alike.
+func attnSplits(blocks, span, sms int, tune attnDecTune) int {
+	if tune.splits > 0 {
+		return min(tune.splits, span)
+	}
+	return max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*max(sms, 1)+blocks-1)/blocks))
+}
+
 // attnDecPlan is one attn_dec launch's shape.
 type attnDecPlan struct {
 	kernel string
@@ -523,11 +531,7 @@ func planAttnDec(rows, kvh, g, d, span, sms int, tune attnDecTune) (p attnDecPla
 	if tune.old || (rows < attnDecMinRows && !tune.one) || d%4 != 0 || d > attnDecMaxDim || (g != 1 && g != 2 && g != 4 && g != 8) || rows <= 0 || kvh <= 0 || span <= 0 {
 		return p, false, nil
 	}
-	blocks := rows * kvh
-	splits := max(1, min((span+attnChunkMin-1)/attnChunkMin, (attnBlocksPerSM*max(sms, 1)+blocks-1)/blocks))
-	if tune.splits > 0 {
-		splits = min(tune.splits, span)
-	}
+	splits := attnSplits(rows*kvh, span, sms, tune)
 	chunk := (span + splits - 1) / splits
 	chunk = min(chunk, attnChunkMax, (attnDecShared/4-g*d)/g)
 	if chunk < 1 {
