@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
@@ -35,7 +37,7 @@ var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_exp
 // quantKernels are their kernels.
 var quantKernels = append(append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
 	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...), qmmaKernelNames()...),
-	quantPromptKernelNames()...), append(qfuseKernelNames(), qmvrKernelNames()...)...)
+	quantPromptKernelNames()...), append(append(qfuseKernelNames(), qmvrKernelNames()...), qmviKernelNames()...)...)
 
 // quantPromptKernelNames are the prompt products' kernels
 // (kernels/quant_prompt.cu): for each format and 16-bit type, the
@@ -320,23 +322,28 @@ type qmvIn struct {
 	// grouped: the product of several weights (qmvg_*); swiglu: the
 	// gate/up product with its SwiGLU (qmvsw_*).
 	grouped, swiglu bool
+	// f32x: x must be multiplied as f32 (PrecisionExact): not the integer
+	// kernels (qmviPlan).
+	f32x bool
 }
 
 // qmvLaunch is a quantized matvec's launch: the old qmv_* kernel (old, a
 // warp a feature), or a qmvs_* kernel over units of shape.feats features in
 // nb blocks of units on a grid of grid blocks, x staged in shared bytes of
 // shared memory when shared is not 0, or (row) a qmvr_* kernel, a warp a
-// unit, launched as qmvs_* with split 1 and nb the grid.
+// unit, launched as qmvs_* with split 1 and nb the grid, or (integer) a
+// qmvi_* kernel, launched as qmvs_* with x quantized into shared bytes.
 type qmvLaunch struct {
-	old    bool
-	row    bool
-	vecs   int  // row: the kernel's vectors a lane (its VM)
-	vec    bool // old: 16-byte code vectors
-	name   string
-	shape  mvShape
-	nb     int
-	grid   int
-	shared int
+	old     bool
+	row     bool
+	integer bool
+	vecs    int  // row: the kernel's vectors a lane (its VM)
+	vec     bool // old: 16-byte code vectors
+	name    string
+	shape   mvShape
+	nb      int
+	grid    int
+	shared  int
 }
 
 // qmvPlan chooses the launch of quant_matmul's product for 1..matvecMaxRows
@@ -358,6 +365,9 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	}
 	if v := qmvrFit(in.k, in.perVec); in.rows == 1 && v > 0 && (t.quantRow || !t.quantNoRow && qmvRowDefault(in)) {
 		return qmvRowPlan(t, in, v)
+	}
+	if l, ok := qmviPlan(t, in, sms); ok {
+		return l
 	}
 	feats := qmvFeats[in.name]
 	if t.feats == 1 || t.feats == 2 || t.feats == 4 {
@@ -403,6 +413,102 @@ func qmvRowPlan(t mvTuning, in qmvIn, vecs int) qmvLaunch {
 	blocks := (units + warps - 1) / warps
 	return qmvLaunch{row: true, vecs: vecs, name: fmt.Sprintf("qmvr_%s_f%d_v%d", in.name, feats, vecs),
 		shape: mvShape{feats: feats, split: 1, warps: warps, blocks: blocks}, nb: blocks, grid: blocks}
+}
+
+// The one-row q4 products by integer dot products (qmvi_*,
+// kernels/quant_int.cu): every block quantizes all of x into shared
+// memory (qmviShared bytes), so the launch takes few blocks of many warps
+// (qmviWarps), at most qmviGrid an SM, each looping over blocks of units
+// of qmviFeats features.
+const (
+	qmviWarps    = 16
+	qmviMaxWarps = 16 // QMVI_MAXWARPS
+	qmviGrid     = 2
+	qmviFeats    = 1
+)
+
+// qmviShared is the shared memory of a qmvi launch over k inputs: for
+// each chunk of 32 vectors of 32 codes, x's 16-bit pairs (2 KiB), the
+// vectors' scales and Σx² (128 bytes each).
+func qmviShared(k int) int { return (k/32 + 31) / 32 * 2304 }
+
+// qmviKernelNames are the integer kernels' names (quant_int.cu's
+// instances): plain, grouped and normalized products by features a unit,
+// and gate/up with SwiGLU.
+func qmviKernelNames() []string {
+	var out []string
+	for _, f := range []int{1, 2, 4} {
+		out = append(out, fmt.Sprintf("qmvi_u4_f%d", f), fmt.Sprintf("qmvgi_u4_f%d", f), fmt.Sprintf("qmvni_u4_f%d", f))
+	}
+	return append(out, "qmvswi_u4")
+}
+
+// qmviPlan is the launch of qmvi_* for one row of q4 codes read as 16-byte
+// vectors (qmvPlan checks them), unless the tuning or f32x rules the
+// integer kernels out or x does not fit qmvSharedMax: the tuning's qmvi
+// (REEL_QMVI_SHAPE), else its warps, quantGrid and feats (1, 2 or 4),
+// else qmviWarps, qmviGrid and qmviFeats; K split across as many warps of
+// a unit as fill the grid's warps, up to its chunks of 32 vectors
+// (mvPlan's rule over the capped grid).
+func qmviPlan(t mvTuning, in qmvIn, sms int) (qmvLaunch, bool) {
+	if in.name != "u4" || in.rows != 1 || in.f32x || t.quantNoInt || qmviShared(in.k) > qmvSharedMax {
+		return qmvLaunch{}, false
+	}
+	pick := func(vs ...int) int {
+		for _, v := range vs {
+			if v > 0 {
+				return v
+			}
+		}
+		return 0
+	}
+	warps := min(pow2Floor(pick(t.qmvi[0], t.warps, qmviWarps)), qmviMaxWarps)
+	perSM := pick(t.qmvi[1], t.quantGrid, qmviGrid)
+	feats := pick(t.qmvi[2], t.feats, qmviFeats)
+	if feats != 1 && feats != 2 && feats != 4 {
+		feats = qmviFeats
+	}
+	if in.swiglu {
+		feats = 2
+	}
+	units := (in.nOut + feats - 1) / feats
+	chunks := max(1, (in.k/in.perVec+31)/32)
+	split := t.split
+	if split <= 0 {
+		split = 1
+		for split*2 <= warps && split*2 <= chunks && units*split*2 <= warps*perSM*sms {
+			split *= 2
+		}
+	}
+	split = max(1, min(pow2Ceil(split), warps))
+	group := warps / split
+	nb := (units + group - 1) / group
+	l := qmvLaunch{integer: true, name: fmt.Sprintf("qmvi_u4_f%d", feats), shape: mvShape{feats: feats, split: split, warps: warps, blocks: nb},
+		nb: nb, grid: nb, shared: qmviShared(in.k)}
+	l.capGrid(mvTuning{quantGrid: perSM}, sms)
+	return l, true
+}
+
+// parseQMVIShape reads REEL_QMVI_SHAPE: "" for qmviPlan's choice, else
+// three counts W,G,F (warps a block, blocks an SM, features a unit: 1, 2
+// or 4), each 0 for qmviPlan's choice.
+func parseQMVIShape(v string) ([3]int, error) {
+	var s [3]int
+	if v == "" {
+		return s, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return s, fmt.Errorf("REEL_QMVI_SHAPE=%q: want W,G,F (warps a block up to %d, blocks an SM, features a unit 1, 2 or 4; 0 for the default)", v, qmviMaxWarps)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 || i == 0 && n > qmviMaxWarps || i == 1 && n > 64 || i == 2 && n != 0 && n != 1 && n != 2 && n != 4 {
+			return s, fmt.Errorf("REEL_QMVI_SHAPE=%q: count %d (%q): want W,G,F (warps a block up to %d, blocks an SM up to 64, features a unit 1, 2 or 4; 0 for the default)", v, i+1, p, qmviMaxWarps)
+		}
+		s[i] = n
+	}
+	return s, nil
 }
 
 // capGrid caps the grid at the tuning's quantGrid blocks an SM, each
@@ -495,7 +601,7 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 // arguments) where qmvPlan does, else the warp a feature of qmv_*.
 func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int) {
 	in := qmvIn{name: q.name, perVec: q.perVec, rows: rows, k: k, nOut: nOut, stride: q.stride,
-		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0}
+		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0, f32x: be.opts.Precision == PrecisionExact}
 	if l, ok := qmmaPlan(be.mv, in, be.kernels.sms); ok {
 		s.add(l.name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.warps), 1, 1}, uint32(l.shared),
 			x.ptr, q.w.ptr, int64(q.stride), q.sc.ptr, q.st, q.scols, q.br, int32(l.groupShift), y.ptr, int32(rows), int32(k), int32(nOut), int32(l.split))

@@ -172,7 +172,8 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		t.feats, units = 2, segs[0].n
 	}
 	l := qmvPlan(t, qmvIn{name: q0.name, perVec: q0.perVec, rows: rows, k: k, nOut: nf, stride: q0.stride,
-		blockCols: int(q0.bc), aligned: aligned, grouped: form.prefix == "qmvg", swiglu: form.swiglu != nil},
+		blockCols: int(q0.bc), aligned: aligned, grouped: form.prefix == "qmvg", swiglu: form.swiglu != nil,
+		f32x: be.opts.Precision == PrecisionExact},
 		be.opts.MatvecMaxChunk, be.kernels.sms)
 	if l.old {
 		return false
@@ -184,6 +185,9 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	name := fmt.Sprintf("%s_%s_r%d_f%d", form.prefix, q0.name, rb, l.shape.feats)
 	if l.row {
 		name = fmt.Sprintf("%sr_%s_f%d_v%d", form.prefix, q0.name, l.shape.feats, l.vecs)
+	}
+	if l.integer {
+		name = fmt.Sprintf("%si_%s_f%d", form.prefix, q0.name, l.shape.feats)
 	}
 	var w, sc, y [qfuseSegs]cu.DevicePtr
 	for i, sg := range segs {
@@ -198,6 +202,9 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		name = fmt.Sprintf("%s_%s_r%d", form.prefix, q0.name, rb)
 		if l.row {
 			name = fmt.Sprintf("%sr_%s_v%d", form.prefix, q0.name, l.vecs)
+		}
+		if l.integer {
+			name = fmt.Sprintf("%si_%s", form.prefix, q0.name)
 		}
 		nf = units
 		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +54,8 @@ func TestQmvPlan(t *testing.T) {
 	} {
 		for _, tune := range []mvTuning{{}, {feats: 1}, {feats: 4, split: 2}, {warps: 8}, {quantGrid: 2}, {quantNoStage: true}, {quantOld: true},
 			{quantRow: true}, {quantRow: true, feats: 1, warps: 8}, {quantRow: true, feats: 4, warps: 3}, {quantRow: true, quantOld: true},
-			{quantNoRow: true}, {quantNoRow: true, feats: 2}} {
+			{quantNoRow: true}, {quantNoRow: true, feats: 2}, {quantNoInt: true}, {quantNoInt: true, feats: 4}, {qmvi: [3]int{8, 1, 4}},
+			{qmvi: [3]int{32, 4, 1}, split: 2}} {
 			l := qmvPlan(tune, tc.in, 0, 132)
 			wantOld := tc.old || tune.quantOld
 			vecs := tc.in.k / tc.in.perVec
@@ -79,6 +81,33 @@ func TestQmvPlan(t *testing.T) {
 					sh.warps > mvMaxWarps || l.grid != l.nb || l.nb != sh.blocks || l.shared != 0 ||
 					l.grid*sh.warps*sh.feats < tc.in.nOut || (l.grid-1)*sh.warps*sh.feats >= tc.in.nOut {
 					t.Errorf("qmvPlan(%+v, %+v) = %+v: bad one-row launch (want %s)", tune, tc.in, l, want)
+				}
+				continue
+			}
+			wantInt := !wantOld && !wantRow && tc.in.name == "u4" && tc.in.rows == 1 && !tune.quantNoInt && qmviShared(tc.in.k) <= qmvSharedMax
+			if l.integer != wantInt {
+				t.Errorf("qmvPlan(%+v, %+v) = %+v: want integer %v", tune, tc.in, l, wantInt)
+				continue
+			}
+			if l.integer {
+				sh := l.shape
+				units := (tc.in.nOut + sh.feats - 1) / sh.feats
+				perSM, wantFeats := qmviGrid, qmviFeats
+				if tune.quantGrid > 0 {
+					perSM = tune.quantGrid
+				}
+				if tune.feats > 0 {
+					wantFeats = tune.feats
+				}
+				if tune.qmvi[1] > 0 {
+					perSM, wantFeats = tune.qmvi[1], tune.qmvi[2]
+				}
+				per := (l.nb + l.grid - 1) / l.grid
+				if l.name != fmt.Sprintf("qmvi_u4_f%d", wantFeats) || !slices.Contains(quantKernels, l.name) || sh.feats != wantFeats ||
+					sh.split < 1 || sh.warps%sh.split != 0 || sh.warps > qmviMaxWarps || !isPow2(sh.warps) ||
+					l.nb*(sh.warps/sh.split) < units || l.nb != sh.blocks || l.grid < 1 || l.grid > l.nb || l.grid > perSM*132 ||
+					(l.grid-1)*per >= l.nb || l.shared != qmviShared(tc.in.k) || (tune.split > 0 && sh.split != tune.split) {
+					t.Errorf("qmvPlan(%+v, %+v) = %+v: bad integer launch", tune, tc.in, l)
 				}
 				continue
 			}
@@ -113,8 +142,17 @@ func TestQmvPlan(t *testing.T) {
 			}
 		}
 	}
-	if l := qmvPlan(mvTuning{}, u4(1, 2560, 2560, 32, true), 0, 132); l.shape.feats != qmvFeats["u4"] || l.name != "qmvs_u4_r1_f4" {
-		t.Errorf("q4 default: %+v", l)
+	if l := qmvPlan(mvTuning{}, u4(1, 2560, 2560, 32, true), 0, 132); l.name != "qmvi_u4_f1" || l.shape.warps != qmviWarps ||
+		l.grid > qmviGrid*132 || l.shared != 3*2304 {
+		t.Errorf("q4 one-row default: %+v", l)
+	}
+	exact := u4(1, 2560, 2560, 32, true)
+	exact.f32x = true
+	if l := qmvPlan(mvTuning{}, exact, 0, 132); l.shape.feats != qmvFeats["u4"] || l.name != "qmvs_u4_r1_f4" {
+		t.Errorf("q4 one-row with f32 x: %+v", l)
+	}
+	if l := qmvPlan(mvTuning{}, u4(1, 32*32*43, 64, 32, true), 0, 132); l.integer {
+		t.Errorf("q4 one row of %d inputs: %+v: want x too large for the integer kernels' shared memory", 32*32*43, l)
 	}
 	if l := qmvPlan(mvTuning{}, f8(1, 2560, 2560), 0, 132); l.name != "qmvr_f8_f2_v8" || l.shape.warps != qmvrWarps {
 		t.Errorf("FP8 one-row default: %+v", l)
@@ -133,6 +171,12 @@ var qmvTunings = []mvTuning{
 	{quantNoMMA: true, quantRow: true}, {quantRow: true, feats: 1}, {quantRow: true, feats: 2, warps: 8}, {quantRow: true, feats: 1, warps: 1},
 	// One row on the split-K kernels where the default takes qmvr.
 	{quantNoMMA: true, quantNoRow: true}, {quantNoRow: true, feats: 4, quantNoStage: true},
+	// One q4 row on the integer kernels (qmvi_*, the default) in other
+	// shapes: one warp a block and a block an SM (every block looping over
+	// many blocks of units), the most warps, each unit size, no split; and
+	// on the f32 kernels.
+	{qmvi: [3]int{1, 1, 1}}, {qmvi: [3]int{16, 1, 4}}, {qmvi: [3]int{4, 8, 2}, split: 1}, {qmvi: [3]int{16, 2, 4}, split: 4},
+	{quantNoInt: true},
 	// The tensor-core kernels' launch shapes, from one row (the default
 	// takes qmma from qmmaMinRows).
 	{quantMMARows: 1}, {quantMMARows: 1, split: 1}, {quantMMARows: 1, warps: 16}, {quantMMARows: 1, warps: 16, split: 16},
@@ -400,6 +444,95 @@ func TestQuantMMAPrecision(t *testing.T) {
 		}
 	}
 	t.Logf("largest NMSE by codes: %v", worst)
+}
+
+// qmviTol is the NMSE the integer one-row q4 product keeps against the
+// float64 reference: x rounded to a step of at most 2^-13 of its
+// vector's largest magnitude m is an NMSE of about 2^-26/4 (4e-9) for x
+// uniform in ±m; the codes, their products and the scales are exact, the
+// sums f32. A bf16 rounding of x (1e-6) fails it.
+const qmviTol = 2e-8
+
+// TestQuantIntPrecision runs the one-row q4 cases of quant_matmul and of
+// the fused products with the default launch (the integer kernels) and
+// with each in PrecisionExact (the f32 kernels), and bounds the integer
+// kernels' NMSE against the float64 reference at qmviTol; then puts a NaN,
+// and an infinity, into x and wants every output of the plain product
+// non-finite, as f32 arithmetic gives.
+func TestQuantIntPrecision(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	exact := newTestBackend(t, Options{Precision: PrecisionExact})
+	worst, n := 0.0, 0
+	for _, c := range optest.Cases() {
+		if c.Inputs[0].Shape.Rows() != 1 || !slices.ContainsFunc(c.Inputs, func(in optest.Tensor) bool { return in.DType == graph.U8 }) ||
+			!slices.ContainsFunc([]string{"quant_matmul/", "quant_grouped_matmul/", "quant_matmul_swiglu/", "quant_norm_matmul/"},
+				func(p string) bool { return strings.HasPrefix(c.Name, p) }) {
+			continue
+		}
+		n++
+		for _, b := range []*Backend{be, exact} {
+			res, err := optest.Run(b, c, optest.Plain)
+			if err == nil {
+				err = res.Err
+			}
+			if err != nil {
+				t.Errorf("%s: %v", c.Name, err)
+				continue
+			}
+			want := c.Ref(caseData(c))
+			for i := range want {
+				e := optest.NMSE(res.Outputs[i], want[i])
+				if b == be {
+					worst = max(worst, e)
+				}
+				if e > qmviTol {
+					t.Errorf("%s (precision %s): output %d: NMSE %.3g against the reference, want at most %g", c.Name, b.opts.Precision, i, e, qmviTol)
+				}
+			}
+		}
+		if !strings.HasPrefix(c.Name, "quant_matmul/") {
+			continue
+		}
+		for _, bad := range []float64{math.NaN(), math.Inf(-1)} {
+			cb := c
+			cb.Inputs = slices.Clone(c.Inputs)
+			cb.Inputs[0].Data = slices.Clone(c.Inputs[0].Data)
+			cb.Inputs[0].Data[len(cb.Inputs[0].Data)/2] = bad
+			res, err := optest.Run(be, cb, optest.Plain)
+			if err == nil {
+				err = res.Err
+			}
+			if err != nil {
+				t.Errorf("%s with x holding %v: %v", c.Name, bad, err)
+				continue
+			}
+			for j, v := range res.Outputs[0] {
+				if !math.IsNaN(v) && !math.IsInf(v, 0) {
+					t.Errorf("%s with x holding %v: output %d is %v, want not finite", c.Name, bad, j, v)
+					break
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no one-row q4 cases in the table")
+	}
+	t.Logf("%d one-row q4 cases; largest NMSE of the integer kernels %.3g", n, worst)
+}
+
+// TestParseQMVIShape needs no device: REEL_QMVI_SHAPE is empty or three
+// counts.
+func TestParseQMVIShape(t *testing.T) {
+	for v, want := range map[string][3]int{"": {}, "16,2,2": {16, 2, 2}, "0,0,4": {0, 0, 4}, "16, 1, 1": {16, 1, 1}} {
+		if got, err := parseQMVIShape(v); err != nil || got != want {
+			t.Errorf("parseQMVIShape(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"16", "16,2", "64,1,1", "32,1,1", "16,2,3", "a,b,c", "-1,0,0", "1,2,3,4"} {
+		if _, err := parseQMVIShape(v); err == nil || !strings.Contains(err.Error(), "REEL_QMVI_SHAPE") {
+			t.Errorf("parseQMVIShape(%q): %v, want an error naming REEL_QMVI_SHAPE", v, err)
+		}
+	}
 }
 
 // caseData is a case's inputs' values.
