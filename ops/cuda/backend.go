@@ -362,19 +362,19 @@ func New(opts Options) (*Backend, error) {
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QMV_ROW=%q: want 1 (every one-row quantized product on the qmvr kernels), 0 (none) or unset", v)
 	}
-	// REEL_QMV_INT=0 keeps one-row q4 products on the f32 kernels
-	// (quantNoInt); REEL_QMVI_SHAPE=W,G,F sets the integer kernels' warps
-	// a block, blocks an SM and features a unit (qmviPlan; 0 for its
-	// choice).
-	switch v := os.Getenv("REEL_QMV_INT"); v {
+	// REEL_QMV_STAGED=0 keeps one-row quantized products on the f32
+	// kernels (quantNoStaged); REEL_QMVX_SHAPE=W,G,F sets the staged
+	// kernels' warps a block, blocks an SM and features a unit (qmvxPlan; 0
+	// for its choice).
+	switch v := os.Getenv("REEL_QMV_STAGED"); v {
 	case "", "1":
 	case "0":
-		be.mv.quantNoInt = true
+		be.mv.quantNoStaged = true
 	default:
 		ctx.Close()
-		return nil, fmt.Errorf("REEL_QMV_INT=%q: want 0 (one-row q4 products in f32), 1 or unset (by integer dot products)", v)
+		return nil, fmt.Errorf("REEL_QMV_STAGED=%q: want 0 (one-row quantized products with x in f32), 1 or unset (x staged as 16-bit integers or halves)", v)
 	}
-	if be.mv.qmvi, err = parseQMVIShape(os.Getenv("REEL_QMVI_SHAPE")); err != nil {
+	if be.mv.qmvx, err = parseQMVXShape(os.Getenv("REEL_QMVX_SHAPE")); err != nil {
 		ctx.Close()
 		return nil, err
 	}

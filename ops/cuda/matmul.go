@@ -61,13 +61,13 @@ type mvTuning struct {
 	// (REEL_QMV_ROW=0), rather than qmvRowDefault's choice; for them feats
 	// is 1 or 2 (0: qmvrFeats) and warps the block's warps (0: qmvrWarps).
 	quantRow, quantNoRow bool
-	// quantNoInt keeps one-row q4 products on the f32 kernels rather than
-	// the integer ones (qmvi_*, qmviPlan; REEL_QMV_INT=0); qmvi, when set,
-	// is the integer launch's warps a block, blocks an SM and features a
-	// unit (REEL_QMVI_SHAPE; 0 for qmviPlan's choice), before warps,
-	// quantGrid and feats.
-	quantNoInt bool
-	qmvi       [3]int
+	// quantNoStaged keeps one-row products on the f32 kernels rather than
+	// those that stage x narrow (qmvx kernels, qmvxPlan; REEL_QMV_STAGED=0);
+	// qmvx, when set, is the staged launch's warps a block, blocks an SM and
+	// features a unit (REEL_QMVX_SHAPE; 0 for qmvxPlan's choice), before
+	// warps, quantGrid and feats.
+	quantNoStaged bool
+	qmvx          [3]int
 	// winRows, when not 0, overrides the fewest rows of a product of
 	// 16-bit weights that cuBLAS computes as a window (Backend.winRows,
 	// REEL_WINDOW_CUBLAS); negative: never (the matvec kernels above).

@@ -333,7 +333,7 @@ func loadKernels(ctx *cu.Context, cacheDir string, defines []string, one bool, l
 		limits[n] = b
 	}
 	if qmvSharedMax > 48<<10 {
-		for _, n := range append(append(qmvsKernelNames(), qfuseKernelNames()...), qmviKernelNames()...) {
+		for _, n := range append(append(qmvsKernelNames(), qfuseKernelNames()...), qmvxKernelNames()...) {
 			limits[n] = qmvSharedMax
 		}
 	}

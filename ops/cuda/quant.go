@@ -37,7 +37,7 @@ var quantBinders = map[string]binder{"quant_matmul": bindQuantMatMul, "quant_exp
 // quantKernels are their kernels.
 var quantKernels = append(append(append(append([]string{"qmv_f8_r1", "qmv_f8_r8", "qmv_i8_r1", "qmv_i8_r8", "qmv_u4_r1", "qmv_u4_r8", "dequant_f32",
 	"qmoe_warp_f8", "qmoe_warp_i8", "qmoe_warp_u4", "qmoe_tile_f8", "qmoe_tile_i8", "qmoe_tile_u4"}, qmvsKernelNames()...), qmmaKernelNames()...),
-	quantPromptKernelNames()...), append(append(qfuseKernelNames(), qmvrKernelNames()...), qmviKernelNames()...)...)
+	quantPromptKernelNames()...), append(append(qfuseKernelNames(), qmvrKernelNames()...), qmvxKernelNames()...)...)
 
 // quantPromptKernelNames are the prompt products' kernels
 // (kernels/quant_prompt.cu): for each format and 16-bit type, the
@@ -323,7 +323,7 @@ type qmvIn struct {
 	// gate/up product with its SwiGLU (qmvsw_*).
 	grouped, swiglu bool
 	// f32x: x must be multiplied as f32 (PrecisionExact): not the integer
-	// kernels (qmviPlan).
+	// kernels (qmvxPlan).
 	f32x bool
 }
 
@@ -331,19 +331,20 @@ type qmvIn struct {
 // warp a feature), or a qmvs_* kernel over units of shape.feats features in
 // nb blocks of units on a grid of grid blocks, x staged in shared bytes of
 // shared memory when shared is not 0, or (row) a qmvr_* kernel, a warp a
-// unit, launched as qmvs_* with split 1 and nb the grid, or (integer) a
-// qmvi_* kernel, launched as qmvs_* with x quantized into shared bytes.
+// unit, launched as qmvs_* with split 1 and nb the grid, or (staged, its
+// kind) a qmvx kernel, launched as qmvs_* with x staged narrow in shared
+// bytes.
 type qmvLaunch struct {
-	old     bool
-	row     bool
-	integer bool
-	vecs    int  // row: the kernel's vectors a lane (its VM)
-	vec     bool // old: 16-byte code vectors
-	name    string
-	shape   mvShape
-	nb      int
-	grid    int
-	shared  int
+	old    bool
+	row    bool
+	staged string
+	vecs   int  // row: the kernel's vectors a lane (its VM)
+	vec    bool // old: 16-byte code vectors
+	name   string
+	shape  mvShape
+	nb     int
+	grid   int
+	shared int
 }
 
 // qmvPlan chooses the launch of quant_matmul's product for 1..matvecMaxRows
@@ -363,11 +364,15 @@ func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 		return qmvLaunch{old: true, vec: vec, name: fmt.Sprintf("qmv_%s_r%d", in.name, rb),
 			shape: mvShape{feats: 1, split: 1, warps: qmvWarps, blocks: (in.nOut + qmvWarps - 1) / qmvWarps}}
 	}
-	if v := qmvrFit(in.k, in.perVec); in.rows == 1 && v > 0 && (t.quantRow || !t.quantNoRow && qmvRowDefault(in)) {
+	v := qmvrFit(in.k, in.perVec)
+	if in.rows == 1 && v > 0 && t.quantRow {
 		return qmvRowPlan(t, in, v)
 	}
-	if l, ok := qmviPlan(t, in, sms); ok {
+	if l, ok := qmvxPlan(t, in, sms); ok {
 		return l
+	}
+	if in.rows == 1 && v > 0 && !t.quantNoRow && qmvRowDefault(in) {
+		return qmvRowPlan(t, in, v)
 	}
 	feats := qmvFeats[in.name]
 	if t.feats == 1 || t.feats == 2 || t.feats == 4 {
@@ -415,43 +420,54 @@ func qmvRowPlan(t mvTuning, in qmvIn, vecs int) qmvLaunch {
 		shape: mvShape{feats: feats, split: 1, warps: warps, blocks: blocks}, nb: blocks, grid: blocks}
 }
 
-// The one-row q4 products by integer dot products (qmvi_*,
-// kernels/quant_int.cu): every block quantizes all of x into shared
-// memory (qmviShared bytes), so the launch takes few blocks of many warps
-// (qmviWarps), at most qmviGrid an SM, each looping over blocks of units
-// of qmviFeats features.
+// The one-row products with x staged narrow (qmvx kernels,
+// kernels/quant_int.cu: qmvi_* for 4-bit and i8 codes in integers, qmvh_*
+// for FP8 in f16): every block stages all of x in shared memory
+// (qmvxShared bytes), so the launch takes few blocks of many warps
+// (qmvxWarps), at most qmvxGrid an SM, each looping over blocks of units
+// of qmvxFeats features.
 const (
-	qmviWarps    = 16
-	qmviMaxWarps = 16 // QMVI_MAXWARPS
-	qmviGrid     = 2
-	qmviFeats    = 1
+	qmvxWarps    = 16
+	qmvxMaxWarps = 16 // QMVX_MAXWARPS
+	qmvxGrid     = 2
+	qmvxFeats    = 1
 )
 
-// qmviShared is the shared memory of a qmvi launch over k inputs: for
-// each chunk of 32 vectors of 32 codes, x's 16-bit pairs (2 KiB), the
-// vectors' scales and Σx² (128 bytes each).
-func qmviShared(k int) int { return (k/32 + 31) / 32 * 2304 }
+// qmvxKinds are the staged kernels' kinds by the formats' kernel names: i
+// (integers) or h (halves); formats not here have none.
+var qmvxKinds = map[string]string{"u4": "i", "i8": "i", "f8": "h"}
 
-// qmviKernelNames are the integer kernels' names (quant_int.cu's
+// qmvxShared is the shared memory of a qmvx launch over k inputs, perVec
+// codes a 16-byte vector: for each chunk of 32 vectors, x as 16-bit
+// values (64 bytes a vector of 32 inputs, 32 of 16), the vectors' scales
+// and Σx² (128 bytes each).
+func qmvxShared(k, perVec int) int { return (k/perVec + 31) / 32 * 32 * (2*perVec + 8) }
+
+// qmvxKernelNames are the staged kernels' names (quant_int.cu's
 // instances): plain, grouped and normalized products by features a unit,
-// and gate/up with SwiGLU.
-func qmviKernelNames() []string {
+// and gate/up with SwiGLU, for each format.
+func qmvxKernelNames() []string {
 	var out []string
-	for _, f := range []int{1, 2, 4} {
-		out = append(out, fmt.Sprintf("qmvi_u4_f%d", f), fmt.Sprintf("qmvgi_u4_f%d", f), fmt.Sprintf("qmvni_u4_f%d", f))
+	for _, q := range []string{"u4", "i8", "f8"} {
+		k := qmvxKinds[q]
+		for _, f := range []int{1, 2, 4} {
+			out = append(out, fmt.Sprintf("qmv%s_%s_f%d", k, q, f), fmt.Sprintf("qmvg%s_%s_f%d", k, q, f), fmt.Sprintf("qmvn%s_%s_f%d", k, q, f))
+		}
+		out = append(out, fmt.Sprintf("qmvsw%s_%s", k, q))
 	}
-	return append(out, "qmvswi_u4")
+	return out
 }
 
-// qmviPlan is the launch of qmvi_* for one row of q4 codes read as 16-byte
-// vectors (qmvPlan checks them), unless the tuning or f32x rules the
-// integer kernels out or x does not fit qmvSharedMax: the tuning's qmvi
-// (REEL_QMVI_SHAPE), else its warps, quantGrid and feats (1, 2 or 4),
-// else qmviWarps, qmviGrid and qmviFeats; K split across as many warps of
+// qmvxPlan is the launch of a staged kernel for one row of codes read as
+// 16-byte vectors (qmvPlan checks them), unless the tuning or f32x rules
+// them out or x does not fit qmvSharedMax: the tuning's qmvx
+// (REEL_QMVX_SHAPE), else its warps, quantGrid and feats (1, 2 or 4),
+// else qmvxWarps, qmvxGrid and qmvxFeats; K split across as many warps of
 // a unit as fill the grid's warps, up to its chunks of 32 vectors
 // (mvPlan's rule over the capped grid).
-func qmviPlan(t mvTuning, in qmvIn, sms int) (qmvLaunch, bool) {
-	if in.name != "u4" || in.rows != 1 || in.f32x || t.quantNoInt || qmviShared(in.k) > qmvSharedMax {
+func qmvxPlan(t mvTuning, in qmvIn, sms int) (qmvLaunch, bool) {
+	kind, ok := qmvxKinds[in.name]
+	if !ok || in.rows != 1 || in.f32x || t.quantNoStaged || qmvxShared(in.k, in.perVec) > qmvSharedMax {
 		return qmvLaunch{}, false
 	}
 	pick := func(vs ...int) int {
@@ -462,11 +478,11 @@ func qmviPlan(t mvTuning, in qmvIn, sms int) (qmvLaunch, bool) {
 		}
 		return 0
 	}
-	warps := min(pow2Floor(pick(t.qmvi[0], t.warps, qmviWarps)), qmviMaxWarps)
-	perSM := pick(t.qmvi[1], t.quantGrid, qmviGrid)
-	feats := pick(t.qmvi[2], t.feats, qmviFeats)
+	warps := min(pow2Floor(pick(t.qmvx[0], t.warps, qmvxWarps)), qmvxMaxWarps)
+	perSM := pick(t.qmvx[1], t.quantGrid, qmvxGrid)
+	feats := pick(t.qmvx[2], t.feats, qmvxFeats)
 	if feats != 1 && feats != 2 && feats != 4 {
-		feats = qmviFeats
+		feats = qmvxFeats
 	}
 	if in.swiglu {
 		feats = 2
@@ -483,28 +499,28 @@ func qmviPlan(t mvTuning, in qmvIn, sms int) (qmvLaunch, bool) {
 	split = max(1, min(pow2Ceil(split), warps))
 	group := warps / split
 	nb := (units + group - 1) / group
-	l := qmvLaunch{integer: true, name: fmt.Sprintf("qmvi_u4_f%d", feats), shape: mvShape{feats: feats, split: split, warps: warps, blocks: nb},
-		nb: nb, grid: nb, shared: qmviShared(in.k)}
+	l := qmvLaunch{staged: kind, name: fmt.Sprintf("qmv%s_%s_f%d", kind, in.name, feats),
+		shape: mvShape{feats: feats, split: split, warps: warps, blocks: nb}, nb: nb, grid: nb, shared: qmvxShared(in.k, in.perVec)}
 	l.capGrid(mvTuning{quantGrid: perSM}, sms)
 	return l, true
 }
 
-// parseQMVIShape reads REEL_QMVI_SHAPE: "" for qmviPlan's choice, else
+// parseQMVXShape reads REEL_QMVX_SHAPE: "" for qmvxPlan's choice, else
 // three counts W,G,F (warps a block, blocks an SM, features a unit: 1, 2
-// or 4), each 0 for qmviPlan's choice.
-func parseQMVIShape(v string) ([3]int, error) {
+// or 4), each 0 for qmvxPlan's choice.
+func parseQMVXShape(v string) ([3]int, error) {
 	var s [3]int
 	if v == "" {
 		return s, nil
 	}
 	parts := strings.Split(v, ",")
 	if len(parts) != 3 {
-		return s, fmt.Errorf("REEL_QMVI_SHAPE=%q: want W,G,F (warps a block up to %d, blocks an SM, features a unit 1, 2 or 4; 0 for the default)", v, qmviMaxWarps)
+		return s, fmt.Errorf("REEL_QMVX_SHAPE=%q: want W,G,F (warps a block up to %d, blocks an SM, features a unit 1, 2 or 4; 0 for the default)", v, qmvxMaxWarps)
 	}
 	for i, p := range parts {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 0 || i == 0 && n > qmviMaxWarps || i == 1 && n > 64 || i == 2 && n != 0 && n != 1 && n != 2 && n != 4 {
-			return s, fmt.Errorf("REEL_QMVI_SHAPE=%q: count %d (%q): want W,G,F (warps a block up to %d, blocks an SM up to 64, features a unit 1, 2 or 4; 0 for the default)", v, i+1, p, qmviMaxWarps)
+		if err != nil || n < 0 || i == 0 && n > qmvxMaxWarps || i == 1 && n > 64 || i == 2 && n != 0 && n != 1 && n != 2 && n != 4 {
+			return s, fmt.Errorf("REEL_QMVX_SHAPE=%q: count %d (%q): want W,G,F (warps a block up to %d, blocks an SM up to 64, features a unit 1, 2 or 4; 0 for the default)", v, i+1, p, qmvxMaxWarps)
 		}
 		s[i] = n
 	}

@@ -49,10 +49,9 @@ func BenchmarkQuantGEMV(b *testing.B) {
 			}{{"default", mvTuning{}}, {"old", mvTuning{quantOld: true}}, {"splitk", mvTuning{quantNoMMA: true, quantNoRow: true}},
 				{"nostage", mvTuning{quantNoMMA: true, quantNoRow: true, quantNoStage: true}}, {"mma", mvTuning{quantMMARows: 1}},
 				{"row", mvTuning{quantNoMMA: true, quantRow: true}}, {"rowf1", mvTuning{quantNoMMA: true, quantRow: true, feats: 1}},
-				{"f32", mvTuning{quantNoInt: true}}, {"int8x2f2", mvTuning{qmvi: [3]int{8, 2, 2}}}, {"int16x1f2", mvTuning{qmvi: [3]int{16, 1, 2}}},
-				{"int16x2f4", mvTuning{qmvi: [3]int{16, 2, 4}}}, {"int16x2f1", mvTuning{qmvi: [3]int{16, 2, 1}}},
-				{"int32x1f2", mvTuning{qmvi: [3]int{32, 1, 2}}}, {"int8x4f2", mvTuning{qmvi: [3]int{8, 4, 2}}}, {"int4x8f2", mvTuning{qmvi: [3]int{4, 8, 2}}}} {
-				if (strings.HasPrefix(k.name, "row") || strings.HasPrefix(k.name, "int")) && s.rows > 1 || strings.HasPrefix(k.name, "int") && f != "q4" {
+				{"f32", mvTuning{quantNoStaged: true}}, {"x16x2f2", mvTuning{qmvx: [3]int{16, 2, 2}}}, {"x16x1f1", mvTuning{qmvx: [3]int{16, 1, 1}}},
+				{"x16x4f1", mvTuning{qmvx: [3]int{16, 4, 1}}}, {"x8x4f1", mvTuning{qmvx: [3]int{8, 4, 1}}}} {
+				if (strings.HasPrefix(k.name, "row") || strings.HasPrefix(k.name, "x")) && s.rows > 1 {
 					continue // one row only
 				}
 				b.Run(f+"_"+k.name+"_"+s.name, func(b *testing.B) {

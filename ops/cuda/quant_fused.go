@@ -186,8 +186,8 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	if l.row {
 		name = fmt.Sprintf("%sr_%s_f%d_v%d", form.prefix, q0.name, l.shape.feats, l.vecs)
 	}
-	if l.integer {
-		name = fmt.Sprintf("%si_%s_f%d", form.prefix, q0.name, l.shape.feats)
+	if l.staged != "" {
+		name = fmt.Sprintf("%s%s_%s_f%d", form.prefix, l.staged, q0.name, l.shape.feats)
 	}
 	var w, sc, y [qfuseSegs]cu.DevicePtr
 	for i, sg := range segs {
@@ -203,8 +203,8 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		if l.row {
 			name = fmt.Sprintf("%sr_%s_v%d", form.prefix, q0.name, l.vecs)
 		}
-		if l.integer {
-			name = fmt.Sprintf("%si_%s", form.prefix, q0.name)
+		if l.staged != "" {
+			name = fmt.Sprintf("%s%s_%s", form.prefix, l.staged, q0.name)
 		}
 		nf = units
 		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}

@@ -30,10 +30,10 @@ var qfuseTunings = []struct {
 	// size and block; rows past one take the split-K ones as before.
 	{1, mvTuning{quantRow: true}}, {1, mvTuning{quantRow: true, feats: 1}}, {1, mvTuning{quantRow: true, feats: 2, warps: 8}},
 	{1, mvTuning{quantRow: true, feats: 1, warps: 1}}, {1, mvTuning{quantNoRow: true}},
-	// One q4 row on the integer kernels (qmvgi_*, qmvswi_*, qmvni_*, the
-	// default) in other shapes, and on the f32 kernels.
-	{1, mvTuning{qmvi: [3]int{1, 1, 1}}}, {1, mvTuning{qmvi: [3]int{16, 1, 4}}}, {1, mvTuning{qmvi: [3]int{4, 8, 2}, split: 1}},
-	{1, mvTuning{quantNoInt: true}},
+	// One row on the staged kernels (qmvgi_*, qmvswi_*, qmvni_*, qmvgh_*,
+	// ..., the default) in other shapes, and on the f32 kernels.
+	{1, mvTuning{qmvx: [3]int{1, 1, 1}}}, {1, mvTuning{qmvx: [3]int{16, 1, 4}}}, {1, mvTuning{qmvx: [3]int{4, 8, 2}, split: 1}},
+	{1, mvTuning{quantNoStaged: true}},
 	{8, mvTuning{quantRow: true}},
 	{-1, mvTuning{}}, {-1, mvTuning{quantNoMMA: true}}, {-1, mvTuning{quantOld: true}},
 }

@@ -54,8 +54,8 @@ func TestQmvPlan(t *testing.T) {
 	} {
 		for _, tune := range []mvTuning{{}, {feats: 1}, {feats: 4, split: 2}, {warps: 8}, {quantGrid: 2}, {quantNoStage: true}, {quantOld: true},
 			{quantRow: true}, {quantRow: true, feats: 1, warps: 8}, {quantRow: true, feats: 4, warps: 3}, {quantRow: true, quantOld: true},
-			{quantNoRow: true}, {quantNoRow: true, feats: 2}, {quantNoInt: true}, {quantNoInt: true, feats: 4}, {qmvi: [3]int{8, 1, 4}},
-			{qmvi: [3]int{32, 4, 1}, split: 2}} {
+			{quantNoRow: true}, {quantNoRow: true, feats: 2}, {quantNoStaged: true}, {quantNoStaged: true, feats: 4}, {qmvx: [3]int{8, 1, 4}},
+			{qmvx: [3]int{32, 4, 1}, split: 2}} {
 			l := qmvPlan(tune, tc.in, 0, 132)
 			wantOld := tc.old || tune.quantOld
 			vecs := tc.in.k / tc.in.perVec
@@ -65,7 +65,9 @@ func TestQmvPlan(t *testing.T) {
 					wantVM = v
 				}
 			}
-			wantRow := !wantOld && tc.in.rows == 1 && wantVM > 0 && (tune.quantRow || !tune.quantNoRow && tc.row)
+			wantStaged := !wantOld && !(tune.quantRow && tc.in.rows == 1 && wantVM > 0) && tc.in.rows == 1 && !tune.quantNoStaged &&
+				qmvxShared(tc.in.k, tc.in.perVec) <= qmvSharedMax
+			wantRow := !wantOld && !wantStaged && tc.in.rows == 1 && wantVM > 0 && (tune.quantRow || !tune.quantNoRow && tc.row)
 			if l.row != wantRow {
 				t.Errorf("qmvPlan(%+v, %+v) = %+v: want row %v", tune, tc.in, l, wantRow)
 				continue
@@ -84,30 +86,33 @@ func TestQmvPlan(t *testing.T) {
 				}
 				continue
 			}
-			wantInt := !wantOld && !wantRow && tc.in.name == "u4" && tc.in.rows == 1 && !tune.quantNoInt && qmviShared(tc.in.k) <= qmvSharedMax
-			if l.integer != wantInt {
-				t.Errorf("qmvPlan(%+v, %+v) = %+v: want integer %v", tune, tc.in, l, wantInt)
+			if (l.staged != "") != wantStaged {
+				t.Errorf("qmvPlan(%+v, %+v) = %+v: want staged %v", tune, tc.in, l, wantStaged)
 				continue
 			}
-			if l.integer {
+			if l.staged != "" {
 				sh := l.shape
 				units := (tc.in.nOut + sh.feats - 1) / sh.feats
-				perSM, wantFeats := qmviGrid, qmviFeats
+				perSM, wantFeats := qmvxGrid, qmvxFeats
 				if tune.quantGrid > 0 {
 					perSM = tune.quantGrid
 				}
 				if tune.feats > 0 {
 					wantFeats = tune.feats
 				}
-				if tune.qmvi[1] > 0 {
-					perSM, wantFeats = tune.qmvi[1], tune.qmvi[2]
+				if tune.qmvx[1] > 0 {
+					perSM, wantFeats = tune.qmvx[1], tune.qmvx[2]
+				}
+				if tc.in.swiglu {
+					wantFeats = 2
 				}
 				per := (l.nb + l.grid - 1) / l.grid
-				if l.name != fmt.Sprintf("qmvi_u4_f%d", wantFeats) || !slices.Contains(quantKernels, l.name) || sh.feats != wantFeats ||
-					sh.split < 1 || sh.warps%sh.split != 0 || sh.warps > qmviMaxWarps || !isPow2(sh.warps) ||
+				if l.staged != qmvxKinds[tc.in.name] || l.name != fmt.Sprintf("qmv%s_%s_f%d", l.staged, tc.in.name, wantFeats) ||
+					!slices.Contains(quantKernels, l.name) || sh.feats != wantFeats ||
+					sh.split < 1 || sh.warps%sh.split != 0 || sh.warps > qmvxMaxWarps || !isPow2(sh.warps) ||
 					l.nb*(sh.warps/sh.split) < units || l.nb != sh.blocks || l.grid < 1 || l.grid > l.nb || l.grid > perSM*132 ||
-					(l.grid-1)*per >= l.nb || l.shared != qmviShared(tc.in.k) || (tune.split > 0 && sh.split != tune.split) {
-					t.Errorf("qmvPlan(%+v, %+v) = %+v: bad integer launch", tune, tc.in, l)
+					(l.grid-1)*per >= l.nb || l.shared != qmvxShared(tc.in.k, tc.in.perVec) || (tune.split > 0 && sh.split != tune.split) {
+					t.Errorf("qmvPlan(%+v, %+v) = %+v: bad staged launch", tune, tc.in, l)
 				}
 				continue
 			}
@@ -142,8 +147,8 @@ func TestQmvPlan(t *testing.T) {
 			}
 		}
 	}
-	if l := qmvPlan(mvTuning{}, u4(1, 2560, 2560, 32, true), 0, 132); l.name != "qmvi_u4_f1" || l.shape.warps != qmviWarps ||
-		l.grid > qmviGrid*132 || l.shared != 3*2304 {
+	if l := qmvPlan(mvTuning{}, u4(1, 2560, 2560, 32, true), 0, 132); l.name != "qmvi_u4_f1" || l.shape.warps != qmvxWarps ||
+		l.grid > qmvxGrid*132 || l.shared != 3*2304 {
 		t.Errorf("q4 one-row default: %+v", l)
 	}
 	exact := u4(1, 2560, 2560, 32, true)
@@ -151,11 +156,17 @@ func TestQmvPlan(t *testing.T) {
 	if l := qmvPlan(mvTuning{}, exact, 0, 132); l.shape.feats != qmvFeats["u4"] || l.name != "qmvs_u4_r1_f4" {
 		t.Errorf("q4 one-row with f32 x: %+v", l)
 	}
-	if l := qmvPlan(mvTuning{}, u4(1, 32*32*43, 64, 32, true), 0, 132); l.integer {
-		t.Errorf("q4 one row of %d inputs: %+v: want x too large for the integer kernels' shared memory", 32*32*43, l)
+	if l := qmvPlan(mvTuning{}, u4(1, 32*32*43, 64, 32, true), 0, 132); l.staged != "" {
+		t.Errorf("q4 one row of %d inputs: %+v: want x too large for the staged kernels' shared memory", 32*32*43, l)
 	}
-	if l := qmvPlan(mvTuning{}, f8(1, 2560, 2560), 0, 132); l.name != "qmvr_f8_f2_v8" || l.shape.warps != qmvrWarps {
+	if l := qmvPlan(mvTuning{}, f8(1, 2560, 2560), 0, 132); l.name != "qmvh_f8_f1" || l.shared != 5*1280 {
 		t.Errorf("FP8 one-row default: %+v", l)
+	}
+	if l := qmvPlan(mvTuning{}, i8(1, 2560, 7168, 32, true), 0, 132); l.name != "qmvi_i8_f1" {
+		t.Errorf("q8 one-row default: %+v", l)
+	}
+	if l := qmvPlan(mvTuning{quantNoStaged: true}, f8(1, 2560, 2560), 0, 132); l.name != "qmvr_f8_f2_v8" || l.shape.warps != qmvrWarps {
+		t.Errorf("FP8 one-row without staging: %+v", l)
 	}
 }
 
@@ -171,12 +182,12 @@ var qmvTunings = []mvTuning{
 	{quantNoMMA: true, quantRow: true}, {quantRow: true, feats: 1}, {quantRow: true, feats: 2, warps: 8}, {quantRow: true, feats: 1, warps: 1},
 	// One row on the split-K kernels where the default takes qmvr.
 	{quantNoMMA: true, quantNoRow: true}, {quantNoRow: true, feats: 4, quantNoStage: true},
-	// One q4 row on the integer kernels (qmvi_*, the default) in other
+	// One row on the staged kernels (qmvi_*, qmvh_*, the default) in other
 	// shapes: one warp a block and a block an SM (every block looping over
 	// many blocks of units), the most warps, each unit size, no split; and
 	// on the f32 kernels.
-	{qmvi: [3]int{1, 1, 1}}, {qmvi: [3]int{16, 1, 4}}, {qmvi: [3]int{4, 8, 2}, split: 1}, {qmvi: [3]int{16, 2, 4}, split: 4},
-	{quantNoInt: true},
+	{qmvx: [3]int{1, 1, 1}}, {qmvx: [3]int{16, 1, 4}}, {qmvx: [3]int{4, 8, 2}, split: 1}, {qmvx: [3]int{16, 2, 4}, split: 4},
+	{quantNoStaged: true},
 	// The tensor-core kernels' launch shapes, from one row (the default
 	// takes qmma from qmmaMinRows).
 	{quantMMARows: 1}, {quantMMARows: 1, split: 1}, {quantMMARows: 1, warps: 16}, {quantMMARows: 1, warps: 16, split: 16},
@@ -446,31 +457,43 @@ func TestQuantMMAPrecision(t *testing.T) {
 	t.Logf("largest NMSE by codes: %v", worst)
 }
 
-// qmviTol is the NMSE the integer one-row q4 product keeps against the
-// float64 reference: x rounded to a step of at most 2^-13 of its
-// vector's largest magnitude m is an NMSE of about 2^-26/4 (4e-9) for x
-// uniform in ±m; the codes, their products and the scales are exact, the
-// sums f32. A bf16 rounding of x (1e-6) fails it.
-const qmviTol = 2e-8
+// qmvxTol is the NMSE the staged one-row products keep against the
+// float64 reference, by the codes' dtype: x rounded to a step of at most
+// 2^-13 of its vector's largest magnitude m (4-bit and i8 codes, integer
+// dot products; the codes, their products and the scales exact, the sums
+// f32) is an NMSE of about 4e-9 for x uniform in ±m, at most 2.6e-8 in
+// an output of the table (an i8 group's two features; H200, session 10);
+// FP8's f16 x (2^-12 of m at worst) and f16 sums over a vector's 8
+// products a half are about 1e-7 (5.6e-7 at most in the table). A bf16
+// rounding of x (1e-6) fails the integers' bound.
+var qmvxTol = map[graph.DType]float64{graph.U8: 1e-7, graph.I8: 1e-7, graph.F8E4M3: 2e-6}
 
-// TestQuantIntPrecision runs the one-row q4 cases of quant_matmul and of
-// the fused products with the default launch (the integer kernels) and
-// with each in PrecisionExact (the f32 kernels), and bounds the integer
-// kernels' NMSE against the float64 reference at qmviTol; then puts a NaN,
-// and an infinity, into x and wants every output of the plain product
-// non-finite, as f32 arithmetic gives.
-func TestQuantIntPrecision(t *testing.T) {
+// TestQuantStagedPrecision runs the one-row quantized cases of quant_matmul
+// and of the fused products with the default launch (the staged kernels)
+// and in PrecisionExact (the f32 kernels), and bounds each output's NMSE
+// against the float64 reference at qmvxTol of its codes (f32's for
+// PrecisionExact); then puts a NaN, and an infinity, into x and wants
+// every output of the plain product non-finite, as f32 arithmetic gives.
+func TestQuantStagedPrecision(t *testing.T) {
 	be := newTestBackend(t, Options{})
 	exact := newTestBackend(t, Options{Precision: PrecisionExact})
-	worst, n := 0.0, 0
+	worst, n := map[graph.DType]float64{}, 0
 	for _, c := range optest.Cases() {
-		if c.Inputs[0].Shape.Rows() != 1 || !slices.ContainsFunc(c.Inputs, func(in optest.Tensor) bool { return in.DType == graph.U8 }) ||
+		if c.Inputs[0].Shape.Rows() != 1 || len(c.Inputs) < 2 ||
 			!slices.ContainsFunc([]string{"quant_matmul/", "quant_grouped_matmul/", "quant_matmul_swiglu/", "quant_norm_matmul/"},
 				func(p string) bool { return strings.HasPrefix(c.Name, p) }) {
 			continue
 		}
+		dt := c.Inputs[1].DType
+		if slices.ContainsFunc(c.Inputs[1:], func(in optest.Tensor) bool { return in.Kind == graph.Weight && qmvxTol[in.DType] > qmvxTol[dt] }) {
+			continue // a group of several formats: each run alone
+		}
 		n++
 		for _, b := range []*Backend{be, exact} {
+			tol := qmvxTol[dt]
+			if b == exact {
+				tol = optest.TolQuantF32[dt]
+			}
 			res, err := optest.Run(b, c, optest.Plain)
 			if err == nil {
 				err = res.Err
@@ -483,10 +506,10 @@ func TestQuantIntPrecision(t *testing.T) {
 			for i := range want {
 				e := optest.NMSE(res.Outputs[i], want[i])
 				if b == be {
-					worst = max(worst, e)
+					worst[dt] = max(worst[dt], e)
 				}
-				if e > qmviTol {
-					t.Errorf("%s (precision %s): output %d: NMSE %.3g against the reference, want at most %g", c.Name, b.opts.Precision, i, e, qmviTol)
+				if e > tol {
+					t.Errorf("%s (precision %s): output %d: NMSE %.3g against the reference, want at most %g", c.Name, b.opts.Precision, i, e, tol)
 				}
 			}
 		}
@@ -515,22 +538,22 @@ func TestQuantIntPrecision(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Fatal("no one-row q4 cases in the table")
+		t.Fatal("no one-row quantized cases in the table")
 	}
-	t.Logf("%d one-row q4 cases; largest NMSE of the integer kernels %.3g", n, worst)
+	t.Logf("%d one-row quantized cases; largest NMSE of the staged kernels by codes: %v", n, worst)
 }
 
-// TestParseQMVIShape needs no device: REEL_QMVI_SHAPE is empty or three
+// TestParseQMVXShape needs no device: REEL_QMVX_SHAPE is empty or three
 // counts.
-func TestParseQMVIShape(t *testing.T) {
+func TestParseQMVXShape(t *testing.T) {
 	for v, want := range map[string][3]int{"": {}, "16,2,2": {16, 2, 2}, "0,0,4": {0, 0, 4}, "16, 1, 1": {16, 1, 1}} {
-		if got, err := parseQMVIShape(v); err != nil || got != want {
-			t.Errorf("parseQMVIShape(%q) = %v, %v; want %v", v, got, err, want)
+		if got, err := parseQMVXShape(v); err != nil || got != want {
+			t.Errorf("parseQMVXShape(%q) = %v, %v; want %v", v, got, err, want)
 		}
 	}
 	for _, v := range []string{"16", "16,2", "64,1,1", "32,1,1", "16,2,3", "a,b,c", "-1,0,0", "1,2,3,4"} {
-		if _, err := parseQMVIShape(v); err == nil || !strings.Contains(err.Error(), "REEL_QMVI_SHAPE") {
-			t.Errorf("parseQMVIShape(%q): %v, want an error naming REEL_QMVI_SHAPE", v, err)
+		if _, err := parseQMVXShape(v); err == nil || !strings.Contains(err.Error(), "REEL_QMVX_SHAPE") {
+			t.Errorf("parseQMVXShape(%q): %v, want an error naming REEL_QMVX_SHAPE", v, err)
 		}
 	}
 }

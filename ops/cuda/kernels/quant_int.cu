@@ -1,39 +1,51 @@
-// One-row products with 4-bit codes by integer dot products (quant.go's
-// qmviPlan takes them for one decode row of q4 codes where x fits shared
-// memory, unless PrecisionExact or REEL_QMV_INT=0): the split-K fused
-// forms of quant_fused.cu (qmvf_impl) with their inner loop in integers.
+// One-row quantized products with x staged once per block in a narrow
+// form (quant.go's qmvxPlan takes them for one decode row whose codes are
+// read as 16-byte vectors and whose staged x fits shared memory, unless
+// PrecisionExact or REEL_QMV_INT=0): the split-K fused forms of
+// quant_fused.cu (qmvf_impl) with a cheaper inner loop. qmvi_* (4-bit and
+// i8 codes) multiply in integers, qmvh_f8 (FP8 codes) in f16.
 //
-// Why: the f32 kernels spend about 3.4 instructions a code (a lop3 and an
-// fma to decode it, an fma to multiply it, x's loads), so that a q4 product
-// is bound by issue, not by memory, and runs slower than its bf16 twin of
-// four times the bytes. Here x is quantized once per block to 16-bit
-// integers, a power-of-two scale for each of its vectors of 32 inputs (the
-// inputs one 16-byte vector of codes multiplies), and a code takes a third
-// of an instruction of decoding and half a dp2a (two 16-bit times 8-bit
-// products added into an int32): about an instruction a code in all.
+// Why: the f32 kernels spend about 3.4 instructions a 4-bit code (a lop3
+// and an fma to decode it, an fma to multiply it, x's loads) and about 3 an
+// FP8 code (its cvt to f16, a cvt to f32, an fma), so that their products
+// are bound by issue, not by memory, and run slower than their bf16 twins
+// of two to four times the bytes. Here a code takes about one instruction.
 //
-// The arithmetic: vector v of x, of largest magnitude m in [2^(e-127),
-// 2^(e-126)) (e its exponent field), is q_i = rint(x_i · 2^(140-e)), |q_i|
-// <= 2^14, so that x_i = q_i · 2^(e-140) within 2^-15 of m. A code c (its
-// nibble) times 16 as a signed byte is 16·(c - 8) ((nibble in the high half
-// of a byte) xor 0x80: one lop3; the low nibbles shifted up first), so
-// that a vector's sum T = Σ 16·(c_i - 8)·q_i is exact in an int32 (|T| <=
-// 2^26), and the vector adds T · s · 2^(e-144) to the f32 sum, s its
-// weight scale: T rounds to f32 at 2^-24 of itself, the scales multiply
-// exactly. Against the f32 kernels the only loss is x's rounding to 15
-// bits of its vector's largest magnitude (an NMSE near 1e-9 on random
-// data, beside q4's own 1e-2). A vector whose m is below 2^-114 counts as
-// zero; an m that is infinite or NaN (max.NaN keeps NaN) makes the scale
-// infinite, so the outputs of a non-finite x are not finite.
+// The integers (qmvi): vector v of x (the inputs one 16-byte vector of
+// codes multiplies: 32 for 4-bit codes, 16 for i8), of largest magnitude m
+// in [2^(e-127), 2^(e-126)) (e its exponent field), is q_i = rint(x_i ·
+// 2^(140-e)), |q_i| <= 2^14, so that x_i = q_i · 2^(e-140) within 2^-15 of
+// m. A 4-bit code c (its nibble) times 16 as a signed byte is 16·(c - 8)
+// ((nibble in the high half of a byte) xor 0x80: one lop3; the low nibbles
+// shifted up first); an i8 code is its byte. dp2a adds two 16-bit times
+// 8-bit products into an int32, so a vector's sum T = Σ code_i·q_i is exact
+// (|T| <= 2^26), and the vector adds T · s · 2^(e-140) (2^(e-144) for the
+// 16·(c - 8) of 4-bit codes) to the f32 sum, s its weight scale: T rounds
+// to f32 at 2^-24 of itself, the scales multiply exactly. Against the f32
+// kernels the only loss is x's rounding to 15 bits of its vector's largest
+// magnitude (an NMSE near 1e-9 on random data, beside q4's own 1e-2). A
+// vector whose m is below 2^-114 counts as zero.
 //
-// Staging (qmvi_stage): four threads a vector, 8 inputs each; a vector's
-// q_i are stored as the pairs the dp2a take, 16 bytes for each of its
-// four 32-bit words of codes, lane-interleaved as qmvs_stage lays f32 x
-// out (word j of vector v at ((v/32)·4 + j)·32 + v mod 32), its scale
-// 2^(e-144) beside, and for QF_NRM its Σx² (f32, in a fixed order: every
-// block gets the same bits). Every block stages all of x, so the launch
-// takes few blocks of many warps (qmviPlan), each looping over blocks of
-// units.
+// The halves (qmvh): vector v of x (16 inputs) times 2^(126-e) (its
+// largest magnitude in [1/2, 1)) rounded to f16 (11 bits, 2^-12 of m at
+// worst), the FP8 codes made f16 exactly (cvt.rn.f16x2.e4m3x2), and a
+// vector's 16 products summed by fma.rn.f16x2 into two halves of 8 each
+// (at most 8·448 in magnitude), which are added in f32 and times s ·
+// 2^(e-126): an NMSE near 1e-7, as the prompt products' rounding of x to
+// 16 bits in PrecisionAuto (PrecisionExact keeps f32).
+//
+// In both, an m that is infinite or NaN (max.NaN keeps NaN), or for qmvh at
+// least 2^126, makes the vector's scale infinite, so the outputs of a
+// non-finite x are not finite.
+//
+// Staging (qmvx_stage): a thread takes 8 inputs of a vector (4 threads
+// a vector of 32, 2 of 16); a vector's narrow x is stored as the pairs the
+// dp2a or fma take (16 bytes a word of 4-bit codes, 8 of i8 or FP8),
+// lane-interleaved as qmvs_stage lays f32 x out (word j of vector v at
+// ((v/32)·4 + j)·32 + v mod 32), its scale beside, and for QF_NRM its Σx²
+// (f32, in a fixed order: every block gets the same bits). Every block
+// stages all of x, so the launch takes few blocks of many warps
+// (qmvxPlan), each looping over blocks of units.
 //
 // Everything else is qmvf_impl's: units of MF features (QF_SEG up to
 // QF_SEGS weights, QF_SW gate and up rows, QF_NRM one weight of
@@ -42,27 +54,27 @@
 // pdl_entry, sums reduced per warp, then in warp order: the same bits on
 // every run.
 
-// QMVI_MAXWARPS is the most warps a qmvi block holds (its reductions'
+// QMVX_MAXWARPS is the most warps a qmvx block holds (its reductions'
 // shared arrays, and the kernels' launch bounds: 1024 threads of the
 // four-feature forms ask for more registers than an SM has).
-#define QMVI_MAXWARPS 16
+#define QMVX_MAXWARPS 16
 
-// qmvi_dp2a adds to c the products of a's two 16-bit halves (signed) with
+// qmvx_dp2a adds to c the products of a's two 16-bit halves (signed) with
 // bytes 0 and 1 (lo) or 2 and 3 (hi) of b (signed).
-__device__ __forceinline__ int qmvi_dp2a_lo(u32 a, u32 b, int c) {
+__device__ __forceinline__ int qmvx_dp2a_lo(u32 a, u32 b, int c) {
 	int d;
 	asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
 	return d;
 }
 
-__device__ __forceinline__ int qmvi_dp2a_hi(u32 a, u32 b, int c) {
+__device__ __forceinline__ int qmvx_dp2a_hi(u32 a, u32 b, int c) {
 	int d;
 	asm("dp2a.hi.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
 	return d;
 }
 
-// qmvi_max is the larger of a and b, NaN if either is.
-__device__ __forceinline__ float qmvi_max(float a, float b) {
+// qmvx_max is the larger of a and b, NaN if either is.
+__device__ __forceinline__ float qmvx_max(float a, float b) {
 #if __CUDA_ARCH__ >= 800
 	float d;
 	asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
@@ -72,45 +84,106 @@ __device__ __forceinline__ float qmvi_max(float a, float b) {
 #endif
 }
 
-// qmvi_stage quantizes x [K] (V vectors of 32) into xs, sx and (nrm) ss as
-// the header above lays them out; all the block's threads take part.
-__device__ __forceinline__ void qmvi_stage(const float* x, int V, uint4* xs, float* sx, float* ss, bool nrm) {
+// qmvx_hfma2 is fma.rn.f16x2: a · b + c, two halves at once.
+__device__ __forceinline__ u32 qmvx_hfma2(u32 a, u32 b, u32 c) {
+	u32 d;
+	asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
+// qmvx_f16x2 is the f16 pair of a and b (a in the low half), rounded to
+// nearest: one cvt on sm_80 and later.
+__device__ __forceinline__ u32 qmvx_f16x2(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+	u32 d;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+	return d;
+#else
+	return (u32)f32_to_f16(a) | ((u32)f32_to_f16(b) << 16);
+#endif
+}
+
+// qmvx_e4m3x2 is the f16 pair of two FP8 codes (the low byte in the low
+// half), exactly.
+__device__ __forceinline__ u32 qmvx_e4m3x2(u32 b) {
+#if __CUDA_ARCH__ >= 890
+	u32 d;
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"((u16)b));
+	return d;
+#else
+	return qmvx_f16x2(e4m3_q(b & 0xffu) * 256.f, e4m3_q((b >> 8) & 0xffu) * 256.f);
+#endif
+}
+
+// QMVX_XW is the 32-bit words of staged x that one word of codes
+// multiplies: 8 4-bit codes' inputs as 4 pairs, 4 i8 or FP8 codes' as 2.
+#define QMVX_XW(QT) ((QT) == QT_U4 ? 4 : 2)
+
+// qmvx_stage stages x [K] (V vectors of E inputs) into xs, sx and (nrm) ss
+// as the header above lays them out; all the block's threads take part,
+// each 8 inputs of a vector (TPV threads a vector): one word of 4-bit
+// codes' inputs, two of i8 or FP8 codes'.
+template <int QT>
+__device__ __forceinline__ void qmvx_stage(const float* x, int V, u32* xs, float* sx, float* ss, bool nrm) {
 	const unsigned FULL = 0xffffffffu;
-	int n = 4 * V;
+	const int E = QT == QT_U4 ? 32 : 16, TPV = E / 8, WPT = 4 / TPV, XW = QMVX_XW(QT);
+	int n = TPV * V;
 	for (int base = 0; base < n; base += blockDim.x) { // the same trips for every thread: the shuffles need whole warps
-		int i = base + threadIdx.x, v = i >> 2, j = i & 3;
-		float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
-		if (i < n) {
-			const float4* p = (const float4*)(x + 32 * (long long)v + 8 * j);
-			a = __ldg(p), b = __ldg(p + 1);
+		int i = base + threadIdx.x, v = i / TPV, h = i % TPV;
+		float e[8];
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			float4 a = i < n ? __ldg((const float4*)(x + (long long)E * v + 8 * h) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
+			e[4 * u] = a.x, e[4 * u + 1] = a.y, e[4 * u + 2] = a.z, e[4 * u + 3] = a.w;
 		}
-		float e[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 		float m = 0.f;
 #pragma unroll
-		for (int k = 0; k < 8; k++) m = qmvi_max(m, fabsf(e[k]));
-		m = qmvi_max(m, __shfl_xor_sync(FULL, m, 1));
-		m = qmvi_max(m, __shfl_xor_sync(FULL, m, 2));
-		u32 ex = __float_as_uint(m) >> 23; // m >= 0; 255 for inf and NaN
-		float inv = ex >= 13u ? __uint_as_float((267u - ex) << 23) : 0.f;
-		float scale = __uint_as_float(ex << 23) * 7.62939453125e-06f; // times 2^-17: 2^(e-144); inf for inf and NaN
-		u32 w[8];
+		for (int k = 0; k < 8; k++) m = qmvx_max(m, fabsf(e[k]));
 #pragma unroll
-		for (int k = 0; k < 8; k++) w[k] = __float_as_uint(fmaf(e[k], inv, 12582912.f)); // 1.5·2^23 + q: q in the low 16 bits
-		uint4 o;
-		o.x = __byte_perm(w[0], w[2], 0x5410);
-		o.y = __byte_perm(w[4], w[6], 0x5410);
-		o.z = __byte_perm(w[1], w[3], 0x5410);
-		o.w = __byte_perm(w[5], w[7], 0x5410);
+		for (int d = 1; d < TPV; d <<= 1) m = qmvx_max(m, __shfl_xor_sync(FULL, m, d));
+		u32 ex = __float_as_uint(m) >> 23; // m >= 0; 255 for inf and NaN
+		u32 o[4];                          // the thread's words of staged x: XW a word of codes, WPT words
+		float scale;
+		if (QT == QT_F8) {
+			bool big = ex >= 253u;
+			float inv = big ? 0.f : __uint_as_float((253u - ex) << 23);                  // 2^(126-e)
+			scale = big ? __int_as_float(0x7f800000) : __uint_as_float((ex + 1u) << 23); // 2^(e-126)
+#pragma unroll
+			for (int k = 0; k < 4; k++) o[k] = qmvx_f16x2(e[2 * k] * inv, e[2 * k + 1] * inv);
+		} else {
+			float inv = ex >= 13u ? __uint_as_float((267u - ex) << 23) : 0.f; // 2^(140-e)
+			// 2^(e-140), or 2^(e-144) for the codes' 16·(c - 8); inf for inf and NaN.
+			scale = __uint_as_float(ex << 23) * (QT == QT_U4 ? 7.62939453125e-06f : 1.220703125e-04f);
+			u32 w[8];
+#pragma unroll
+			for (int k = 0; k < 8; k++) w[k] = __float_as_uint(fmaf(e[k], inv, 12582912.f)); // 1.5·2^23 + q: q in the low 16 bits
+			if (QT == QT_U4) {
+				o[0] = __byte_perm(w[0], w[2], 0x5410);
+				o[1] = __byte_perm(w[4], w[6], 0x5410);
+				o[2] = __byte_perm(w[1], w[3], 0x5410);
+				o[3] = __byte_perm(w[5], w[7], 0x5410);
+			} else {
+#pragma unroll
+				for (int k = 0; k < 4; k++) o[k] = __byte_perm(w[2 * k], w[2 * k + 1], 0x5410);
+			}
+		}
 		float s2 = 0.f;
 		if (nrm) {
 #pragma unroll
 			for (int k = 0; k < 8; k++) s2 = fmaf(e[k], e[k], s2);
-			s2 += __shfl_xor_sync(FULL, s2, 1);
-			s2 += __shfl_xor_sync(FULL, s2, 2);
+#pragma unroll
+			for (int d = 1; d < TPV; d <<= 1) s2 += __shfl_xor_sync(FULL, s2, d);
 		}
 		if (i < n) {
-			xs[(((v >> 5) << 2) + j) * 32 + (v & 31)] = o;
-			if (j == 0) {
+#pragma unroll
+			for (int jj = 0; jj < WPT; jj++) {
+				int slot = (((v >> 5) << 2) + h * WPT + jj) * 32 + (v & 31);
+				if (XW == 4)
+					((uint4*)xs)[slot] = make_uint4(o[0], o[1], o[2], o[3]);
+				else
+					((uint2*)xs)[slot] = make_uint2(o[2 * jj], o[2 * jj + 1]);
+			}
+			if (h == 0) {
 				sx[v] = scale;
 				if (nrm) ss[v] = s2;
 			}
@@ -118,60 +191,91 @@ __device__ __forceinline__ void qmvi_stage(const float* x, int V, uint4* xs, flo
 	}
 }
 
-// qmvi_norm is Σx² of the staged row (ss, V vectors), summed by one warp in
+// qmvx_norm is Σx² of the staged row (ss, V vectors), summed by one warp in
 // a fixed order: every lane, every warp and every block gets the same bits.
-__device__ __forceinline__ float qmvi_norm(const float* ss, int V) {
+__device__ __forceinline__ float qmvx_norm(const float* ss, int V) {
 	float a = 0.f;
 	for (int v = threadIdx.x & 31; v < V; v += 32) a += ss[v];
 	return warp_sum(a);
 }
 
-// qmvi_batch adds a lane's batch of codes (qmvf_load's q and sv from chunk
+// qmvx_dot is one feature's sum over one vector of codes q against the
+// staged x words xw (word j's at xw[XW·j ..]), in the units of the
+// vector's x scale.
+template <int QT>
+__device__ __forceinline__ float qmvx_dot(uint4 q, const u32* xw) {
+	if (QT == QT_F8) {
+		u32 h = 0u;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			u32 cw = vec_word(q, j);
+			h = qmvx_hfma2(qmvx_e4m3x2(cw & 0xffffu), xw[2 * j], h);
+			h = qmvx_hfma2(qmvx_e4m3x2(cw >> 16), xw[2 * j + 1], h);
+		}
+		return f16_to_f32((u16)(h & 0xffffu)) + f16_to_f32((u16)(h >> 16));
+	}
+	int t = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		u32 cw = vec_word(q, j);
+		if (QT == QT_U4) {
+			u32 ev = q_and_xor(cw << 4, 0xf0f0f0f0u, 0x80808080u); // 16·(c − 8): codes 8j, 8j+2, 8j+4, 8j+6
+			u32 od = q_and_xor(cw, 0xf0f0f0f0u, 0x80808080u);      // codes 8j+1, 8j+3, 8j+5, 8j+7
+			t = qmvx_dp2a_lo(xw[4 * j], ev, t);
+			t = qmvx_dp2a_hi(xw[4 * j + 1], ev, t);
+			t = qmvx_dp2a_lo(xw[4 * j + 2], od, t);
+			t = qmvx_dp2a_hi(xw[4 * j + 3], od, t);
+		} else {
+			t = qmvx_dp2a_lo(xw[2 * j], cw, t);
+			t = qmvx_dp2a_hi(xw[2 * j + 1], cw, t);
+		}
+	}
+	return (float)t;
+}
+
+// qmvx_batch adds a lane's batch of codes (qmvf_load's q and sv from chunk
 // c0, U chunks S apart) times the staged x to its sums acc[i] of feature i.
-template <int MF, int U>
-__device__ __forceinline__ void qmvi_batch(uint4 (*q)[MF], float (*sv)[MF], const uint4* xs, const float* sx, int V, int c0, int S,
+template <int QT, int MF, int U>
+__device__ __forceinline__ void qmvx_batch(uint4 (*q)[MF], float (*sv)[MF], const u32* xs, const float* sx, int V, int c0, int S,
                                            float (*acc)[1]) {
+	const int XW = QMVX_XW(QT);
 	int lane = threadIdx.x & 31;
 #pragma unroll
 	for (int u = 0; u < U; u++) {
 		int c = c0 + S * u, v = (c << 5) + lane;
 		if (v >= V) continue;
-		uint4 xw[4];
+		u32 xw[4 * XW];
 #pragma unroll
-		for (int j = 0; j < 4; j++) xw[j] = xs[((c << 2) + j) * 32 + lane];
+		for (int j = 0; j < 4; j++) {
+			int slot = ((c << 2) + j) * 32 + lane;
+			if (XW == 4) {
+				uint4 a = ((const uint4*)xs)[slot];
+				xw[4 * j] = a.x, xw[4 * j + 1] = a.y, xw[(4 * j + 2) % (4 * XW)] = a.z, xw[(4 * j + 3) % (4 * XW)] = a.w;
+			} else {
+				uint2 a = ((const uint2*)xs)[slot];
+				xw[2 * j] = a.x, xw[2 * j + 1] = a.y;
+			}
+		}
 		float xsc = sx[v];
 #pragma unroll
-		for (int i = 0; i < MF; i++) {
-			int t = 0;
-#pragma unroll
-			for (int j = 0; j < 4; j++) {
-				u32 cw = vec_word(q[u][i], j);
-				u32 ev = q_and_xor(cw << 4, 0xf0f0f0f0u, 0x80808080u); // 16·(c − 8): codes 8j, 8j+2, 8j+4, 8j+6
-				u32 od = q_and_xor(cw, 0xf0f0f0f0u, 0x80808080u);      // codes 8j+1, 8j+3, 8j+5, 8j+7
-				t = qmvi_dp2a_lo(xw[j].x, ev, t);
-				t = qmvi_dp2a_hi(xw[j].y, ev, t);
-				t = qmvi_dp2a_lo(xw[j].z, od, t);
-				t = qmvi_dp2a_hi(xw[j].w, od, t);
-			}
-			acc[i][0] = fmaf((float)t, sv[u][i] * xsc, acc[i][0]);
-		}
+		for (int i = 0; i < MF; i++) acc[i][0] = fmaf(qmvx_dot<QT>(q[u][i], xw), sv[u][i] * xsc, acc[i][0]);
 	}
 }
 
-// qmvi_impl: MF the features a unit (2 for QF_SW: gate, up), FORM QF_SEG,
-// QF_SW or QF_NRM; one row (R is 1), K a multiple of 32.
-template <int MF, int FORM>
-__device__ __forceinline__ void qmvi_impl(QMVF_PARAMS) {
-	const int E = 32; // codes a 16-byte vector
+// qmvx_impl: MF the features a unit (2 for QF_SW: gate, up), FORM QF_SEG,
+// QF_SW or QF_NRM; one row (R is 1), K a multiple of the vector's codes.
+template <int QT, int MF, int FORM>
+__device__ __forceinline__ void qmvx_impl(QMVF_PARAMS) {
+	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
 	const int U = QMV_LOADS / MF > 0 ? QMV_LOADS / MF : 1;
 	const bool NRM = FORM == QF_NRM;
-	__shared__ float red[QMVI_MAXWARPS * MF];
-	__shared__ float nred[NRM ? QMVI_MAXWARPS : 1];
+	__shared__ float red[QMVX_MAXWARPS * MF];
+	__shared__ float nred[NRM ? QMVX_MAXWARPS : 1];
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	int G = nw / S, g = warp / S, p = warp - g * S;
 	int V = K / E, C = (V + 31) >> 5, units = FORM == QF_SW ? NF : (NF + MF - 1) / MF;
-	uint4* xs = (uint4*)qmvs_xs;
-	float* sx = (float*)(xs + C * 128);
+	u32* xs = (u32*)qmvs_xs;
+	float* sx = (float*)(xs + C * 128 * QMVX_XW(QT));
 	float* ssv = sx + C * 32;
 	const char* wr[MF];
 	const void* sp[MF];
@@ -180,11 +284,11 @@ __device__ __forceinline__ void qmvi_impl(QMVF_PARAMS) {
 	qmvf_rows<MF, FORM>(QMVF_ARGS, units, blockIdx.x * G + g, wr, sp, ok, srow);
 	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
 	pdl_entry();
-	qmvi_stage(x, V, xs, sx, ssv, NRM);
+	qmvx_stage<QT>(x, V, xs, sx, ssv, NRM);
 	__syncthreads();
 	float ss[1] = {0.f}; // QF_NRM: the row's Σx², in lane 0 of a unit's first warp (qmvf_out sums a group's warps)
 	if (NRM) {
-		float n2 = qmvi_norm(ssv, V);
+		float n2 = qmvx_norm(ssv, V);
 		ss[0] = lane == 0 && p == 0 ? n2 : 0.f;
 	}
 	for (int b = blockIdx.x; b < NB; b += gridDim.x) {
@@ -196,27 +300,49 @@ __device__ __forceinline__ void qmvi_impl(QMVF_PARAMS) {
 		for (int c0 = unit < units ? p : C; c0 < C; c0 += S * U) {
 			uint4 q[U][MF];
 			float sv[U][MF];
-			qmvf_load<QT_U4, MF, U>(wr, sp, ok, srow, st, bc, V, c0, S, q, sv);
-			qmvi_batch<MF, U>(q, sv, xs, sx, V, c0, S, acc);
+			qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, c0, S, q, sv);
+			qmvx_batch<QT, MF, U>(q, sv, xs, sx, V, c0, S, acc);
 		}
 		qmvf_out<MF, 1, FORM>(QMVF_ARGS, b, G, acc, ss, red, nred);
 	}
 }
 
-// QMVI_PLAIN is qmvi_impl's QF_SEG over one weight, from qmvs_*'s
+// QMVX_PLAIN is qmvx_impl's QF_SEG over one weight, from qmvs_*'s
 // arguments: its codes, scales and output as segment 0, ending at N.
-#define QMVI_PLAIN(MF) \
-	qmvi_impl<MF, QF_SEG>(x, stride, st, sc, br, bc, R, K, N, S, NB, w, w, w, w, s, s, s, s, y, y, y, y, N, N, N, nullptr, nullptr, 0.f)
+#define QMVX_PLAIN(QT, MF) \
+	qmvx_impl<QT, MF, QF_SEG>(x, stride, st, sc, br, bc, R, K, N, S, NB, w, w, w, w, s, s, s, s, y, y, y, y, N, N, N, nullptr, nullptr, 0.f)
 
-// The instances the Go side launches (qmviKernelNames in quant.go), with
-// their split-K siblings' arguments (xsm is not used: x is always staged).
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvi_u4_f1(QMVS_PARAMS, int xsm) { QMVI_PLAIN(1); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvi_u4_f2(QMVS_PARAMS, int xsm) { QMVI_PLAIN(2); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvi_u4_f4(QMVS_PARAMS, int xsm) { QMVI_PLAIN(4); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvgi_u4_f1(QMVF_PARAMS, int xsm) { qmvi_impl<1, QF_SEG>(QMVF_ARGS); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvgi_u4_f2(QMVF_PARAMS, int xsm) { qmvi_impl<2, QF_SEG>(QMVF_ARGS); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvgi_u4_f4(QMVF_PARAMS, int xsm) { qmvi_impl<4, QF_SEG>(QMVF_ARGS); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvni_u4_f1(QMVF_PARAMS, int xsm) { qmvi_impl<1, QF_NRM>(QMVF_ARGS); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvni_u4_f2(QMVF_PARAMS, int xsm) { qmvi_impl<2, QF_NRM>(QMVF_ARGS); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvni_u4_f4(QMVF_PARAMS, int xsm) { qmvi_impl<4, QF_NRM>(QMVF_ARGS); }
-extern "C" __global__ void __launch_bounds__(QMVI_MAXWARPS * 32) qmvswi_u4(QMVF_PARAMS, int xsm) { qmvi_impl<2, QF_SW>(QMVF_ARGS); }
+// The instances the Go side launches (qmvxKernelNames in quant.go), with
+// their split-K siblings' arguments (xsm is not used: x is always staged):
+// <form><kind>_<codes>_f<MF>, the forms qmv (plain), qmvg, qmvn and qmvsw
+// (no _f: two features), the kinds i (integers: u4, i8) and h (halves: f8).
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvi_u4_f1(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_U4, 1); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvi_u4_f2(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_U4, 2); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvi_u4_f4(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_U4, 4); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgi_u4_f1(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 1, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgi_u4_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 2, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgi_u4_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 4, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvni_u4_f1(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 1, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvni_u4_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 2, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvni_u4_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 4, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvswi_u4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_U4, 2, QF_SW>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvi_i8_f1(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_I8, 1); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvi_i8_f2(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_I8, 2); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvi_i8_f4(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_I8, 4); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgi_i8_f1(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 1, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgi_i8_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 2, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgi_i8_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 4, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvni_i8_f1(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 1, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvni_i8_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 2, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvni_i8_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 4, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvswi_i8(QMVF_PARAMS, int xsm) { qmvx_impl<QT_I8, 2, QF_SW>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvh_f8_f1(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_F8, 1); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvh_f8_f2(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_F8, 2); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvh_f8_f4(QMVS_PARAMS, int xsm) { QMVX_PLAIN(QT_F8, 4); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgh_f8_f1(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 1, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgh_f8_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 2, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvgh_f8_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 4, QF_SEG>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvnh_f8_f1(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 1, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvnh_f8_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 2, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvnh_f8_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 4, QF_NRM>(QMVF_ARGS); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvswh_f8(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 2, QF_SW>(QMVF_ARGS); }
