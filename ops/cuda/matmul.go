@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/reel-runtime/reel/graph"
@@ -190,6 +191,11 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 			y[i] = sg.y.ptr
 		}
 		nf += sg.n
+	}
+	// Loaded weights only (never a kernel's output) may be read before the
+	// kernel waits on the previous one (matvec.cu's MV_EARLY).
+	if vec == 1 && !slices.ContainsFunc(segs, func(sg mvSeg) bool { return !sg.w.weight }) {
+		vec = 3
 	}
 	ends := segEnds(segs, func(sg mvSeg) int { return sg.n })
 	if k > 0 && be.windowed(wt, rows) {

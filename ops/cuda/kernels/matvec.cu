@@ -26,7 +26,8 @@
 // cuBLAS is not used.
 
 // The kernels' parameters: x [R, K]; NF virtual features (mv) or gate/up
-// rows (mvsw); S warps per unit; vec: 16-byte loads allowed; the segments'
+// rows (mvsw); S warps per unit; vec: 16-byte loads allowed (bit 1),
+// and the weights loaded ones, never written by a kernel (bit 2); the segments'
 // weights w0..w3, outputs y0..y3 and ends e0..e2 (the last ends at NF;
 // unused ends are NF); sg, su the swiglu scales (mvsw only).
 #define MV_PARAMS                                                                                                  \
@@ -38,6 +39,26 @@
 // swiglu form (MF = 2: gate, up), NRM the normalized form (eps its
 // epsilon). Grid: ceil(units / (W/S)) blocks. It starts with pdl_entry,
 // after prefetching the first weights.
+// MV_EARLY loads a lane's first batch of weight vectors before pdl_entry
+// (1), or after it (0: REEL_CUDA_DEFINES=-DMV_EARLY=0, for comparing).
+#ifndef MV_EARLY
+#define MV_EARLY 1
+#endif
+
+// mv_load loads a lane's batch of weight vectors: for u < U, vector
+// ((c0 + S·u)·32 + lane) of each row wr[i] into q[u][i], zeros where the
+// row is not a feature (ok) or the vector is past the row's V.
+template <int MF, int U>
+__device__ __forceinline__ void mv_load(const char* const* wr, const bool* ok, int V, int c0, int S, uint4 (*q)[MF]) {
+	int lane = threadIdx.x & 31;
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int v = ((c0 + S * u) << 5) + lane;
+#pragma unroll
+		for (int i = 0; i < MF; i++) q[u][i] = ok[i] && v < V ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
+	}
+}
+
 template <int WT, int RB, int MF, bool SW, bool NRM>
 __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	const int E = WT == WT_F32 ? 4 : 8;  // elements per 16-byte vector
@@ -66,8 +87,15 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 		wr[i] = (const char*)w + (long long)(ok[i] ? row : 0) * K * ES;
 	}
 	// The lines of this lane's first two batches of weight vectors, asked
-	// for before waiting on the previous kernel.
-	if (vec) mv_prefetch<MF, 2 * U>(wr, ok, K / E, p, S);
+	// for before waiting on the previous kernel, and with MV_EARLY and vec's
+	// bit 2 (every weight is a loaded one: written by uploads, never by the
+	// kernel before a product) the first batch loaded into registers then
+	// too.
+	uint4 q[U][MF];
+	if (vec) {
+		mv_prefetch<MF, 2 * U>(wr, ok, K / E, p, S);
+		if (MV_EARLY && (vec & 2)) mv_load<MF, U>(wr, ok, K / E, p, S, q);
+	}
 	pdl_entry();
 	float acc[MF][RB];
 	float ss[RB]; // NRM: Σx² of the x this lane read
@@ -80,13 +108,7 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	if (vec) {
 		int V = K / E, C = (V + 31) >> 5;
 		for (int c0 = p; c0 < C; c0 += S * U) {
-			uint4 q[U][MF];
-#pragma unroll
-			for (int u = 0; u < U; u++) {
-				int v = ((c0 + S * u) << 5) + lane;
-#pragma unroll
-				for (int i = 0; i < MF; i++) q[u][i] = ok[i] && v < V ? ld_stream((const uint4*)wr[i] + v) : make_uint4(0u, 0u, 0u, 0u);
-			}
+			if (!(MV_EARLY && (vec & 2)) || c0 != p) mv_load<MF, U>(wr, ok, V, c0, S, q);
 #pragma unroll
 			for (int u = 0; u < U; u++) {
 				int v = ((c0 + S * u) << 5) + lane;

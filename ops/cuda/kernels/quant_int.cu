@@ -59,6 +59,13 @@
 // four-feature forms ask for more registers than an SM has).
 #define QMVX_MAXWARPS 16
 
+// QMVX_EARLY loads a lane's first batch of codes and scales before
+// pdl_entry (1), or after it (0: REEL_CUDA_DEFINES=-DQMVX_EARLY=0, for
+// comparing).
+#ifndef QMVX_EARLY
+#define QMVX_EARLY 1
+#endif
+
 // qmvx_dp2a adds to c the products of a's two 16-bit halves (signed) with
 // bytes 0 and 1 (lo) or 2 and 3 (hi) of b (signed).
 __device__ __forceinline__ int qmvx_dp2a_lo(u32 a, u32 b, int c) {
@@ -283,6 +290,11 @@ __device__ __forceinline__ void qmvx_impl(QMVF_PARAMS) {
 	long long srow[MF];
 	qmvf_rows<MF, FORM>(QMVF_ARGS, units, blockIdx.x * G + g, wr, sp, ok, srow);
 	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
+	// With QMVX_EARLY the first batch of codes and scales is loaded before
+	// the wait on the previous kernel, in flight while x is staged.
+	uint4 q[U][MF];
+	float sv[U][MF];
+	if (QMVX_EARLY) qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, p, S, q, sv);
 	pdl_entry();
 	qmvx_stage<QT>(x, V, xs, sx, ssv, NRM);
 	__syncthreads();
@@ -298,9 +310,7 @@ __device__ __forceinline__ void qmvx_impl(QMVF_PARAMS) {
 #pragma unroll
 		for (int i = 0; i < MF; i++) acc[i][0] = 0.f;
 		for (int c0 = unit < units ? p : C; c0 < C; c0 += S * U) {
-			uint4 q[U][MF];
-			float sv[U][MF];
-			qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, c0, S, q, sv);
+			if (!QMVX_EARLY || b != blockIdx.x || c0 != p) qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, c0, S, q, sv);
 			qmvx_batch<QT, MF, U>(q, sv, xs, sx, V, c0, S, acc);
 		}
 		qmvf_out<MF, 1, FORM>(QMVF_ARGS, b, G, acc, ss, red, nred);
