@@ -107,6 +107,28 @@ func matmulCases() []Case {
 			Tol: tolFor(dt),
 		})
 	}
+	// A weight that the graph computes (twice an f32 input), written by the
+	// kernel just before the product: a backend may read loaded weights
+	// early (CUDA before its wait on the previous kernel), never this one.
+	for _, rows := range []int{1, 3} {
+		name := fmt.Sprintf("matmul/computed_weight/%dx300x257", rows)
+		m := newMaker(name)
+		cs = append(cs, Case{
+			Name:   name,
+			Inputs: []Tensor{m.in("x", rows, 300), m.in("w", 257, 300)},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return []*graph.Value{ops.MatMul(b, in[0], ops.Scale(b, in[1], 2))}
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				w := make([]float64, len(in[1]))
+				for i, v := range in[1] {
+					w[i] = 2 * v
+				}
+				return [][]float64{RefMatMul(in[0], 300, w)}
+			},
+			Tol: TolF32,
+		})
+	}
 	return cs
 }
 
