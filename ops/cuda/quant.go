@@ -322,7 +322,7 @@ type qmvIn struct {
 	// grouped: the product of several weights (qmvg_*); swiglu: the
 	// gate/up product with its SwiGLU (qmvsw_*).
 	grouped, swiglu bool
-	// f32x: x must be multiplied as f32 (PrecisionExact): not the integer
+	// f32x: x must be multiplied as f32 (PrecisionExact): not the staged
 	// kernels (qmvxPlan).
 	f32x bool
 }
@@ -351,9 +351,10 @@ type qmvLaunch struct {
 // rows: the qmvs kernels when the rows, the blocks and the pointers allow
 // 16-byte code vectors (a scale block a power of two of them: q_vshift)
 // and the tuning does not ask for the old ones, the
-// launch shape by mvPlan as the bf16 matvec's; one row whose codes fit
-// the most qmvrVecs a lane takes qmvr_* instead (qmvRowPlan) where the
-// tuning asks for it (quantRow) or, by default, qmvRowDefault does.
+// launch shape by mvPlan as the bf16 matvec's; one row takes qmvr_*
+// (qmvRowPlan) where the tuning asks for it (quantRow) and its codes fit
+// the most qmvrVecs a lane, else the staged kernels (qmvxPlan) where they
+// apply, else qmvr_* where qmvRowDefault says.
 func qmvPlan(t mvTuning, in qmvIn, maxChunk, sms int) qmvLaunch {
 	rb := 1
 	if in.rows > 1 {
@@ -613,8 +614,9 @@ func bindQuantMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, err
 
 // quantMatvec appends y[rows, nOut] = x[rows, k] · Wᵀ for the quantized
 // weight q and 1..matvecMaxRows rows (k and nOut not 0): the tensor-core
-// qmma_* where qmmaPlan takes the product, else qmvs_* or qmvr_* (the same
-// arguments) where qmvPlan does, else the warp a feature of qmv_*.
+// qmma_* where qmmaPlan takes the product, else qmvs_*, qmvr_* or the
+// staged qmvi_*/qmvh_* (the same arguments) where qmvPlan does, else the
+// warp a feature of qmv_*.
 func (be *Backend) quantMatvec(s *steps, x *Buffer, q quantWeight, y *Buffer, rows, k, nOut int) {
 	in := qmvIn{name: q.name, perVec: q.perVec, rows: rows, k: k, nOut: nOut, stride: q.stride,
 		blockCols: int(q.bc), aligned: q.w.ptr%16 == 0 && x.ptr%16 == 0, f32x: be.opts.Precision == PrecisionExact}

@@ -24,6 +24,11 @@ import (
 // each weight's quant_matmul matvec (quantMatvec) into the outputs or
 // scratch, then swiglu, or a norm of x into scratch first.
 //
+// One decode row takes the staged forms by default (kernels/quant_int.cu:
+// qmvgi_*, qmvswi_*, qmvni_* for 4-bit and i8 codes, qmvgh_*, qmvswh_*,
+// qmvnh_* for FP8; qmvxPlan), x staged in 16 bits once per block, unless
+// PrecisionExact or the tuning's quantNoStaged.
+//
 // Prompt rows convert x to the format's 16-bit type once for the group
 // (the row norm fused into that conversion for quant_norm_matmul; none
 // where x carries the 16-bit copy a quant_slerp_matmul's slerp wrote),
