@@ -1,7 +1,7 @@
 // One-row quantized products with x staged once per block in a narrow
 // form (quant.go's qmvxPlan takes them for one decode row whose codes are
 // read as 16-byte vectors and whose staged x fits shared memory, unless
-// PrecisionExact or REEL_QMV_INT=0): the split-K fused forms of
+// PrecisionExact or REEL_QMV_STAGED=0): the split-K fused forms of
 // quant_fused.cu (qmvf_impl) with a cheaper inner loop. qmvi_* (4-bit and
 // i8 codes) multiply in integers, qmvh_f8 (FP8 codes) in f16.
 //
@@ -51,7 +51,9 @@
 // QF_SEGS weights, QF_SW gate and up rows, QF_NRM one weight of
 // l2-normalized rows), S warps a unit splitting K in chunks of 32 vectors,
 // QMV_LOADS code loads a lane in flight, the first asked of L2 before
-// pdl_entry, sums reduced per warp, then in warp order: the same bits on
+// pdl_entry (and with QMVX_EARLY loaded then: codes and scales are
+// written by uploads, never by the kernel before a product, as qmvr_*
+// takes them), sums reduced per warp, then in warp order: the same bits on
 // every run.
 
 // QMVX_MAXWARPS is the most warps a qmvx block holds (its reductions'
