@@ -70,3 +70,4 @@ __device__ long long min(long long, long long); __device__ long long max(long lo
 __device__ float min(float, float); __device__ float max(float, float);
 __device__ int __popc(unsigned); __device__ int __clz(int); __device__ int __ffs(int);
 __device__ float roundf(float);
+__device__ unsigned __byte_perm(unsigned, unsigned, unsigned);
