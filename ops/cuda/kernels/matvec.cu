@@ -35,10 +35,6 @@
 		const void *w3, float *y0, float *y1, float *y2, float *y3, int e0, int e1, int e2, const float *sg, const float *su
 #define MV_ARGS x, R, K, NF, S, vec, w0, w1, w2, w3, y0, y1, y2, y3, e0, e1, e2, sg, su
 
-// mv_impl: RB is the row bucket (R <= RB), MF the features per unit, SW the
-// swiglu form (MF = 2: gate, up), NRM the normalized form (eps its
-// epsilon). Grid: ceil(units / (W/S)) blocks. It starts with pdl_entry,
-// after prefetching the first weights.
 // MV_EARLY loads a lane's first batch of weight vectors before pdl_entry
 // (1), or after it (0: REEL_CUDA_DEFINES=-DMV_EARLY=0, for comparing).
 #ifndef MV_EARLY
@@ -59,6 +55,11 @@ __device__ __forceinline__ void mv_load(const char* const* wr, const bool* ok, i
 	}
 }
 
+// mv_impl: RB is the row bucket (R <= RB), MF the features per unit, SW the
+// swiglu form (MF = 2: gate, up), NRM the normalized form (eps its
+// epsilon). Grid: ceil(units / (W/S)) blocks. It starts with pdl_entry,
+// after prefetching the first weights (and with MV_EARLY loading the
+// first batch of them).
 template <int WT, int RB, int MF, bool SW, bool NRM>
 __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 	const int E = WT == WT_F32 ? 4 : 8;  // elements per 16-byte vector

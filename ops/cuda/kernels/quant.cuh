@@ -197,14 +197,33 @@ __device__ __forceinline__ void i8_dec(u32 u, float* c) {
 	}
 }
 
+// e4m3x2_h2 is the f16 pair of the two FP8 codes in the low 16 bits of b
+// (the low byte's in the low half), exactly (every e4m3 value is an f16;
+// NaN stays NaN): one cvt.rn.f16x2.e4m3x2 on sm_89 and later, else
+// through e4m3_q.
+__device__ __forceinline__ u32 e4m3x2_h2(u32 b) {
+#if __CUDA_ARCH__ >= 890
+	u32 d;
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"((u16)(b & 0xffffu)));
+	return d;
+#else
+	return (u32)f32_to_f16(e4m3_q(b & 0xffu) * 256.f) | ((u32)f32_to_f16(e4m3_q((b >> 8) & 0xffu) * 256.f) << 16);
+#endif
+}
+
+// h2_fma is fma.rn.f16x2: a · b + c, two halves at once.
+__device__ __forceinline__ u32 h2_fma(u32 a, u32 b, u32 c) {
+	u32 d;
+	asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
 // f8_dec gives the 4 FP8 codes of u as their values (exact in f16, so
 // exact in f32; NaN stays NaN): by cvt.rn.f16x2.e4m3x2 (low byte to the low
 // half) on sm_89 and later, else e4m3_q times 256.
 __device__ __forceinline__ void f8_dec(u32 u, float* c) {
 #if __CUDA_ARCH__ >= 890
-	u32 lo, hi;
-	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"((u16)(u & 0xffffu)));
-	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"((u16)(u >> 16)));
+	u32 lo = e4m3x2_h2(u), hi = e4m3x2_h2(u >> 16);
 	c[0] = f16_to_f32((u16)(lo & 0xffffu));
 	c[1] = f16_to_f32((u16)(lo >> 16));
 	c[2] = f16_to_f32((u16)(hi & 0xffffu));

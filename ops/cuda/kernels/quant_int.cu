@@ -93,13 +93,6 @@ __device__ __forceinline__ float qmvx_max(float a, float b) {
 #endif
 }
 
-// qmvx_hfma2 is fma.rn.f16x2: a · b + c, two halves at once.
-__device__ __forceinline__ u32 qmvx_hfma2(u32 a, u32 b, u32 c) {
-	u32 d;
-	asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-	return d;
-}
-
 // qmvx_f16x2 is the f16 pair of a and b (a in the low half), rounded to
 // nearest: one cvt on sm_80 and later.
 __device__ __forceinline__ u32 qmvx_f16x2(float a, float b) {
@@ -109,18 +102,6 @@ __device__ __forceinline__ u32 qmvx_f16x2(float a, float b) {
 	return d;
 #else
 	return (u32)f32_to_f16(a) | ((u32)f32_to_f16(b) << 16);
-#endif
-}
-
-// qmvx_e4m3x2 is the f16 pair of two FP8 codes (the low byte in the low
-// half), exactly.
-__device__ __forceinline__ u32 qmvx_e4m3x2(u32 b) {
-#if __CUDA_ARCH__ >= 890
-	u32 d;
-	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"((u16)b));
-	return d;
-#else
-	return qmvx_f16x2(e4m3_q(b & 0xffu) * 256.f, e4m3_q((b >> 8) & 0xffu) * 256.f);
 #endif
 }
 
@@ -218,8 +199,8 @@ __device__ __forceinline__ float qmvx_dot(uint4 q, const u32* xw) {
 #pragma unroll
 		for (int j = 0; j < 4; j++) {
 			u32 cw = vec_word(q, j);
-			h = qmvx_hfma2(qmvx_e4m3x2(cw & 0xffffu), xw[2 * j], h);
-			h = qmvx_hfma2(qmvx_e4m3x2(cw >> 16), xw[2 * j + 1], h);
+			h = h2_fma(e4m3x2_h2(cw), xw[2 * j], h);
+			h = h2_fma(e4m3x2_h2(cw >> 16), xw[2 * j + 1], h);
 		}
 		return f16_to_f32((u16)(h & 0xffffu)) + f16_to_f32((u16)(h >> 16));
 	}
@@ -257,9 +238,9 @@ __device__ __forceinline__ void qmvx_batch(uint4 (*q)[MF], float (*sv)[MF], cons
 #pragma unroll
 		for (int j = 0; j < 4; j++) {
 			int slot = ((c << 2) + j) * 32 + lane;
-			if (XW == 4) {
+			if constexpr (XW == 4) {
 				uint4 a = ((const uint4*)xs)[slot];
-				xw[4 * j] = a.x, xw[4 * j + 1] = a.y, xw[(4 * j + 2) % (4 * XW)] = a.z, xw[(4 * j + 3) % (4 * XW)] = a.w;
+				xw[4 * j] = a.x, xw[4 * j + 1] = a.y, xw[4 * j + 2] = a.z, xw[4 * j + 3] = a.w;
 			} else {
 				uint2 a = ((const uint2*)xs)[slot];
 				xw[2 * j] = a.x, xw[2 * j + 1] = a.y;

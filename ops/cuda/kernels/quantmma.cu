@@ -65,12 +65,6 @@ __device__ __forceinline__ u32 qmma_hsub(u32 a, u32 b) {
 	return d;
 }
 
-__device__ __forceinline__ u32 qmma_hfma(u32 a, u32 b, u32 c) {
-	u32 d;
-	asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-	return d;
-}
-
 // qmma_mma adds a · b to c (m16n8k16, f16 in, f32 accumulation); not
 // volatile, so that the compiler may schedule it.
 __device__ __forceinline__ void qmma_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
@@ -92,25 +86,16 @@ __device__ __forceinline__ void qmma_dec(u32 u, u32* p) {
 		const u32 LO = 0x000f000fu, HI = 0x00f000f0u, EX = 0x64006400u;
 		u32 s = u >> 8;
 		p[0] = qmma_hsub(q_and_or(u, LO, EX), 0x64086408u);
-		p[1] = qmma_hfma(q_and_or(u, HI, EX), 0x2c002c00u, 0xd480d480u);
+		p[1] = h2_fma(q_and_or(u, HI, EX), 0x2c002c00u, 0xd480d480u);
 		p[2] = qmma_hsub(q_and_or(s, LO, EX), 0x64086408u);
-		p[3] = qmma_hfma(q_and_or(s, HI, EX), 0x2c002c00u, 0xd480d480u);
+		p[3] = h2_fma(q_and_or(s, HI, EX), 0x2c002c00u, 0xd480d480u);
 	} else if (QT == QT_I8) {
 		u32 v = u ^ 0x80808080u;
 		p[0] = qmma_hsub(qmma_prmt(v, 0x64646464u, 0x4140u), 0x64806480u);
 		p[1] = qmma_hsub(qmma_prmt(v, 0x64646464u, 0x4342u), 0x64806480u);
 	} else {
-#if __CUDA_ARCH__ >= 890
-		asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(p[0]) : "h"((u16)(u & 0xffffu)));
-		asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(p[1]) : "h"((u16)(u >> 16)));
-#else
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			u32 lo = f32_to_f16(e4m3_q((u >> (16 * h)) & 0xffu) * 256.f);
-			u32 hi = f32_to_f16(e4m3_q((u >> (16 * h + 8)) & 0xffu) * 256.f);
-			p[h] = lo | (hi << 16);
-		}
-#endif
+		p[0] = e4m3x2_h2(u);
+		p[1] = e4m3x2_h2(u >> 16);
 	}
 }
 
