@@ -187,13 +187,7 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	if rows > 1 {
 		rb = matvecMaxRows
 	}
-	name := fmt.Sprintf("%s_%s_r%d_f%d", form.prefix, q0.name, rb, l.shape.feats)
-	if l.row {
-		name = fmt.Sprintf("%sr_%s_f%d_v%d", form.prefix, q0.name, l.shape.feats, l.vecs)
-	}
-	if l.staged != "" {
-		name = fmt.Sprintf("%s%s_%s_f%d", form.prefix, l.staged, q0.name, l.shape.feats)
-	}
+	name := l.fusedName(form.prefix, q0.name, rb, form.swiglu != nil)
 	var w, sc, y [qfuseSegs]cu.DevicePtr
 	for i, sg := range segs {
 		w[i], sc[i] = sg.q.w.ptr, sg.q.sc.ptr
@@ -204,13 +198,6 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	ends := segEnds(segs, func(sg qfuseSeg) int { return sg.n })
 	var sgp, sup cu.DevicePtr
 	if form.swiglu != nil {
-		name = fmt.Sprintf("%s_%s_r%d", form.prefix, q0.name, rb)
-		if l.row {
-			name = fmt.Sprintf("%sr_%s_v%d", form.prefix, q0.name, l.vecs)
-		}
-		if l.staged != "" {
-			name = fmt.Sprintf("%s%s_%s", form.prefix, l.staged, q0.name)
-		}
 		nf = units
 		y = [qfuseSegs]cu.DevicePtr{form.swiglu[0].ptr}
 		ends = [qfuseSegs - 1]int32{int32(nf), int32(nf), int32(nf)}
@@ -225,6 +212,25 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		w[0], w[1], w[2], w[3], sc[0], sc[1], sc[2], sc[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2],
 		sgp, sup, form.eps, xsm)
 	return true
+}
+
+// fusedName is the kernel of the fused form prefix (qmvg, qmvn or qmvsw)
+// that takes the launch l of qmvPlan over codes named format, rb the row
+// bucket: the split-K <prefix>_<format>_r<rb>_f<feats>, the one-row
+// <prefix>r_<format>_f<feats>_v<vecs> or the staged
+// <prefix><kind>_<format>_f<feats>; the gate/up form's names have no _f.
+func (l qmvLaunch) fusedName(prefix, format string, rb int, swiglu bool) string {
+	feats := ""
+	if !swiglu {
+		feats = fmt.Sprintf("_f%d", l.shape.feats)
+	}
+	switch {
+	case l.row:
+		return fmt.Sprintf("%sr_%s%s_v%d", prefix, format, feats, l.vecs)
+	case l.staged != "":
+		return fmt.Sprintf("%s%s_%s%s", prefix, l.staged, format, feats)
+	}
+	return fmt.Sprintf("%s_%s_r%d%s", prefix, format, rb, feats)
 }
 
 // quantRuns splits segs into runs of one format (codes and scales of one

@@ -90,6 +90,43 @@ func TestQuantFuseRows(t *testing.T) {
 	}
 }
 
+// TestFusedNames needs no device: every fused launch qmvPlan gives, in each
+// format, at one and eight rows, split-K, one-row and staged, names a
+// kernel the sources define (quantKernels), the staged ones by default
+// at one row.
+func TestFusedNames(t *testing.T) {
+	formats := []qmvIn{
+		{name: "u4", perVec: 32, k: 2560, stride: 1280, blockCols: 32, aligned: true},
+		{name: "i8", perVec: 16, k: 2560, stride: 2560, blockCols: 32, aligned: true},
+		{name: "f8", perVec: 16, k: 2560, stride: 2560, blockCols: 128, aligned: true},
+	}
+	for _, in := range formats {
+		for _, rows := range []int{1, matvecMaxRows} {
+			rb := 1
+			if rows > 1 {
+				rb = matvecMaxRows
+			}
+			for _, tune := range []mvTuning{{}, {quantRow: true}, {quantNoStaged: true}, {quantNoStaged: true, quantNoRow: true}, {feats: 4}} {
+				for _, prefix := range []string{"qmvg", "qmvn", "qmvsw"} {
+					in, t2 := in, tune
+					in.rows, in.nOut, in.grouped, in.swiglu = rows, 4096, prefix == "qmvg", prefix == "qmvsw"
+					if in.swiglu {
+						t2.feats = 2
+					}
+					l := qmvPlan(t2, in, 0, 132)
+					name := l.fusedName(prefix, in.name, rb, in.swiglu)
+					if l.old || !slices.Contains(quantKernels, name) {
+						t.Errorf("%s rows %d %+v: %s (%+v) is no kernel", in.name, rows, tune, name, l)
+					}
+					if staged := rows == 1 && !tune.quantRow && !tune.quantNoStaged; staged != (l.staged != "") {
+						t.Errorf("%s rows %d %+v: %s: staged %q, want staged %v", in.name, rows, tune, name, l.staged, staged)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestQuantRuns needs no device: a group splits into runs of one format of
 // up to qfuseSegs weights.
 func TestQuantRuns(t *testing.T) {
