@@ -435,16 +435,13 @@ func TestQuantMMAPrecision(t *testing.T) {
 		if !strings.HasPrefix(c.Name, "quant_matmul/") || c.Inputs[0].Shape.Rows() > matvecMaxRows {
 			continue
 		}
-		res, err := optest.Run(be, c, optest.Plain)
-		if err == nil {
-			err = res.Err
-		}
+		outs, err := runPlain(be, c)
 		if err != nil {
 			t.Errorf("%s: %v", c.Name, err)
 			continue
 		}
 		want := c.Ref(caseData(c))[0]
-		got, n := res.Outputs[0], c.Inputs[1].Shape[0]
+		got, n := outs[0], c.Inputs[1].Shape[0]
 		for r := 0; r*n < len(want); r++ {
 			e := optest.NMSE(got[r*n:(r+1)*n], want[r*n:(r+1)*n])
 			if e > qmmaTol {
@@ -494,17 +491,14 @@ func TestQuantStagedPrecision(t *testing.T) {
 			if b == exact {
 				tol = optest.TolQuantF32[dt]
 			}
-			res, err := optest.Run(b, c, optest.Plain)
-			if err == nil {
-				err = res.Err
-			}
+			outs, err := runPlain(b, c)
 			if err != nil {
 				t.Errorf("%s: %v", c.Name, err)
 				continue
 			}
 			want := c.Ref(caseData(c))
 			for i := range want {
-				e := optest.NMSE(res.Outputs[i], want[i])
+				e := optest.NMSE(outs[i], want[i])
 				if b == be {
 					worst[dt] = max(worst[dt], e)
 				}
@@ -521,15 +515,12 @@ func TestQuantStagedPrecision(t *testing.T) {
 			cb.Inputs = slices.Clone(c.Inputs)
 			cb.Inputs[0].Data = slices.Clone(c.Inputs[0].Data)
 			cb.Inputs[0].Data[len(cb.Inputs[0].Data)/2] = bad
-			res, err := optest.Run(be, cb, optest.Plain)
-			if err == nil {
-				err = res.Err
-			}
+			outs, err := runPlain(be, cb)
 			if err != nil {
 				t.Errorf("%s with x holding %v: %v", c.Name, bad, err)
 				continue
 			}
-			for j, v := range res.Outputs[0] {
+			for j, v := range outs[0] {
 				if !math.IsNaN(v) && !math.IsInf(v, 0) {
 					t.Errorf("%s with x holding %v: output %d is %v, want not finite", c.Name, bad, j, v)
 					break
@@ -556,6 +547,16 @@ func TestParseQMVXShape(t *testing.T) {
 			t.Errorf("parseQMVXShape(%q): %v, want an error naming REEL_QMVX_SHAPE", v, err)
 		}
 	}
+}
+
+// runPlain runs case c as built (optest.Plain) on be and gives its
+// outputs, or the error of the run or the one the backend recorded.
+func runPlain(be *Backend, c optest.Case) ([][]float64, error) {
+	res, err := optest.Run(be, c, optest.Plain)
+	if err == nil {
+		err = res.Err
+	}
+	return res.Outputs, err
 }
 
 // caseData is a case's inputs' values.
