@@ -142,7 +142,7 @@ func (be *Backend) moeInjectNormParts(n *graph.Node, at ops.MoEInjectNormAttrs, 
 	if err != nil {
 		return nil, err
 	}
-	s.work = append(append(append(s.work, cs.work...), is.work...), ns.work...)
+	s.then(cs, is, ns)
 	return s, nil
 }
 

@@ -73,7 +73,7 @@ func (be *Backend) slerpThen(n *graph.Node, in, out []*Buffer, op string, produc
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	s.work = append(s.work, ps.work...)
+	s.then(ps)
 	return s, nil
 }
 

@@ -387,6 +387,13 @@ type steps struct {
 	work []func() error
 }
 
+// then appends the work of others after s's.
+func (s *steps) then(others ...*steps) {
+	for _, o := range others {
+		s.work = append(s.work, o.work...)
+	}
+}
+
 // Run enqueues every piece of the node's work.
 func (s *steps) Run() error {
 	if err := s.be.check(); err != nil {

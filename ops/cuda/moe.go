@@ -237,7 +237,7 @@ func bindExpertMatMulGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps,
 	if err != nil {
 		return nil, err
 	}
-	s.work = append(s.work, mm.work...)
+	s.then(mm)
 	g, b := grid1(int64(y.n))
 	s.add("moe_silu_glu", g, b, 0, gu.ptr, y.ptr, int64(y.n), int32(f))
 	return s, nil

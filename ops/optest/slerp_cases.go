@@ -12,7 +12,8 @@ import (
 // to 8: the planner fuses prompt rows only, but the op takes any; CUDA's
 // slerp row kernel then its matvec), prompt rows (the slerp row kernel with
 // the 16-bit copy the products read), K a multiple of the 16-byte vectors
-// and odd, one to five weights of one or mixed stored types.
+// and odd (one row of 520 spreads its products over many blocks), one to
+// five weights of one or mixed stored types.
 func slerpCases() []Case {
 	const eps = 1e-6
 	var cs []Case
@@ -23,6 +24,10 @@ func slerpCases() []Case {
 	}{
 		{1, 64, []graph.DType{graph.BF16, graph.BF16, graph.BF16, graph.BF16}, []int{33, 7, 9, 40}},
 		{1, 65, []graph.DType{graph.F32}, []int{17}},
+		{1, 520, []graph.DType{graph.BF16, graph.BF16}, []int{300, 44}},
+		{1, 128, []graph.DType{graph.F16}, []int{70}},
+		{1, 64, []graph.DType{graph.F32, graph.BF16}, []int{12, 20}},
+		{1, 64, []graph.DType{graph.BF16, graph.BF16, graph.BF16, graph.BF16, graph.BF16}, []int{8, 8, 8, 8, 8}},
 		{3, 65, []graph.DType{graph.BF16, graph.BF16}, []int{16, 5}},
 		{4, 128, []graph.DType{graph.F16, graph.F16, graph.F16}, []int{24, 8, 8}},
 		{5, 64, []graph.DType{graph.F32, graph.BF16}, []int{12, 20}},
@@ -67,7 +72,8 @@ func slerpCases() []Case {
 		rows, k, f int
 		dt         graph.DType
 	}{
-		{1, 64, 48, graph.BF16}, {1, 33, 20, graph.F32}, {4, 65, 33, graph.F32}, {8, 128, 70, graph.BF16},
+		{1, 64, 48, graph.BF16}, {1, 33, 20, graph.F32}, {1, 520, 130, graph.BF16}, {1, 64, 24, graph.F16},
+		{4, 65, 33, graph.F32}, {8, 128, 70, graph.BF16},
 		{17, 64, 40, graph.BF16}, {16, 33, 20, graph.F16}, {18, 64, 24, graph.F32},
 	} {
 		rows, k, f := s.rows, s.k, s.f
