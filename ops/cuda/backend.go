@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/reel-runtime/reel/graph"
@@ -373,6 +374,16 @@ func New(opts Options) (*Backend, error) {
 	default:
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QMV_STAGED=%q: want 0 (one-row quantized products with x in f32), 1 or unset (x staged as 16-bit integers or halves)", v)
+	}
+	// REEL_MV_PREFETCH_MB=N: the megabytes of a matvec's weights asked of
+	// L2 before its wait (mvPrefetch; 0 or unset: its first two batches).
+	if v := os.Getenv("REEL_MV_PREFETCH_MB"); v != "" {
+		mb, err := strconv.Atoi(v)
+		if err != nil || mb < 0 || mb > 1<<20 {
+			ctx.Close()
+			return nil, fmt.Errorf("REEL_MV_PREFETCH_MB=%q: want the megabytes of a matvec's weights asked of L2 before its wait (0: only its first two batches)", v)
+		}
+		be.mv.prefetch = mb << 20
 	}
 	if be.mv.qmvx, err = parseQMVXShape(os.Getenv("REEL_QMVX_SHAPE")); err != nil {
 		ctx.Close()

@@ -69,10 +69,44 @@ type mvTuning struct {
 	// warps, quantGrid and feats.
 	quantNoStaged bool
 	qmvx          [3]int
+	// prefetch, when positive, is the bytes of a matvec launch's weights
+	// its warps ask L2 for before they wait on the kernel before it
+	// (mvPrefetch; REEL_MV_PREFETCH_MB); 0 for only their first two
+	// batches.
+	prefetch int
 	// winRows, when not 0, overrides the fewest rows of a product of
 	// 16-bit weights that cuBLAS computes as a window (Backend.winRows,
 	// REEL_WINDOW_CUBLAS); negative: never (the matvec kernels above).
 	winRows int
+}
+
+// mvPrefetch is the chunks (32 16-byte vectors of each of a unit's rows)
+// each warp of a matvec asks L2 for before it waits on the kernel before
+// it (matvec.cu's pf): all of its chunks when the launch's weightBytes fit
+// budget bytes (mvTuning.prefetch, REEL_MV_PREFETCH_MB), that share of
+// them when they do not, and with no budget (0, the default) none past
+// the kernel's first two batches. The idea: the kernels before a product
+// are mostly latency-bound (attention, the residual), so what a product
+// asks for during them is memory's work done before its own time starts.
+// Measured on the H200 it is not a win, so it is off (session 11, runs 4
+// and 5, each one command, by default against a budget): Dory 4B bf16
+// 230.0, 228.8, 228.9 and 233.6 tok/s without, 230.5, 226.1 and 225.4
+// with 16 MB, 217.9 and 214.1 with 32, 203.0 with 64 (its latency-bound
+// kernels slow down beside the prefetches: the residual's 4.0 µs a launch
+// became 5.7, the attention finish's 5.2 became 7.0); qwen4-12l 418.3,
+// 428.5 and 422.1 without, 437.6 with 32 MB (430.0 in run 5), 428.3 and
+// 440.6 with 16, 434.1 with 8: within the runs' spread. The staged
+// quantized products asking for all their codes so (session 11, run 4)
+// lost too: q4 273.4 and 269.8 without, 266.0 and 266.2 with; FP8 241.3
+// against 228.2.
+func mvPrefetch(budget, weightBytes, chunks int) int32 {
+	if budget <= 0 || weightBytes <= 0 || chunks <= 0 {
+		return 0
+	}
+	if weightBytes <= budget {
+		return int32(chunks)
+	}
+	return int32(int64(chunks) * int64(budget) / int64(weightBytes))
 }
 
 // mvShape is a matvec launch: units of feats features, split warps each,
@@ -226,7 +260,20 @@ func (be *Backend) matvec(s *steps, x *Buffer, segs []mvSeg, rows, k int, swiglu
 		shape = mvPlan(be.mv, (nf+feats-1)/feats, feats, k, elems, be.opts.MatvecMaxChunk, be.kernels.sms)
 		name = fmt.Sprintf("mv_%s_r%d_f%d", wtypeNames[wt], rb, feats)
 	}
-	args := []any{x.ptr, int32(rows), int32(k), int32(nf), int32(shape.split), vec,
+	pf := int32(0)
+	if vec != 0 {
+		es := 2
+		if wt == 0 {
+			es = 4
+		}
+		rowsOf := nf
+		if swiglu != nil {
+			rowsOf = 2 * nf
+		}
+		chunks := ((k/elems+31)/32 + shape.split - 1) / shape.split
+		pf = mvPrefetch(be.mv.prefetch, rowsOf*k*es, chunks)
+	}
+	args := []any{x.ptr, int32(rows), int32(k), int32(nf), int32(shape.split), pf, vec,
 		w[0], w[1], w[2], w[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2], sc[0], sc[1]}
 	if norm != nil {
 		if swiglu != nil {

@@ -298,3 +298,24 @@ func TestSegEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestMVPrefetch needs no device: the chunks a matvec's warps ask L2 for
+// before their wait.
+func TestMVPrefetch(t *testing.T) {
+	for _, c := range []struct {
+		budget, bytes, chunks int
+		want                  int32
+	}{
+		{0, 1 << 20, 10, 0},                             // off (the default): the kernel's two batches
+		{16 << 20, 13 << 20, 16, 16},                    // a 2560x2560 bf16 product within 16 MB: all of it
+		{16 << 20, 32 << 20, 10, 5},                     // twice the budget: half
+		{16 << 20, 73 << 20, 20, 4},                     // 16 of 73 MB: 4.4 chunks, rounded down
+		{1 << 20, 73 << 20, 20, 0},                      // a budget below a chunk: the two batches
+		{16 << 20, 0, 10, 0}, {16 << 20, 1 << 20, 0, 0}, // nothing to read
+		{8 << 20, 8 << 20, 7, 7}, // exactly the budget
+	} {
+		if got := mvPrefetch(c.budget, c.bytes, c.chunks); got != c.want {
+			t.Errorf("mvPrefetch(%d, %d, %d) = %d, want %d", c.budget, c.bytes, c.chunks, got, c.want)
+		}
+	}
+}

@@ -26,14 +26,17 @@
 // cuBLAS is not used.
 
 // The kernels' parameters: x [R, K]; NF virtual features (mv) or gate/up
-// rows (mvsw); S warps per unit; vec: 16-byte loads allowed (bit 1),
+// rows (mvsw); S warps per unit; pf the chunks (32 vectors of each of the
+// unit's rows) each warp asks L2 for before it waits on the previous
+// kernel (at least its first two batches: matmul.go's mvPrefetch); vec:
+// 16-byte loads allowed (bit 1),
 // and the weights loaded ones, never written by a kernel (bit 2); the segments'
 // weights w0..w3, outputs y0..y3 and ends e0..e2 (the last ends at NF;
 // unused ends are NF); sg, su the swiglu scales (mvsw only).
 #define MV_PARAMS                                                                                                  \
-	const float *__restrict__ x, int R, int K, int NF, int S, int vec, const void *w0, const void *w1, const void *w2, \
+	const float *__restrict__ x, int R, int K, int NF, int S, int pf, int vec, const void *w0, const void *w1, const void *w2, \
 		const void *w3, float *y0, float *y1, float *y2, float *y3, int e0, int e1, int e2, const float *sg, const float *su
-#define MV_ARGS x, R, K, NF, S, vec, w0, w1, w2, w3, y0, y1, y2, y3, e0, e1, e2, sg, su
+#define MV_ARGS x, R, K, NF, S, pf, vec, w0, w1, w2, w3, y0, y1, y2, y3, e0, e1, e2, sg, su
 
 // MV_EARLY loads a lane's first batch of weight vectors before pdl_entry
 // (1), or after it (0: REEL_CUDA_DEFINES=-DMV_EARLY=0, for comparing).
@@ -87,14 +90,15 @@ __device__ __forceinline__ void mv_impl(MV_PARAMS, float eps) {
 		ok[i] = unit < units && f < NF;
 		wr[i] = (const char*)w + (long long)(ok[i] ? row : 0) * K * ES;
 	}
-	// The lines of this lane's first two batches of weight vectors, asked
-	// for before waiting on the previous kernel, and with MV_EARLY and vec's
-	// bit 2 (every weight is a loaded one: written by uploads, never by the
-	// kernel before a product) the first batch loaded into registers then
-	// too.
+	// The lines of this warp's first pf chunks of weight vectors (at least
+	// two batches), asked for before waiting on the previous kernel, so
+	// that memory works while the kernels before it wait on theirs; and
+	// with MV_EARLY and vec's bit 2 (every weight is a loaded one: written
+	// by uploads, never by the kernel before a product) the first batch
+	// loaded into registers then too.
 	uint4 q[U][MF];
 	if (vec) {
-		mv_prefetch<MF, 2 * U>(wr, ok, K / E, p, S);
+		mv_prefetch<MF>(wr, ok, K / E, p, S, max(pf, 2 * U));
 		if (MV_EARLY && (vec & 2)) mv_load<MF, U>(wr, ok, K / E, p, S, q);
 	}
 	pdl_entry();

@@ -51,20 +51,20 @@ __device__ __forceinline__ float mv_fma(uint4 q, const float* xv, float acc) {
 	return acc;
 }
 
-// mv_prefetch asks, before pdl_entry, for the L2 lines of the first B
+// mv_prefetch asks, before pdl_entry, for the L2 lines of the first n
 // batches of weight vectors that a lane of warp p of its unit's S will read
 // (vector ((p + S·u)·32 + lane) of each row wr[i] that is ok, of V): every
 // eighth lane, since eight 16-byte vectors make a line.
-template <int MF, int B>
-__device__ __forceinline__ void mv_prefetch(const char* const* wr, const bool* ok, int V, int p, int S) {
+template <int MF>
+__device__ __forceinline__ void mv_prefetch(const char* const* wr, const bool* ok, int V, int p, int S, int n) {
 	int lane = threadIdx.x & 31;
 	if (lane & 7) return;
-#pragma unroll
-	for (int u = 0; u < B; u++) {
+	for (int u = 0; u < n; u++) {
 		int v = ((p + S * u) << 5) + lane;
+		if (v >= V) break;
 #pragma unroll
 		for (int i = 0; i < MF; i++)
-			if (ok[i] && v < V) prefetch_l2((const uint4*)wr[i] + v);
+			if (ok[i]) prefetch_l2((const uint4*)wr[i] + v);
 	}
 }
 

@@ -454,7 +454,7 @@ __device__ __forceinline__ void qmvs_impl(QMVS_PARAMS) {
 	bool ok[MF];
 	long long srow[MF];
 	qmvs_rows<MF>(w, stride, sc, br, N, units, blockIdx.x * G + g, wr, ok, srow);
-	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
+	mv_prefetch<MF>(wr, ok, V, p, S, 2 * U);
 	pdl_entry();
 	if (XS) {
 		qmvs_stage<E>(x, R, K, C, qmvs_xs);

@@ -43,7 +43,7 @@ __device__ __forceinline__ void qmvf_impl(QMVF_PARAMS) {
 	bool ok[MF];
 	long long srow[MF];
 	qmvf_rows<MF, FORM>(QMVF_ARGS, units, blockIdx.x * G + g, wr, sp, ok, srow);
-	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
+	mv_prefetch<MF>(wr, ok, V, p, S, 2 * U);
 	pdl_entry();
 	if (XS) {
 		qmvs_stage<E>(x, R, K, C, qmvs_xs);

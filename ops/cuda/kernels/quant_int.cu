@@ -272,7 +272,7 @@ __device__ __forceinline__ void qmvx_impl(QMVF_PARAMS) {
 	bool ok[MF];
 	long long srow[MF];
 	qmvf_rows<MF, FORM>(QMVF_ARGS, units, blockIdx.x * G + g, wr, sp, ok, srow);
-	mv_prefetch<MF, 2 * U>(wr, ok, V, p, S);
+	mv_prefetch<MF>(wr, ok, V, p, S, 2 * U);
 	// With QMVX_EARLY the first batch of codes and scales is loaded before
 	// the wait on the previous kernel, in flight while x is staged.
 	uint4 q[U][MF];
