@@ -11,21 +11,27 @@ import (
 // next sub-layer's input and the next slerp's x, so the fused op gives h as
 // well as the products. The planner makes them for prompt chunks, whose
 // slerp also writes the 16-bit copy of h the products read (on CUDA), so
-// that the products need not convert it. Each keeps a Decompose into the
-// slerp and the product it replaces.
+// that the products need not convert it, and the quantized ones for decode
+// rows too, whose one-row products on CUDA can compute the slerp as they
+// stage h. Each keeps a Decompose into the slerp and the product it
+// replaces.
 
 // slerpDefs are the fused slerp ops; they are registered beside the others.
-var slerpDefs = []*Def{OpSlerpMatMul, OpSlerpMatMulSwiGLU, OpQuantSlerpMatMul}
+var slerpDefs = []*Def{OpSlerpMatMul, OpSlerpMatMulSwiGLU, OpQuantSlerpMatMul, OpQuantSlerpMatMulSwiGLU}
 
-// quantSlerpMatMul is OpQuantSlerpMatMul's name.
-const quantSlerpMatMul = "quant_slerp_matmul"
+// The quantized fused slerp ops' names.
+const (
+	quantSlerpMatMul       = "quant_slerp_matmul"
+	quantSlerpMatMulSwiGLU = "quant_slerp_matmul_swiglu"
+)
 
 // SlerpParts splits the attributes a of the fused slerp op op into the
 // slerp's and its product's: EpsAttrs and none for slerp_matmul and
-// slerp_matmul_swiglu; for quant_slerp_matmul (QuantNormAttrs) its Eps and
-// its Blocks, the quant_grouped_matmul's.
+// slerp_matmul_swiglu; for quant_slerp_matmul and
+// quant_slerp_matmul_swiglu (QuantNormAttrs) its Eps and its Blocks, the
+// quantized product's.
 func SlerpParts(op string, a any) (EpsAttrs, any, error) {
-	if op == quantSlerpMatMul {
+	if op == quantSlerpMatMul || op == quantSlerpMatMulSwiGLU {
 		at, err := attrsAs[QuantNormAttrs](op, a)
 		return EpsAttrs{Eps: at.Eps}, at.Blocks, err
 	}
@@ -104,6 +110,31 @@ var OpQuantSlerpMatMul = &Def{
 		h := apply1(b, OpSlerp, EpsAttrs{Eps: at.Eps}, in[:3]...)
 		return append([]*graph.Value{h}, QuantGroupedMatMul(b, h, at.Blocks, in[3:]...)...)
 	},
+}
+
+// OpQuantSlerpMatMulSwiGLU is slerp_matmul_swiglu over quantized weights:
+// the nGPT residual followed by the quant_matmul_swiglu of its result.
+var OpQuantSlerpMatMulSwiGLU = &Def{
+	Op: quantSlerpMatMulSwiGLU,
+	Doc: "quant_slerp_matmul_swiglu(x[T,K], y[T,K], α[K], wg, sg_w, wu, su_w, sg[F], su[F]) = (h, quant_matmul_swiglu(h, wg, sg_w, wu, su_w, sg, su)) " +
+		"with h = slerp(x, y, α) (Eps) and one set of blocks (Blocks) for both weights: a residual update and the quantized gated gate/up " +
+		"projections of its result in one step; h is also an output, the next residual's x.",
+	Arity: 9,
+	Rule:  slerpThen(quantSlerpMatMulSwiGLU, OpQuantMatMulSwiGLU),
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		at, ok := attrsIn[QuantNormAttrs](b, quantSlerpMatMulSwiGLU, a)
+		if !ok {
+			return failed(2)
+		}
+		h := apply1(b, OpSlerp, EpsAttrs{Eps: at.Eps}, in[:3]...)
+		return []*graph.Value{h, apply1(b, OpQuantMatMulSwiGLU, at.Blocks, append([]*graph.Value{h}, in[3:]...)...)}
+	},
+}
+
+// QuantSlerpMatMulSwiGLU is quant_slerp_matmul_swiglu as one node: h and
+// the gated activation. Like SlerpMatMul, for tests.
+func QuantSlerpMatMulSwiGLU(b *graph.Builder, x, y, alpha *graph.Value, a QuantNormAttrs, wg, sgw, wu, suw, sg, su *graph.Value) []*graph.Value {
+	return b.Apply(OpQuantSlerpMatMulSwiGLU, a, 2, x, y, alpha, wg, sgw, wu, suw, sg, su)
 }
 
 // QuantSlerpMatMul is quant_slerp_matmul as one node: h and the product of

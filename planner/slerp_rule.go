@@ -12,20 +12,26 @@ const RuleSlerpMatMul = "slerp_matmul"
 // SlerpProductRule folds a slerp (the fused node of the slerp rule) into
 // the product that reads its result next: a grouped_matmul (Dory's q/k/v/g)
 // becomes slerp_matmul, a matmul_swiglu slerp_matmul_swiglu, a
-// quant_grouped_matmul (q/k/v/g stored quantized) quant_slerp_matmul. The fused node
-// gives the slerp's result h too, for its other readers (the next
-// residual), which must all come after the product; it takes the product's
-// scope (the next sub-layer's), where its launch runs. A plain matmul is left
-// alone (the one after Dory's last residual is the head).
+// quant_grouped_matmul (q/k/v/g stored quantized) quant_slerp_matmul, a
+// quant_matmul_swiglu quant_slerp_matmul_swiglu. The fused node gives the
+// slerp's result h too, for its other readers (the next residual), which
+// must all come after the product; it takes the product's scope (the next
+// sub-layer's), where its launch runs. A plain matmul is left alone (the
+// one after Dory's last residual is the head).
 //
-// It fuses prompt rows only (ops.AttentionChunkRows or more): there the
-// fused node's slerp writes the 16-bit copy of h that the products read,
-// saving their conversion. Decode rows keep the slerp and the product as
-// two nodes: on CUDA the fused node launches the same two kernels, and the
-// slerp computed inside every block of the matvec instead was measured
-// slower (H200, Dory 4B decode: 141.6 tok/s against 215.5, session 5). It
-// runs after the rules that make its parts (slerp, grouped_matmul,
-// matmul_swiglu, quant_grouped_matmul).
+// Prompt rows (ops.AttentionChunkRows or more) fold into every product:
+// there the fused node's slerp writes the 16-bit copy of h that the
+// products read, saving their conversion. Decode rows fold into the
+// quantized products only: on CUDA a one-row quantized product stages h
+// in every block, and can compute the slerp there (quant_fused.go's
+// slerp forms). A product of 16-bit weights reads x as it streams, and
+// the slerp inside it (one pass over x, u = (1 - α) ⊙ x and w = α ⊙ y
+// multiplied apart, the norms' five sums beside) was measured slower than
+// the slerp as its own launch: Dory 4B bf16 184.0 against 219.5 tok/s
+// (session 11, device run 4; session 5 measured a form that computed the slerp
+// first in every block: 141.6 against 215.5). It runs after the rules
+// that make its parts (slerp, grouped_matmul, matmul_swiglu,
+// quant_grouped_matmul, quant_matmul_swiglu).
 type SlerpProductRule struct{}
 
 // Name is "slerp_matmul".
@@ -40,13 +46,11 @@ func (SlerpProductRule) Match(g *graph.Graph, u *Uses) []Replacement {
 			continue
 		}
 		h := s.Outputs[0]
-		if h.Shape.Rows() < ops.AttentionChunkRows {
-			continue
-		}
+		prompt := h.Shape.Rows() >= ops.AttentionChunkRows
 		var p *graph.Node
 		for _, r := range u.readers[h.ID] {
-			if (r.Op == ops.OpGroupedMatMul.Op || r.Op == ops.OpMatMulSwiGLU.Op || r.Op == ops.OpQuantGroupedMatMul.Op) &&
-				(p == nil || r.ID < p.ID) {
+			quant := r.Op == ops.OpQuantGroupedMatMul.Op || r.Op == ops.OpQuantMatMulSwiGLU.Op
+			if (quant || prompt && (r.Op == ops.OpGroupedMatMul.Op || r.Op == ops.OpMatMulSwiGLU.Op)) && (p == nil || r.ID < p.ID) {
 				p = r
 			}
 		}
@@ -59,13 +63,16 @@ func (SlerpProductRule) Match(g *graph.Graph, u *Uses) []Replacement {
 		switch p.Op {
 		case ops.OpMatMulSwiGLU.Op:
 			rep.Op = ops.OpSlerpMatMulSwiGLU
-		case ops.OpQuantGroupedMatMul.Op:
+		case ops.OpQuantGroupedMatMul.Op, ops.OpQuantMatMulSwiGLU.Op:
 			e, ok1 := attrsValue[ops.EpsAttrs](s.Attrs)
 			b, ok2 := attrsValue[ops.QuantAttrs](p.Attrs)
 			if !ok1 || !ok2 {
 				continue
 			}
 			rep.Op, rep.Attrs = ops.OpQuantSlerpMatMul, ops.QuantNormAttrs{Blocks: b, Eps: e.Eps}
+			if p.Op == ops.OpQuantMatMulSwiGLU.Op {
+				rep.Op = ops.OpQuantSlerpMatMulSwiGLU
+			}
 		default:
 			rep.Op = ops.OpSlerpMatMul
 		}

@@ -13,9 +13,10 @@ import (
 
 // slerpKernels are the kernels of the fused slerp ops.
 var slerpKernels = map[string]kernelFunc{
-	"slerp_matmul":        slerpThen("grouped_matmul", bindMatMul),
-	"slerp_matmul_swiglu": slerpThen("matmul_swiglu", matmulSwiGLUKernel),
-	"quant_slerp_matmul":  slerpThen("quant_grouped_matmul", quantGroupedMatMulKernel),
+	"slerp_matmul":              slerpThen("grouped_matmul", bindMatMul),
+	"slerp_matmul_swiglu":       slerpThen("matmul_swiglu", matmulSwiGLUKernel),
+	"quant_slerp_matmul":        slerpThen("quant_grouped_matmul", quantGroupedMatMulKernel),
+	"quant_slerp_matmul_swiglu": slerpThen("quant_matmul_swiglu", quantMatMulSwiGLUKernel),
 }
 
 // slerpThen is the kernel of a fused slerp op whose product part is op,

@@ -185,6 +185,9 @@ type Backend struct {
 	ctx     *cu.Context
 	blas    *cu.BLAS // nil when cuBLAS is unavailable: products use the tiled kernel
 	kernels *kernelSet
+	// bound, when not nil, collects the name of every kernel a binder
+	// appends, in order (for tests that check which kernels a node takes).
+	bound *[]string
 	// errRec is the device's error record: i32 [code, a, b, c, ...].
 	errRec cu.DevicePtr
 	// owned are the allocations made through the backend, by address.
@@ -374,6 +377,16 @@ func New(opts Options) (*Backend, error) {
 	default:
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_QMV_STAGED=%q: want 0 (one-row quantized products with x in f32), 1 or unset (x staged as 16-bit integers or halves)", v)
+	}
+	// REEL_SLERP_STAGED=1 computes the slerp before a one-row quantized
+	// product inside it (slerpStaged); off until measured on a card.
+	switch v := os.Getenv("REEL_SLERP_STAGED"); v {
+	case "", "0":
+	case "1":
+		be.mv.slerpStaged = true
+	default:
+		ctx.Close()
+		return nil, fmt.Errorf("REEL_SLERP_STAGED=%q: want 1 (the slerp before a one-row quantized product computed inside it), 0 or unset (its own launch)", v)
 	}
 	// REEL_MV_PREFETCH_MB=N: the megabytes of a matvec's weights asked of
 	// L2 before its wait (mvPrefetch; 0 or unset: its first two batches).

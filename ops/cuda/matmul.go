@@ -69,6 +69,10 @@ type mvTuning struct {
 	// warps, quantGrid and feats.
 	quantNoStaged bool
 	qmvx          [3]int
+	// slerpStaged computes the slerp before a one-row quantized product as
+	// the staged kernel stages its x (the slerp forms qmvsg*, qmvssw*;
+	// REEL_SLERP_STAGED=1), rather than as its own launch.
+	slerpStaged bool
 	// prefetch, when positive, is the bytes of a matvec launch's weights
 	// its warps ask L2 for before they wait on the kernel before it
 	// (mvPrefetch; REEL_MV_PREFETCH_MB); 0 for only their first two
@@ -88,16 +92,16 @@ type mvTuning struct {
 // the kernel's first two batches. The idea: the kernels before a product
 // are mostly latency-bound (attention, the residual), so what a product
 // asks for during them is memory's work done before its own time starts.
-// Measured on the H200 it is not a win, so it is off (session 11, runs 4
-// and 5, each one command, by default against a budget): Dory 4B bf16
-// 230.0, 228.8, 228.9 and 233.6 tok/s without, 230.5, 226.1 and 225.4
-// with 16 MB, 217.9 and 214.1 with 32, 203.0 with 64 (its latency-bound
-// kernels slow down beside the prefetches: the residual's 4.0 µs a launch
-// became 5.7, the attention finish's 5.2 became 7.0); qwen4-12l 418.3,
-// 428.5 and 422.1 without, 437.6 with 32 MB (430.0 in run 5), 428.3 and
-// 440.6 with 16, 434.1 with 8: within the runs' spread. The staged
-// quantized products asking for all their codes so (session 11, run 4)
-// lost too: q4 273.4 and 269.8 without, 266.0 and 266.2 with; FP8 241.3
+// Measured on the H200 it is not a win, so it is off (session 11, device
+// runs 5 and 6, each one command, by default against a budget): Dory 4B
+// bf16 230.0, 228.8, 228.9 and 233.6 tok/s without, 230.5, 226.1 and
+// 225.4 with 16 MB, 217.9 and 214.1 with 32, 203.0 with 64 (its
+// latency-bound kernels slow down beside the prefetches: the residual's
+// 4.0 µs a launch became 5.7, the attention finish's 5.2 became 7.0);
+// qwen4-12l 418.3, 428.5 and 422.1 without, 437.6 and 430.0 with 32 MB,
+// 428.3 and 440.6 with 16, 434.1 with 8: within the runs' spread. The
+// staged quantized products asking for all their codes so (run 5) lost
+// too: q4 273.4 and 269.8 tok/s without, 266.0 and 266.2 with; FP8 241.3
 // against 228.2.
 func mvPrefetch(budget, weightBytes, chunks int) int32 {
 	if budget <= 0 || weightBytes <= 0 || chunks <= 0 {

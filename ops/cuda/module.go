@@ -415,6 +415,9 @@ func (s *steps) add(name string, grid, block [3]uint32, shared uint32, args ...a
 	}
 	ctx := s.be.ctx
 	s.work = append(s.work, func() error { return l.run(ctx) })
+	if s.be.bound != nil {
+		*s.be.bound = append(*s.be.bound, name)
+	}
 }
 
 // copyBytes appends a device-to-device copy.

@@ -452,9 +452,10 @@ func qmvxKernelNames() []string {
 	for _, q := range []string{"u4", "i8", "f8"} {
 		k := qmvxKinds[q]
 		for _, f := range []int{1, 2, 4} {
-			out = append(out, fmt.Sprintf("qmv%s_%s_f%d", k, q, f), fmt.Sprintf("qmvg%s_%s_f%d", k, q, f), fmt.Sprintf("qmvn%s_%s_f%d", k, q, f))
+			out = append(out, fmt.Sprintf("qmv%s_%s_f%d", k, q, f), fmt.Sprintf("qmvg%s_%s_f%d", k, q, f), fmt.Sprintf("qmvn%s_%s_f%d", k, q, f),
+				fmt.Sprintf("qmvsg%s_%s_f%d", k, q, f))
 		}
-		out = append(out, fmt.Sprintf("qmvsw%s_%s", k, q))
+		out = append(out, fmt.Sprintf("qmvsw%s_%s", k, q), fmt.Sprintf("qmvssw%s_%s", k, q))
 	}
 	return out
 }

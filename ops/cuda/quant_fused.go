@@ -54,8 +54,9 @@ var quantFusedBinders = map[string]binder{
 	"quant_norm_matmul":    bindQuantNormMatMul,
 	// quant_swiglu_norm_matmul: mlp.go's prompt path over the weights
 	// dequantized into scratch.
-	"quant_swiglu_norm_matmul": bindQuantSwiGLUNormMatMul,
-	"quant_slerp_matmul":       bindQuantSlerpMatMul,
+	"quant_swiglu_norm_matmul":  bindQuantSwiGLUNormMatMul,
+	"quant_slerp_matmul":        bindQuantSlerpMatMul,
+	"quant_slerp_matmul_swiglu": bindQuantSlerpMatMulSwiGLU,
 }
 
 // qfuseKernelNames are the fused kernels' names (quant_fused.cu's
@@ -139,20 +140,35 @@ type qfuseSeg struct {
 
 // qfuseForm is a fused kernel's form: its name's prefix, and for the
 // normalized form the epsilon; swiglu holds the output and the scales sg,
-// su of the gate/up form.
+// su of the gate/up form; slerp, for the slerp forms (prefixes qmvsg and
+// qmvssw, one row, staged kernels only), the slerp before the products.
 type qfuseForm struct {
-	prefix string // qmvg, qmvn or qmvsw
+	prefix string // qmvg, qmvn, qmvsw, qmvsg or qmvssw
 	eps    float32
 	swiglu *[3]*Buffer
+	slerp  *qfuseSlerp
+}
+
+// qfuseSlerp is the rest of the slerp h' = slerp(x, y, α) that a slerp
+// form computes as it stages its x (kernels/quant_int.cu): y, α, the
+// output h' and the slerp's epsilon.
+type qfuseSlerp struct {
+	y, alpha, h *Buffer
+	eps         float32
 }
 
 // qfuseLaunch appends one fused decode launch over segs (all of one
 // format: the caller checks), or reports false where the fused kernels
 // cannot take them: more rows than the tuning's fuseRows, more than
 // qfuseSegs weights, or codes, blocks or pointers that rule out 16-byte
-// vectors (qmvPlan's old kernels).
+// vectors (qmvPlan's old kernels); a slerp form also where the launch is
+// not a staged one or its vectors are not 16-byte aligned.
 func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int, form qfuseForm) bool {
 	if rows < 1 || rows > be.fuseRows() || k < 1 || len(segs) < 1 || len(segs) > qfuseSegs {
+		return false
+	}
+	sl := form.slerp
+	if sl != nil && (rows != 1 || !aligned16(x.ptr, sl.y.ptr, sl.alpha.ptr, sl.h.ptr)) {
 		return false
 	}
 	q0 := segs[0].q
@@ -177,10 +193,10 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 		t.feats, units = 2, segs[0].n
 	}
 	l := qmvPlan(t, qmvIn{name: q0.name, perVec: q0.perVec, rows: rows, k: k, nOut: nf, stride: q0.stride,
-		blockCols: int(q0.bc), aligned: aligned, grouped: form.prefix == "qmvg", swiglu: form.swiglu != nil,
+		blockCols: int(q0.bc), aligned: aligned, grouped: form.prefix == "qmvg" || form.prefix == "qmvsg", swiglu: form.swiglu != nil,
 		f32x: be.opts.Precision == PrecisionExact},
 		be.opts.MatvecMaxChunk, be.kernels.sms)
-	if l.old {
+	if l.old || sl != nil && l.staged == "" {
 		return false
 	}
 	rb := 1
@@ -207,10 +223,14 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	if l.shared > 0 {
 		xsm = 1
 	}
-	s.add(name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared),
-		x.ptr, int64(q0.stride), q0.st, q0.scols, q0.br, q0.bc, int32(rows), int32(k), int32(nf), int32(l.shape.split), int32(l.nb),
+	args := []any{x.ptr, int64(q0.stride), q0.st, q0.scols, q0.br, q0.bc, int32(rows), int32(k), int32(nf), int32(l.shape.split), int32(l.nb),
 		w[0], w[1], w[2], w[3], sc[0], sc[1], sc[2], sc[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2],
-		sgp, sup, form.eps, xsm)
+		sgp, sup, form.eps, xsm}
+	if sl != nil {
+		args[len(args)-2] = sl.eps
+		args = append(args, sl.y.ptr, sl.alpha.ptr, sl.h.ptr)
+	}
+	s.add(name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared), args...)
 	return true
 }
 
@@ -585,18 +605,106 @@ func bindQuantSwiGLUNormMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*
 	return s, nil
 }
 
-// bindQuantSlerpMatMul binds quant_slerp_matmul as slerp_matmul is bound
+// bindQuantSlerpMatMul binds quant_slerp_matmul: one row, with the
+// tuning's slerpStaged, one launch of a staged slerp form where it takes
+// the weights (quantSlerpRow); otherwise as slerp_matmul is bound
 // (slerpThen): for prompt rows on cuBLAS in a 16-bit precision the slerp
 // writes the 16-bit copy of h in the weights' type (quantHalf), which the
 // group's products read instead of converting h (quantHalfX).
 func bindQuantSlerpMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
-	return be.slerpThen(n, in, out, ops.OpQuantGroupedMatMul.Op, bindQuantGroupedMatMul, func(ws []*Buffer) int32 {
-		if be.quantF32() || len(ws) == 0 {
-			return 0
+	if s, ok, err := be.quantSlerpRow(n, in, out); err != nil || ok {
+		return s, err
+	}
+	return be.slerpThen(n, in, out, ops.OpQuantGroupedMatMul.Op, bindQuantGroupedMatMul, be.quantSlerpHalf)
+}
+
+// bindQuantSlerpMatMulSwiGLU binds quant_slerp_matmul_swiglu as
+// bindQuantSlerpMatMul binds quant_slerp_matmul, over the gate and up
+// weights of quant_matmul_swiglu.
+func bindQuantSlerpMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	if s, ok, err := be.quantSlerpRow(n, in, out); err != nil || ok {
+		return s, err
+	}
+	return be.slerpThen(n, in, out, ops.OpQuantMatMulSwiGLU.Op, bindQuantMatMulSwiGLU, be.quantSlerpHalf)
+}
+
+// quantSlerpHalf is the 16-bit type of the copy of h that a quantized
+// slerp product's prompt products read (slerpThen's half): the first
+// weight's (quantHalf), none with quantF32.
+func (be *Backend) quantSlerpHalf(ws []*Buffer) int32 {
+	if be.quantF32() || len(ws) == 0 {
+		return 0
+	}
+	if _, _, _, err := quantCode(ws[0].store); err != nil {
+		return 0
+	}
+	return be.quantHalf(ws[0].store)
+}
+
+// quantSlerpRow appends a quantized slerp product of one row as one
+// launch, the slerp computed as the staged kernel stages h (qfuseForm's
+// slerp), with the tuning's slerpStaged (REEL_SLERP_STAGED=1) and where
+// qfuseLaunch takes the weights; ok false, and nothing appended,
+// otherwise.
+func (be *Backend) quantSlerpRow(n *graph.Node, in, out []*Buffer) (s *steps, ok bool, err error) {
+	if !be.mv.slerpStaged || len(in) < 5 || len(out) < 2 || len(n.Inputs) != len(in) || len(n.Outputs) != len(out) {
+		return nil, false, nil
+	}
+	sa, pa, err := ops.SlerpParts(n.Op, n.Attrs)
+	if err != nil {
+		return nil, false, err
+	}
+	a, isQuant := pa.(ops.QuantAttrs)
+	k, rows := n.Inputs[0].Shape.Last(), n.Inputs[0].Shape.Rows()
+	if !isQuant || rows != 1 || k < 1 {
+		return nil, false, nil
+	}
+	x, y, alpha, h := in[0], in[1], in[2], out[0]
+	if err := f32All([]string{"x", "y", "alpha", "h"}, []*Buffer{x, y, alpha, h}); err != nil {
+		return nil, false, err
+	}
+	if x.n != k || y.n != k || alpha.n != k || h.n != k {
+		return nil, false, fmt.Errorf("x of %d, y of %d, alpha of %d and h of %d elements do not fit a row of %d", x.n, y.n, alpha.n, h.n, k)
+	}
+	sl := &qfuseSlerp{y: y, alpha: alpha, h: h, eps: sa.Eps}
+	s = be.newSteps()
+	// The product's node over h, for its operands' shapes.
+	sub := &graph.Node{ID: n.ID, Attrs: pa, Inputs: append([]*graph.Value{n.Outputs[0]}, n.Inputs[3:]...), Outputs: n.Outputs[1:], Scope: n.Scope}
+	pin := append([]*Buffer{x}, in[3:]...)
+	switch n.Op {
+	case ops.OpQuantSlerpMatMul.Op:
+		if len(pin)%2 != 1 || len(out)-1 != (len(pin)-1)/2 {
+			return nil, false, fmt.Errorf("%s: %d inputs and %d outputs", n.Op, len(in), len(out))
 		}
-		if _, _, _, err := quantCode(ws[0].store); err != nil {
-			return 0
+		var segs []qfuseSeg
+		for i, y := range out[1:] {
+			q, nOut, err := quantWeightOf(sub.Inputs[1+2*i], sub.Inputs[2+2*i], pin[1+2*i], pin[2+2*i], a, k)
+			if err != nil {
+				return nil, false, fmt.Errorf("weight %d: %w", i, err)
+			}
+			if err := f32("output", y); err != nil || y.n != nOut {
+				return nil, false, fmt.Errorf("weight %d: output of %d elements for %d features (%v)", i, y.n, nOut, err)
+			}
+			segs = append(segs, qfuseSeg{q: q, y: y, n: nOut})
 		}
-		return be.quantHalf(ws[0].store)
-	})
+		if len(quantRuns(segs)) != 1 {
+			return nil, false, nil
+		}
+		return s, be.qfuseLaunch(s, x, segs, 1, k, qfuseForm{prefix: "qmvsg", slerp: sl}), nil
+	case ops.OpQuantSlerpMatMulSwiGLU.Op:
+		if len(pin) != 7 || len(out) != 2 {
+			return nil, false, fmt.Errorf("%s: %d inputs and %d outputs", n.Op, len(in), len(out))
+		}
+		_, _, segs, err := quantGateUp(sub, pin, out[1:], a)
+		if err != nil {
+			return nil, false, err
+		}
+		f := segs[0].n
+		if segs[1].n != f || pin[5].n != f || pin[6].n != f || out[1].n != f {
+			return nil, false, fmt.Errorf("gate of %d and up of %d features, scales of %d and %d, output of %d elements do not fit",
+				f, segs[1].n, pin[5].n, pin[6].n, out[1].n)
+		}
+		return s, be.qfuseLaunch(s, x, segs[:], 1, k, qfuseForm{prefix: "qmvssw", swiglu: &[3]*Buffer{out[1], pin[5], pin[6]}, slerp: sl}), nil
+	}
+	return nil, false, nil
 }

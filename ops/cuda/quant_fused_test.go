@@ -107,13 +107,16 @@ func TestFusedNames(t *testing.T) {
 				rb = matvecMaxRows
 			}
 			for _, tune := range []mvTuning{{}, {quantRow: true}, {quantNoStaged: true}, {quantNoStaged: true, quantNoRow: true}, {feats: 4}} {
-				for _, prefix := range []string{"qmvg", "qmvn", "qmvsw"} {
+				for _, prefix := range []string{"qmvg", "qmvn", "qmvsw", "qmvsg", "qmvssw"} {
 					in, t2 := in, tune
-					in.rows, in.nOut, in.grouped, in.swiglu = rows, 4096, prefix == "qmvg", prefix == "qmvsw"
+					in.rows, in.nOut, in.grouped, in.swiglu = rows, 4096, prefix == "qmvg" || prefix == "qmvsg", prefix == "qmvsw" || prefix == "qmvssw"
 					if in.swiglu {
 						t2.feats = 2
 					}
 					l := qmvPlan(t2, in, 0, 132)
+					if (prefix == "qmvsg" || prefix == "qmvssw") && l.staged == "" {
+						continue // the slerp forms are staged kernels only (qfuseLaunch refuses the rest)
+					}
 					name := l.fusedName(prefix, in.name, rb, in.swiglu)
 					if l.old || !slices.Contains(quantKernels, name) {
 						t.Errorf("%s rows %d %+v: %s (%+v) is no kernel", in.name, rows, tune, name, l)

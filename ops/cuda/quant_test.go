@@ -582,3 +582,57 @@ func TestParseQMMARows(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantSlerpStaged runs the op table's one-row quantized slerp
+// products with the slerp computed as the staged kernels stage h
+// (REEL_SLERP_STAGED=1): each takes one slerp-form launch where its K is
+// whole vectors (the slerp row kernel and the product otherwise), its h
+// within f32 rounding of the float64 reference, its products within the
+// staged kernels' bounds.
+func TestQuantSlerpStaged(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	be.mv.slerpStaged = true
+	n := 0
+	for _, c := range optest.Cases() {
+		if c.Inputs[0].Shape.Rows() != 1 || !strings.HasPrefix(c.Name, "quant_slerp_matmul") {
+			continue
+		}
+		dt := c.Inputs[3].DType
+		if slices.ContainsFunc(c.Inputs[3:], func(in optest.Tensor) bool {
+			return in.Kind == graph.Weight && in.DType.IsQuantized() && in.DType != dt
+		}) {
+			continue // a group of several formats: one launch takes one
+		}
+		n++
+		var names []string
+		be.bound = &names
+		outs, err := runPlain(be, c)
+		be.bound = nil
+		if err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+			continue
+		}
+		k := c.Inputs[0].Shape.Last()
+		_, _, perVec, err := quantCode(dt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		form := slices.ContainsFunc(names, func(s string) bool { return strings.HasPrefix(s, "qmvsg") || strings.HasPrefix(s, "qmvssw") })
+		if want := k%perVec == 0; form != want {
+			t.Errorf("%s: kernels %v: a slerp form %v, want %v", c.Name, names, form, want)
+		}
+		want := c.Ref(caseData(c))
+		for i := range want {
+			tol := qmvxTol[dt]
+			if i == 0 {
+				tol = 1e-13 // h, in f64 rounded to f32
+			}
+			if e := optest.NMSE(outs[i], want[i]); e > tol {
+				t.Errorf("%s: output %d: NMSE %.3g against the reference, want at most %g", c.Name, i, e, tol)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no one-row quantized slerp cases in the table")
+	}
+}

@@ -114,7 +114,45 @@ func quantFusedCases() []Case {
 	for _, fs := range [][]quantFormat{{i8, u4, i8}, {u4, i8}} {
 		cs = append(cs, quantSlerpCase(20, 128, []int{24, 8, 16}, fs))
 	}
+	// quant_slerp_matmul_swiglu: one row (on CUDA the slerp computed as the
+	// staged products stage h; a K of 512 and an odd F spread over many
+	// blocks), a few rows (the slerp row kernel, then the fused products),
+	// a K that is no whole number of vectors.
+	for _, f := range quantFormats {
+		for _, s := range [][3]int{{1, 256, 96}, {1, 512, 131}, {3, 128, 40}, {1, 65, 24}} {
+			cs = append(cs, quantSlerpSwiGLUCase(f, s[0], s[1], s[2]))
+		}
+	}
 	return cs
+}
+
+// quantSlerpSwiGLUCase is quant_slerp_matmul_swiglu of rows x k by gate
+// and up weights of f features: h = slerp(x, y, α) and the gated
+// activation of h.
+func quantSlerpSwiGLUCase(qf quantFormat, rows, k, f int) Case {
+	const eps = 1e-6
+	name := fmt.Sprintf("quant_slerp_matmul_swiglu/%s/%s/%dx%dx%d/blocks=%dx%d", qf.dt, qf.sdt, rows, k, f, qf.blocks.BlockRows, qf.blocks.BlockCols)
+	m := newMaker(name)
+	in := []Tensor{m.in("x", rows, k), m.in("y", rows, k), m.in("alpha", k)}
+	in = append(in, m.quantWeight("wg", qf, f, k)...)
+	in = append(in, m.quantWeight("wu", qf, f, k)...)
+	in = append(in, m.tensor("sg", graph.Input, graph.F32, 2, f), m.tensor("su", graph.Input, graph.F32, 2, f))
+	at := ops.QuantNormAttrs{Blocks: qf.blocks, Eps: eps}
+	return Case{
+		Name:   name,
+		Inputs: in,
+		Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+			return ops.QuantSlerpMatMulSwiGLU(b, in[0], in[1], in[2], at, in[3], in[4], in[5], in[6], in[7], in[8])
+		},
+		Ref: func(in [][]float64) [][]float64 {
+			h := refSlerp(in[0], in[1], in[2], float64(float32(eps)))
+			g := refQuant(qf, h, in[3], in[4], f, k)
+			u := refQuant(qf, h, in[5], in[6], f, k)
+			return [][]float64{h, refSwiGLU(g, u, in[7], in[8])}
+		},
+		// As quantSwiGLUCase's (h itself within f32's).
+		Tol: max(TolF32, tolQuantFormats(rows, qf)*swigluErrors(rows)),
+	}
 }
 
 // quantSwiGLUNormCase is quant_swiglu_norm_matmul of rows x k by gate and

@@ -127,6 +127,27 @@ __device__ void block_sum2_d(double* a, double* b, double* scratch) {
 	*a = x, *b = y;
 }
 
+// block_sum_n_d sums N values over the block at once, in place (every
+// thread gets every total, added in warp order: the same bits on every
+// run); scratch holds 32·N doubles.
+template <int N>
+__device__ void block_sum_n_d(double (&v)[N], double* scratch) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+	for (int j = 0; j < N; j++) v[j] = warp_sum_d(v[j]);
+	__syncthreads();
+	if (lane == 0)
+#pragma unroll
+		for (int j = 0; j < N; j++) scratch[32 * j + w] = v[j];
+	__syncthreads();
+#pragma unroll
+	for (int j = 0; j < N; j++) {
+		double t = 0;
+		for (int i = 0; i < nw; i++) t += scratch[32 * j + i];
+		v[j] = t;
+	}
+}
+
 __device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 __device__ __forceinline__ double silu_d(double x) { return x / (1.0 + exp(-x)); }
 

@@ -47,10 +47,19 @@
 // stages all of x, so the launch takes few blocks of many warps
 // (qmvxPlan), each looping over blocks of units.
 //
+// The slerp forms (qmvsg*, qmvssw*: quant_slerp_matmul and
+// quant_slerp_matmul_swiglu of one row) stage h' = slerp(x, y, α) in place
+// of x: every block first sums, over x, y and α, the five terms whose sums
+// give h' = cp·(1 - α) ⊙ x + cq·α ⊙ y (qmvx_slerp_coef: in f64, in a fixed
+// order, so every block gets the same bits), then stages h' as it would
+// stage x, and block 0 writes h' (the next residual's x). The slerp costs
+// the product one block reduction and two more reads of its input, in
+// place of a launch of its own.
+//
 // Everything else is qmvf_impl's: units of MF features (QF_SEG up to
 // QF_SEGS weights, QF_SW gate and up rows, QF_NRM one weight of
 // l2-normalized rows), S warps a unit splitting K in chunks of 32 vectors,
-// QMV_LOADS code loads a lane in flight, the first asked of L2 before
+// QMVX_LOADS code loads a lane in flight, the first asked of L2 before
 // pdl_entry (and with QMVX_EARLY loaded then: codes and scales are
 // written by uploads, never by the kernel before a product, as qmvr_*
 // takes them), sums reduced per warp, then in warp order: the same bits on
@@ -66,6 +75,13 @@
 // comparing).
 #ifndef QMVX_EARLY
 #define QMVX_EARLY 1
+#endif
+
+// QMVX_LOADS is the 16-byte code loads each lane of a staged product
+// issues per iteration, over all the features of its unit (QMV_LOADS
+// unless set: REEL_CUDA_DEFINES=-DQMVX_LOADS=8 for a sweep).
+#ifndef QMVX_LOADS
+#define QMVX_LOADS QMV_LOADS
 #endif
 
 // qmvx_dp2a adds to c the products of a's two 16-bit halves (signed) with
@@ -109,21 +125,57 @@ __device__ __forceinline__ u32 qmvx_f16x2(float a, float b) {
 // multiplies: 8 4-bit codes' inputs as 4 pairs, 4 i8 or FP8 codes' as 2.
 #define QMVX_XW(QT) ((QT) == QT_U4 ? 4 : 2)
 
+// qmvx_slerp_coef gives every thread of the block the coefficients of h'
+// = slerp(h, y, α) = cp·(1 - α) ⊙ h + cq·α ⊙ y over K inputs: n(h) + α ⊙
+// (n(y) - n(h)) is a·u + b·w for u = (1 - α) ⊙ h, w = α ⊙ y, a =
+// 1/sqrt(Σh² + eps) and b = 1/sqrt(Σy² + eps), and its squared norm is
+// a²Σu² + b²Σw² + 2abΣu·w, so that one block reduction of five sums gives
+// cp = a/|t| and cq = b/|t| (|t| = sqrt(that + eps)).
+__device__ __forceinline__ void qmvx_slerp_coef(const float* h, const float* y, const float* al, int K, float eps, double* cp, double* cq) {
+	__shared__ double scratch[32 * 5];
+	double t[5] = {0, 0, 0, 0, 0};
+	for (int i = threadIdx.x; i < K; i += blockDim.x) {
+		double hv = __ldg(h + i), yv = __ldg(y + i), av = __ldg(al + i);
+		double u = (1.0 - av) * hv, w = av * yv;
+		t[0] += hv * hv, t[1] += yv * yv, t[2] += u * u, t[3] += w * w, t[4] += u * w;
+	}
+	block_sum_n_d<5>(t, scratch);
+	double a = 1.0 / sqrt(t[0] + (double)eps), b = 1.0 / sqrt(t[1] + (double)eps);
+	double inv = 1.0 / sqrt(fmax(a * a * t[2] + b * b * t[3] + 2.0 * a * b * t[4], 0.0) + (double)eps);
+	*cp = a * inv, *cq = b * inv;
+}
+
+// qmvx_slerp_at is element h'_i of qmvx_slerp_coef's coefficients, from
+// h_i, y_i and α_i.
+__device__ __forceinline__ float qmvx_slerp_at(float h, float y, float al, double cp, double cq) {
+	return (float)(cp * ((1.0 - (double)al) * (double)h) + cq * ((double)al * (double)y));
+}
+
 // qmvx_stage stages x [K] (V vectors of E inputs) into xs, sx and (nrm) ss
 // as the header above lays them out; all the block's threads take part,
 // each 8 inputs of a vector (TPV threads a vector): one word of 4-bit
-// codes' inputs, two of i8 or FP8 codes'.
-template <int QT>
-__device__ __forceinline__ void qmvx_stage(const float* x, int V, u32* xs, float* sx, float* ss, bool nrm) {
+// codes' inputs, two of i8 or FP8 codes'. With SLP it stages h' =
+// slerp(x, y, α) of the coefficients cp, cq instead (qmvx_slerp_coef), and
+// writes h' to hout when hout is not null.
+template <int QT, bool SLP>
+__device__ __forceinline__ void qmvx_stage(const float* x, int V, u32* xs, float* sx, float* ss, bool nrm, const float* y, const float* al,
+                                           double cp, double cq, float* hout) {
 	const unsigned FULL = 0xffffffffu;
 	const int E = QT == QT_U4 ? 32 : 16, TPV = E / 8, WPT = 4 / TPV, XW = QMVX_XW(QT);
 	int n = TPV * V;
 	for (int base = 0; base < n; base += blockDim.x) { // the same trips for every thread: the shuffles need whole warps
 		int i = base + threadIdx.x, v = i / TPV, h = i % TPV;
 		float e[8];
+		long long at = (long long)E * v + 8 * h;
 #pragma unroll
 		for (int u = 0; u < 2; u++) {
-			float4 a = i < n ? __ldg((const float4*)(x + (long long)E * v + 8 * h) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
+			float4 a = i < n ? __ldg((const float4*)(x + at) + u) : make_float4(0.f, 0.f, 0.f, 0.f);
+			if (SLP && i < n) {
+				float4 b = __ldg((const float4*)(y + at) + u), c = __ldg((const float4*)(al + at) + u);
+				a = make_float4(qmvx_slerp_at(a.x, b.x, c.x, cp, cq), qmvx_slerp_at(a.y, b.y, c.y, cp, cq), qmvx_slerp_at(a.z, b.z, c.z, cp, cq),
+				                qmvx_slerp_at(a.w, b.w, c.w, cp, cq));
+				if (hout) ((float4*)(hout + at))[u] = a;
+			}
 			e[4 * u] = a.x, e[4 * u + 1] = a.y, e[4 * u + 2] = a.z, e[4 * u + 3] = a.w;
 		}
 		float m = 0.f;
@@ -254,10 +306,13 @@ __device__ __forceinline__ void qmvx_batch(uint4 (*q)[MF], float (*sv)[MF], cons
 
 // qmvx_impl: MF the features a unit (2 for QF_SW: gate, up), FORM QF_SEG,
 // QF_SW or QF_NRM; one row (R is 1), K a multiple of the vector's codes.
-template <int QT, int MF, int FORM>
-__device__ __forceinline__ void qmvx_impl(QMVF_PARAMS) {
+// SLP, the slerp forms (QF_SEG or QF_SW), stage h' = slerp(x, y, α) (y,
+// α and h' [K], 16-byte aligned; eps the slerp's) in place of x.
+template <int QT, int MF, int FORM, bool SLP = false>
+__device__ __forceinline__ void qmvx_impl(QMVF_PARAMS, const float* y = nullptr, const float* al = nullptr, float* hout = nullptr) {
+	static_assert(!SLP || FORM != QF_NRM, "the slerp forms are not normalized");
 	const int E = QT == QT_U4 ? 32 : 16; // codes a 16-byte vector
-	const int U = QMV_LOADS / MF > 0 ? QMV_LOADS / MF : 1;
+	const int U = QMVX_LOADS / MF > 0 ? QMVX_LOADS / MF : 1;
 	const bool NRM = FORM == QF_NRM;
 	__shared__ float red[QMVX_MAXWARPS * MF];
 	__shared__ float nred[NRM ? QMVX_MAXWARPS : 1];
@@ -279,7 +334,9 @@ __device__ __forceinline__ void qmvx_impl(QMVF_PARAMS) {
 	float sv[U][MF];
 	if (QMVX_EARLY) qmvf_load<QT, MF, U>(wr, sp, ok, srow, st, bc, V, p, S, q, sv);
 	pdl_entry();
-	qmvx_stage<QT>(x, V, xs, sx, ssv, NRM);
+	double cp = 0, cq = 0;
+	if (SLP) qmvx_slerp_coef(x, y, al, K, eps, &cp, &cq);
+	qmvx_stage<QT, SLP>(x, V, xs, sx, ssv, NRM, y, al, cp, cq, SLP && blockIdx.x == 0 ? hout : nullptr);
 	__syncthreads();
 	float ss[1] = {0.f}; // QF_NRM: the row's Σx², in lane 0 of a unit's first warp (qmvf_out sums a group's warps)
 	if (NRM) {
@@ -339,3 +396,17 @@ extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvnh_f8_f1(QMV
 extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvnh_f8_f2(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 2, QF_NRM>(QMVF_ARGS); }
 extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvnh_f8_f4(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 4, QF_NRM>(QMVF_ARGS); }
 extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvswh_f8(QMVF_PARAMS, int xsm) { qmvx_impl<QT_F8, 2, QF_SW>(QMVF_ARGS); }
+
+// The slerp forms (quant_fused.go's qfuseLaunch with a slerp): qmvsg<kind>_<codes>_f<MF> and qmvssw<kind>_<codes>.
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgi_u4_f1(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_U4, 1, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgi_u4_f2(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_U4, 2, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgi_u4_f4(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_U4, 4, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsswi_u4(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_U4, 2, QF_SW, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgi_i8_f1(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_I8, 1, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgi_i8_f2(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_I8, 2, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgi_i8_f4(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_I8, 4, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsswi_i8(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_I8, 2, QF_SW, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgh_f8_f1(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_F8, 1, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgh_f8_f2(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_F8, 2, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsgh_f8_f4(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_F8, 4, QF_SEG, true>(QMVF_ARGS, y, al, hout); }
+extern "C" __global__ void __launch_bounds__(QMVX_MAXWARPS * 32) qmvsswh_f8(QMVF_PARAMS, int xsm, const float* y, const float* al, float* hout) { qmvx_impl<QT_F8, 2, QF_SW, true>(QMVF_ARGS, y, al, hout); }
