@@ -10,8 +10,8 @@ import (
 
 // Binders of the fused slerp ops (ops/fused_slerp.go): slerp_rows writes
 // h (and, for prompt rows multiplied by cuBLAS, the 16-bit copy of h the
-// products read instead of converting it again), then the product's binder
-// runs on h. The planner makes these nodes for prompt rows only
+// products read instead of converting it again; decode rows take the slerp
+// op's own rowfuse), then the product's binder runs on h. The planner makes these nodes for prompt rows only
 // (planner.SlerpProductRule). Computing the slerp inside every block of a
 // decode matvec instead (the mvs_* kernels, removed) was measured slower
 // on the H200: Dory 4B decoded at 141.6 tok/s against 215.5 with the slerp
@@ -62,12 +62,20 @@ func (be *Backend) slerpThen(n *graph.Node, in, out []*Buffer, op string, produc
 				hv = &view
 			}
 		}
-		threads := threadsFor((k+3)/4, 1024)
-		if rows >= rowManyRows {
-			threads = 256
+		switch name, threads, err := rowKernel("rowfuse", k, rows); {
+		case hi == 0 && rows <= matvecMaxRows && err == nil:
+			// Decode rows: the slerp op's own kernel, as an unfused plan
+			// runs it (slerp_rows re-reads its row; rowfuse keeps it).
+			s.add(name, [3]uint32{uint32(rows), 1, 1}, [3]uint32{threads, 1, 1}, 0,
+				rowSlerp, x.ptr, y.ptr, alpha.ptr, h.ptr, int32(k), at.Eps)
+		default:
+			threads := threadsFor((k+3)/4, 1024)
+			if rows >= rowManyRows {
+				threads = 256
+			}
+			s.add("slerp_rows", [3]uint32{uint32(rows), 1, 1}, [3]uint32{threads, 1, 1}, 0,
+				x.ptr, y.ptr, alpha.ptr, h.ptr, hi, lo, int32(k), wt, at.Eps)
 		}
-		s.add("slerp_rows", [3]uint32{uint32(rows), 1, 1}, [3]uint32{threads, 1, 1}, 0,
-			x.ptr, y.ptr, alpha.ptr, h.ptr, hi, lo, int32(k), wt, at.Eps)
 	}
 	ps, err := product(be, sub, append([]*Buffer{hv}, in[3:]...), out[1:])
 	if err != nil {

@@ -94,6 +94,15 @@ func rowKernel(base string, n, rows int) (string, uint32, error) {
 	return "", 0, fmt.Errorf("rows of %d elements: the row kernels take at most %d", n, 1024*32)
 }
 
+// The row programs of rowfuse (norm.cu's ROW_SLERP, ROW_MIX,
+// ROW_GATED_NORM).
+const (
+	rowSlerp int32 = iota
+	rowMix
+	rowGatedNorm
+)
+
+// bindRowFuse binds a row op that rowfuse computes, kind its program.
 func bindRowFuse(kind int32) binder {
 	return func(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 		at, err := ops.NodeAttrs[ops.EpsAttrs](n)
