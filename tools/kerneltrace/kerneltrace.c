@@ -8,7 +8,7 @@
 // is the time its end adds after the end before it, which only a timeline
 // shows. summarize.py turns the file into per-kernel tables.
 //
-// Build on the device and run any CUDA program under it:
+// Build on the device and run any CUDA program under it (trace.sh does both):
 //
 //	gcc -O2 -shared -fPIC -I$CUDA/include -I$CUPTI/include kerneltrace.c \
 //	    -L$CUPTI/lib64 -lcupti -lpthread -o libkerneltrace.so
