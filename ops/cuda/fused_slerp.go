@@ -8,14 +8,14 @@ import (
 	"github.com/reel-runtime/reel/ops/cuda/internal/cu"
 )
 
-// Binders of the fused slerp ops (ops/fused_slerp.go): slerp_rows writes
-// h (and, for prompt rows multiplied by cuBLAS, the 16-bit copy of h the
-// products read instead of converting it again; decode rows take the slerp
-// op's own rowfuse), then the product's binder runs on h. The planner makes these nodes for prompt rows only
-// (planner.SlerpProductRule). Computing the slerp inside every block of a
-// decode matvec instead (the mvs_* kernels, removed) was measured slower
-// on the H200: Dory 4B decoded at 141.6 tok/s against 215.5 with the slerp
-// as its own launch (session 5, run 2).
+// Binders of the fused slerp ops (ops/fused_slerp.go): the slerp writes h
+// (prompt rows: slerp_rows, with the 16-bit copy of h the products read
+// when cuBLAS multiplies them, instead of converting it again; decode rows:
+// rowfuse, the slerp op's own kernel), then the product's binder runs on h.
+// The planner makes slerp_matmul and slerp_matmul_swiglu for prompt rows
+// only (planner.SlerpProductRule says why), and the quantized ones for
+// decode rows too, whose one row quant_fused.go's quantSlerpRow can take
+// as one launch.
 
 func bindSlerpMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
 	return be.slerpThen(n, in, out, ops.OpGroupedMatMul.Op, bindMatMul, halfType)

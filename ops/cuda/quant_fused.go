@@ -223,11 +223,14 @@ func (be *Backend) qfuseLaunch(s *steps, x *Buffer, segs []qfuseSeg, rows, k int
 	if l.shared > 0 {
 		xsm = 1
 	}
+	eps := form.eps
+	if sl != nil {
+		eps = sl.eps // the slerp's: the slerp forms have no norm
+	}
 	args := []any{x.ptr, int64(q0.stride), q0.st, q0.scols, q0.br, q0.bc, int32(rows), int32(k), int32(nf), int32(l.shape.split), int32(l.nb),
 		w[0], w[1], w[2], w[3], sc[0], sc[1], sc[2], sc[3], y[0], y[1], y[2], y[3], ends[0], ends[1], ends[2],
-		sgp, sup, form.eps, xsm}
+		sgp, sup, eps, xsm}
 	if sl != nil {
-		args[len(args)-2] = sl.eps
 		args = append(args, sl.y.ptr, sl.alpha.ptr, sl.h.ptr)
 	}
 	s.add(name, [3]uint32{uint32(l.grid), 1, 1}, [3]uint32{uint32(32 * l.shape.warps), 1, 1}, uint32(l.shared), args...)
