@@ -15,7 +15,7 @@ import (
 // Decompose into primitives the fused plan is checked against.
 
 // decodeDefs are the fused decode ops; they are registered beside the others.
-var decodeDefs = []*Def{OpQKVPrep, OpAttentionGate, OpNormMatMul}
+var decodeDefs = []*Def{OpQKVPrep, OpAttentionGate, OpNormMatMul, OpQKVAttentionGate}
 
 // QKVPrepAttrs are the attributes of qkv_prep: the rotary and norm of both
 // the queries and the keys, and how both slots store rows.
@@ -152,5 +152,51 @@ var OpNormMatMul = &Def{
 			return failed(1)
 		}
 		return []*graph.Value{MatMul(b, L2Norm(b, in[0], 0, at.Eps), in[1])}
+	},
+}
+
+// QKVAttentionAttrs are the attributes of qkv_attention_gate: its
+// qkv_prep's and its attention_gate's.
+type QKVAttentionAttrs struct {
+	Prep      QKVPrepAttrs
+	Attention AttentionAttrs
+}
+
+// OpQKVAttentionGate is qkv_prep followed by the attention_gate of its
+// queries: a decode row's attention from its raw projections, which on
+// CUDA is one launch less (the attention's blocks prepare their own heads,
+// and the block that holds the row's key writes the key and value rows).
+var OpQKVAttentionGate = &Def{
+	Op: "qkv_attention_gate",
+	Doc: "qkv_attention_gate(q[T, Hq·d], k[T, Hk·d], v[T, Hk·d], call, kslot, vslot, s[Hq·d], g[T, Hq·d], sg[Hq·d]) = " +
+		"attention_gate(qkv_prep(q, k, v, call, kslot, vslot, s), kslot, vslot, call, g, sg) (Prep, Attention): " +
+		"it writes the key and value rows into their slots as qkv_prep does. A decode row's attention from its raw projections in one step.",
+	Arity: 9,
+	Rule: func(a any, in []*graph.Value) (graph.Signature, error) {
+		at, err := attrsAs[QKVAttentionAttrs]("qkv_attention_gate", a)
+		if err != nil {
+			return graph.Signature{}, err
+		}
+		prep, err := OpQKVPrep.Rule(at.Prep, in[:7])
+		if err != nil {
+			return graph.Signature{}, fmt.Errorf("qkv_prep: %w", err)
+		}
+		sig, err := OpAttentionGate.Rule(at.Attention, []*graph.Value{specValue(prep.Outputs[0]), in[4], in[5], in[3], in[7], in[8]})
+		if err != nil {
+			return graph.Signature{}, fmt.Errorf("attention_gate: %w", err)
+		}
+		if at.Attention.HeadDim != at.Prep.NormRope.Rope.HeadDim {
+			return graph.Signature{}, fmt.Errorf("attention of heads of %d over queries prepared in heads of %d", at.Attention.HeadDim, at.Prep.NormRope.Rope.HeadDim)
+		}
+		sig.Writes = []int{4, 5}
+		return sig, nil
+	},
+	Decompose: func(b *graph.Builder, a any, in []*graph.Value) []*graph.Value {
+		at, ok := attrsIn[QKVAttentionAttrs](b, "qkv_attention_gate", a)
+		if !ok {
+			return failed(1)
+		}
+		q := apply1(b, OpQKVPrep, at.Prep, in[:7]...)
+		return []*graph.Value{apply1(b, OpAttentionGate, at.Attention, q, in[4], in[5], in[3], in[7], in[8])}
 	},
 }

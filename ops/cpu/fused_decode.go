@@ -18,6 +18,32 @@ var decodeKernels = map[string]kernelFunc{
 	"qkv_prep":       qkvPrepKernel,
 	"attention_gate": attentionGateKernel,
 	"norm_matmul":    normMatMulKernel,
+	// qkv_attention_gate: qkv_prep's queries into scratch, then
+	// attention_gate of them.
+	"qkv_attention_gate": qkvAttentionGateKernel,
+}
+
+// qkvAttentionGateKernel is qkv_prep into scratch queries, then
+// attention_gate of them.
+func qkvAttentionGateKernel(be *Backend, n *graph.Node, in, out []*Buffer) (ops.Step, error) {
+	at, err := ops.NodeAttrs[ops.QKVAttentionAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) != 9 || len(out) != 1 || len(n.Inputs) != 9 {
+		return nil, fmt.Errorf("qkv_attention_gate: %d inputs and %d outputs", len(in), len(out))
+	}
+	qv, q := be.scratchOf("queries", graph.Spec{DType: graph.F32, Shape: n.Inputs[0].Shape})
+	prep, err := qkvPrepKernel(be, part(n, "qkv_prep", at.Prep, n.Inputs[:7], []*graph.Value{qv}), in[:7], []*Buffer{q})
+	if err != nil {
+		return nil, fmt.Errorf("qkv_prep: %w", err)
+	}
+	ain := []*graph.Value{qv, n.Inputs[4], n.Inputs[5], n.Inputs[3], n.Inputs[7], n.Inputs[8]}
+	attn, err := attentionGateKernel(be, part(n, "attention_gate", at.Attention, ain, n.Outputs), []*Buffer{q, in[4], in[5], in[3], in[7], in[8]}, out)
+	if err != nil {
+		return nil, fmt.Errorf("attention_gate: %w", err)
+	}
+	return steps{prep, attn}, nil
 }
 
 // qkvPrepKernel is norm_rope of the queries, norm_rope_kv of the keys and

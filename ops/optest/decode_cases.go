@@ -16,7 +16,79 @@ func decodeCases() []Case {
 	cs = append(cs, qkvPrepCases()...)
 	cs = append(cs, attentionGateCases()...)
 	cs = append(cs, normMatMulCases()...)
+	cs = append(cs, qkvAttentionCases()...)
 	return append(cs, decodeBlockCases()...)
+}
+
+// qkvAttentionCases are qkv_attention_gate: one decode row (on CUDA the
+// attention's blocks prepare their own queries, the block holding the
+// row's key writes the key and value rows) at Dory 4B's shapes (a partial
+// rotary, a wrapped ring window), the first position, one query head a KV
+// head, a head of odd width and a window of three rows (the two launches'
+// route), and a position past the slot (an error).
+func qkvAttentionCases() []Case {
+	var cs []Case
+	for _, s := range []struct {
+		rows, hq, hk, hd, rot, pos, capacity, window int
+		ring                                         bool
+		err                                          string
+	}{
+		{rows: 1, hq: 16, hk: 4, hd: 256, rot: 128, pos: 2047, capacity: 2048},
+		{rows: 1, hq: 16, hk: 4, hd: 256, rot: 256, pos: 5000, capacity: 1024, window: 1024, ring: true},
+		{rows: 1, hq: 4, hk: 2, hd: 16, rot: 16, pos: 5, capacity: 8},
+		{rows: 1, hq: 8, hk: 2, hd: 64, rot: 32, pos: 0, capacity: 16},
+		{rows: 1, hq: 8, hk: 8, hd: 128, rot: 128, pos: 100, capacity: 128},
+		{rows: 1, hq: 4, hk: 1, hd: 34, rot: 32, pos: 9, capacity: 16},
+		{rows: 3, hq: 4, hk: 2, hd: 16, rot: 16, pos: 6, capacity: 16},
+		{rows: 1, hq: 4, hk: 2, hd: 16, rot: 16, pos: 8, capacity: 8, err: "capacity"},
+	} {
+		kind := "linear"
+		if s.ring {
+			kind = "ring"
+		}
+		name := fmt.Sprintf("qkv_attention_gate/%s/q%d-kv%d-d%d/rot=%d/rows=%d/pos=%d/cap=%d/window=%d", kind, s.hq, s.hk, s.hd, s.rot, s.rows, s.pos, s.capacity, s.window)
+		if s.err != "" {
+			name = "qkv_attention_gate/error/" + name[len("qkv_attention_gate/"):]
+		}
+		m := newMaker(name)
+		const theta, eps = 1e4, 1e-6
+		qw, kw := s.hq*s.hd, s.hk*s.hd
+		at := ops.QKVAttentionAttrs{
+			Prep: ops.QKVPrepAttrs{
+				NormRope: ops.NormRopeAttrs{Rope: ops.RopeAttrs{HeadDim: s.hd, Rotary: s.rot, Theta: theta}, Eps: eps},
+				Slot:     ops.SlotAttrs{Ring: s.ring},
+			},
+			Attention: ops.AttentionAttrs{Heads: s.hq, KVHeads: s.hk, HeadDim: s.hd, Window: s.window, Ring: s.ring,
+				Scale: float32(1 / math.Sqrt(float64(s.hd)))},
+		}
+		cs = append(cs, Case{
+			Name: name,
+			Inputs: []Tensor{
+				m.tensor("q", graph.Input, graph.F32, 3, s.rows, qw), m.tensor("k", graph.Input, graph.F32, 3, s.rows, kw), m.in("v", s.rows, kw),
+				call(s.pos, 0), m.slot("kslot", s.capacity, kw), m.slot("vslot", s.capacity, kw),
+				m.tensor("s", graph.Input, graph.F32, 2, qw), m.tensor("g", graph.Input, graph.F32, 4, s.rows, qw), m.tensor("sg", graph.Input, graph.F32, 2, qw),
+			},
+			Build: func(b *graph.Builder, in []*graph.Value) []*graph.Value {
+				return b.Apply(ops.OpQKVAttentionGate, at, 1, in...)
+			},
+			Ref: func(in [][]float64) [][]float64 {
+				pos, used := callRows(in[3], s.rows)
+				e := float64(float32(eps))
+				q := refNormRope(in[0], qw, at.Prep.NormRope.Rope, pos, e, in[6])
+				k := refNormRope(in[1], kw, at.Prep.NormRope.Rope, pos, e, nil)
+				ks := refKVWrite(in[4], k, kw, pos, used, s.ring)
+				vs := refKVWrite(in[5], in[2], kw, pos, used, s.ring)
+				y := refAttention(q, ks, vs, at.Attention, pos, used)
+				for i := range y {
+					y[i] *= refSigmoid(in[7][i] * in[8][i%qw])
+				}
+				return [][]float64{y, ks, vs}
+			},
+			Tol:     attnTol(s.rows),
+			WantErr: s.err,
+		})
+	}
+	return cs
 }
 
 func qkvPrepCases() []Case {
