@@ -17,7 +17,7 @@ var allRules = []string{
 	planner.RuleSwiGLUNormMatMul, planner.RuleQuantSwiGLUNormMatMul, planner.RuleMatMulSwiGLU, planner.RuleQuantMatMulSwiGLU, planner.RuleQKVPrep, planner.RuleNormRopeKV,
 	planner.RuleAttentionGate, planner.RuleSlerp, planner.RuleGatedNorm, planner.RuleNormRope, planner.RuleSwiGLU, planner.RuleMix,
 	planner.RuleNormMatMul, planner.RuleQuantNormMatMul, planner.RuleGDNPrep, planner.RuleExpertGLU, planner.RuleHCMixMatMul, planner.RuleMoEInjectNorm, planner.RuleGroupMatMul,
-	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul,
+	planner.RuleQuantGroupMatMul, planner.RuleChain, planner.RuleSlerpMatMul, planner.RuleQKVAttention,
 }
 
 // quantRules are the rules of the fused quantized products.
@@ -110,7 +110,8 @@ func TestEachRule(t *testing.T) {
 	e := newEnv(g, 2, 5, 8)
 	ref := runReference(t, g, e)
 	needs := map[string][]string{
-		planner.RuleSlerpMatMul: {planner.RuleSlerp, planner.RuleMatMulSwiGLU, planner.RuleGroupMatMul},
+		planner.RuleSlerpMatMul:  {planner.RuleSlerp, planner.RuleMatMulSwiGLU, planner.RuleGroupMatMul},
+		planner.RuleQKVAttention: {planner.RuleQKVPrep, planner.RuleAttentionGate},
 	}
 	for _, rule := range allRules {
 		if slices.Contains(qwen4Rules, rule) {
@@ -132,6 +133,13 @@ func TestEachRule(t *testing.T) {
 				c.rows = ops.AttentionChunkRows
 				g = buildTiny(t, c)
 				e = newEnv(g, 2, 5, 32)
+				ref = runReference(t, g, e)
+			}
+			if rule == planner.RuleQKVAttention { // a rule for one row
+				c := tinyShape
+				c.rows = 1
+				g = buildTiny(t, c)
+				e = newEnv(g, 2, 5, 8)
 				ref = runReference(t, g, e)
 			}
 			got, rep := runPlanned(t, g, planner.Options{Fuse: true, Skip: skip}, e)

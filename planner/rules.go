@@ -172,6 +172,7 @@ func Rules(skip []string) []Rule {
 		QuantSiblingRule{},
 		ChainRule{},
 		SlerpProductRule{},
+		QKVAttentionRule{},
 	}
 	off := map[string]bool{}
 	for _, s := range skip {

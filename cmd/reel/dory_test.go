@@ -90,7 +90,7 @@ func TestRunGenerates(t *testing.T) {
 func TestDumpDoryStages(t *testing.T) {
 	code, out, errOut := reel("dump", "--synthetic", "dory-4b", "--stats")
 	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, out, "nodes 2081, launches 455")
+	require.Contains(t, out, "nodes 2081, launches 399") // 455 before each qkv_prep went into its attention (session 11)
 	for _, stage := range []string{"all", "first", "firstread", "read", "secondread", "secondfresh"} {
 		want := "last"
 		if stage == "first" {

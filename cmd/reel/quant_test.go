@@ -108,9 +108,10 @@ func TestQuantFlag(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	// 847 launches before the fused quantized products, 455 before the
 	// slerps went into the products after them (108 of 112: the other four
-	// are read by a mix or the head); bf16's plan keeps its slerps (455).
-	require.Contains(t, out, "nodes 2081, launches 347")
-	require.Contains(t, out, "quant_grouped_matmul 4 (16 nodes), quant_norm_matmul 112 (224 nodes), slerp 4 (24 nodes), slerp_matmul 108 (1192 nodes)")
+	// are read by a mix or the head) and each qkv_prep into its attention;
+	// bf16's plan keeps its slerps (399).
+	require.Contains(t, out, "nodes 2081, launches 291")
+	require.Contains(t, out, "qkv_attention_gate 56 (616 nodes), quant_grouped_matmul 4 (16 nodes), quant_norm_matmul 112 (224 nodes), slerp 4 (24 nodes), slerp_matmul 108 (1192 nodes)")
 }
 
 // TestQuantFlagErrors: a --quant that is not a format is a usage error

@@ -144,22 +144,53 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 			return be.attnDecode(s, p, at, q, k, v, call, y, gp, sp, rows, capacity, ring)
 		}
 	}
-	// Chunks: enough blocks to fill the SMs twice, each at most attnChunkMax
-	// keys and within 48 KiB of shared memory with the group's queries, and
-	// at least attnChunkMin keys, so that a block's loads are many and the
-	// partials the finish reads few. The kernel splits each row's keys
-	// evenly over the chunks at run time.
+	if err := be.attnPart(s, at, q, k, v, call, y, gp, sp, rows, capacity, span, ring, vec, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// attnPrepIn is what attn_part's prep form (attn_prep_*, one row of
+// qkv_attention_gate) reads besides attn_part's own (kernels/attention.cu's
+// attnPrep): the row's raw key and value rows, the rotary table and
+// attention factor, the queries' scale (0 for none), the rotary width and
+// the norms' epsilon.
+type attnPrepIn struct {
+	k, v *Buffer
+	freq cu.DevicePtr
+	m    float64
+	sq   cu.DevicePtr
+	rot  int
+	eps  float32
+}
+
+// attnPart appends attn_part over (row, kv head, key chunk) and attn_finish
+// merging the chunks of each (row, head), gated by gp and sp when they are
+// not 0; with prep, attn_part's prep form (q the raw queries: vec and
+// groups of 1, 2, 4 or 8 only, which the caller checks). Chunks: enough
+// blocks to fill the SMs twice, each at most attnChunkMax keys and within
+// 48 KiB of shared memory with the group's queries, and at least
+// attnChunkMin keys, so that a block's loads are many and the partials the
+// finish reads few. The kernel splits each row's keys evenly over the
+// chunks at run time.
+func (be *Backend) attnPart(s *steps, at ops.AttentionAttrs, q, k, v, call, y *Buffer, gp, sp cu.DevicePtr, rows, capacity, span int, ring int32,
+	vec bool, prep *attnPrepIn) error {
+	d, groups := at.HeadDim, at.Heads/at.KVHeads
+	extra := 0 // the prep form's key being prepared
+	if prep != nil {
+		extra = d
+	}
 	splits := attnSplits(rows*at.KVHeads, span, be.kernels.sms, be.attnDec)
 	chunk := (span + splits - 1) / splits
-	limit := (48*1024/4 - groups*d) / (groups + 1)
+	limit := (48*1024/4 - groups*d - extra) / (groups + 1)
 	if limit < 32 {
-		return nil, fmt.Errorf("attention: %d query heads per kv head of %d do not fit in shared memory", groups, d)
+		return fmt.Errorf("attention: %d query heads per kv head of %d do not fit in shared memory", groups, d)
 	}
 	chunk = min(chunk, attnChunkMax, limit)
 	splits = (span + chunk - 1) / chunk
 	pm, pl, pacc, err := be.attnParts(rows*at.Heads*splits, d)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	vec = vec && aligned16(pacc)
 	part := "attn_part_s"
@@ -169,12 +200,19 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 			part = fmt.Sprintf("attn_part_v%d", groups)
 		}
 	}
-	shared := uint32(4 * (groups*d + groups*chunk + chunk))
-	s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared,
-		q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
-		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk))
+	args := []any{q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
+		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk)}
+	if prep != nil {
+		if part != fmt.Sprintf("attn_part_v%d", groups) {
+			return fmt.Errorf("attention: the prep form takes heads of a multiple of 4 dimensions in groups of 1, 2, 4 or 8, not %s", part)
+		}
+		part = fmt.Sprintf("attn_prep_v%d", groups)
+		args = append(args, prep.k.ptr, prep.v.ptr, k.ptr, v.ptr, prep.freq, prep.m, prep.sq, int32(prep.rot), prep.eps)
+	}
+	shared := uint32(4 * (groups*d + groups*chunk + chunk + extra))
+	s.add(part, [3]uint32{uint32(rows), uint32(at.KVHeads), uint32(splits)}, [3]uint32{attnThreads, 1, 1}, shared, args...)
 	addAttnFinish(s, pm, pl, pacc, y, call, rows, at.Heads, d, splits, gp, sp, vec)
-	return s, nil
+	return nil
 }
 
 // addAttnFinish adds attn_finish, merging the splits partials (pm, pl,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -446,5 +447,53 @@ func TestDecodeAttentionSweep(t *testing.T) {
 			us, gbps := timeDecAttn(t, be, s, tu.tune, 20)
 			fmt.Printf("sweep %-22s %-22s %8.2f µs %6.0f GB/s %5.1f%%\n", s.name, tu.name, us, gbps, 100*gbps*1e9/copyBound)
 		}
+	}
+}
+
+// TestQKVAttentionFold runs the op table's qkv_attention_gate cases with
+// the tuning's qkvFold (REEL_QKV_ATTN=1): one row of heads of a multiple
+// of 4 dimensions in groups of 1, 2, 4 or 8 takes attn_prep_* (no
+// qkv_prep launch), every other case qkv_prep and the attention; each
+// within its bound of the float64 reference, the slots included.
+func TestQKVAttentionFold(t *testing.T) {
+	be := newTestBackend(t, Options{})
+	be.mv.qkvFold = true
+	n := 0
+	for _, c := range optest.Cases() {
+		if !strings.HasPrefix(c.Name, "qkv_attention_gate/") {
+			continue
+		}
+		n++
+		t.Run(c.Name, func(t *testing.T) {
+			optest.Check(t, be, c)
+			var names []string // the kernels of one plain run
+			be.bound = &names
+			_, err := runPlain(be, c)
+			be.bound = nil
+			if (err != nil) != (c.WantErr != "") {
+				t.Fatalf("plain run: %v, want an error %v", err, c.WantErr != "")
+			}
+			g, err := c.Graph()
+			if err != nil {
+				t.Fatal(err)
+			}
+			at, err := ops.NodeAttrs[ops.QKVAttentionAttrs](g.Nodes[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := at.Attention
+			grp := a.Heads / a.KVHeads
+			want := c.Inputs[0].Shape.Rows() == 1 && a.HeadDim%4 == 0 && (grp == 1 || grp == 2 || grp == 4 || grp == 8)
+			folded := slices.ContainsFunc(names, func(s string) bool { return strings.HasPrefix(s, "attn_prep_") })
+			if c.WantErr == "" && folded != want {
+				t.Errorf("kernels %v: folded %v, want %v", names, folded, want)
+			}
+			if folded && slices.Contains(names, "qkv_prep") {
+				t.Errorf("kernels %v: qkv_prep beside the prep form", names)
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no qkv_attention_gate cases in the table")
 	}
 }

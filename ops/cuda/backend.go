@@ -213,6 +213,9 @@ type Backend struct {
 	// win is a decode window's scratch on cuBLAS (window): x split in
 	// 16 bits, the GEMMs' outputs, the rows' scales.
 	win reused
+	// queries are qkv_attention_gate's prepared queries where it runs its
+	// parts.
+	queries reused
 	// winRows is the fewest rows of a product of 16-bit weights that
 	// cuBLAS computes as a window (windowMinRows; REEL_WINDOW_CUBLAS, 0
 	// for never).
@@ -387,6 +390,16 @@ func New(opts Options) (*Backend, error) {
 	default:
 		ctx.Close()
 		return nil, fmt.Errorf("REEL_SLERP_STAGED=%q: want 1 (the slerp before a one-row quantized product computed inside it), 0 or unset (its own launch)", v)
+	}
+	// REEL_QKV_ATTN=1 prepares a decode row's queries, key and value in the
+	// attention's blocks (qkvFold); off until measured on a card.
+	switch v := os.Getenv("REEL_QKV_ATTN"); v {
+	case "", "0":
+	case "1":
+		be.mv.qkvFold = true
+	default:
+		ctx.Close()
+		return nil, fmt.Errorf("REEL_QKV_ATTN=%q: want 1 (a decode row's queries, key and value prepared in the attention's blocks), 0 or unset (qkv_prep's own launch)", v)
 	}
 	// REEL_MV_PREFETCH_MB=N: the megabytes of a matvec's weights asked of
 	// L2 before its wait (mvPrefetch; 0 or unset: its first two batches).

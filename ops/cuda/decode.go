@@ -79,6 +79,94 @@ func bindQKVPrep(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) 
 	return s, nil
 }
 
+// bindQKVAttentionGate binds qkv_attention_gate: one row, with the
+// tuning's qkvFold, as the attention's launches only (qkvAttentionRow);
+// otherwise its parts, qkv_prep into the shared queries scratch, then
+// attention_gate of them.
+func bindQKVAttentionGate(be *Backend, n *graph.Node, in, out []*Buffer) (*steps, error) {
+	at, err := ops.NodeAttrs[ops.QKVAttentionAttrs](n)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) != 9 || len(out) != 1 || len(n.Inputs) != 9 {
+		return nil, fmt.Errorf("qkv_attention_gate: %d inputs and %d outputs", len(in), len(out))
+	}
+	if s, ok, err := be.qkvAttentionRow(at, n, in, out[0]); err != nil || ok {
+		return s, err
+	}
+	p, err := be.reuse(&be.queries, 4*in[0].n)
+	if err != nil {
+		return nil, err
+	}
+	q := &Buffer{ptr: p, dt: graph.F32, store: graph.F32, n: in[0].n, bytes: 4 * in[0].n, be: be}
+	qv := &graph.Value{ID: -1, Name: "queries", DType: graph.F32, Shape: n.Inputs[0].Shape, Kind: graph.Temp}
+	prep := &graph.Node{ID: n.ID, Op: ops.OpQKVPrep.Op, Attrs: at.Prep, Inputs: n.Inputs[:7], Outputs: []*graph.Value{qv}, Scope: n.Scope}
+	ps, err := bindQKVPrep(be, prep, in[:7], []*Buffer{q})
+	if err != nil {
+		return nil, fmt.Errorf("qkv_prep: %w", err)
+	}
+	as, err := be.attention(at.Attention, q, in[4], in[5], in[3], out[0], in[7], in[8])
+	if err != nil {
+		return nil, fmt.Errorf("attention_gate: %w", err)
+	}
+	s := be.newSteps()
+	s.then(ps, as)
+	return s, nil
+}
+
+// qkvAttentionRow appends qkv_attention_gate of one row as attn_part's
+// prep form (its blocks prepare their queries; the block holding the
+// row's key prepares it and writes it and the value row) and attn_finish,
+// where the tuning's qkvFold asks for it and the shapes suit: heads of a
+// multiple of 4 dimensions in groups of 1, 2, 4 or 8, 16-byte aligned
+// buffers. ok false, and nothing appended, otherwise.
+func (be *Backend) qkvAttentionRow(at ops.QKVAttentionAttrs, n *graph.Node, in []*Buffer, y *Buffer) (s *steps, ok bool, err error) {
+	a, rope := at.Attention, at.Prep.NormRope.Rope
+	d := a.HeadDim
+	if !be.mv.qkvFold || n.Inputs[0].Shape.Rows() != 1 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || d%4 != 0 || rope.HeadDim != d {
+		return nil, false, nil
+	}
+	switch a.Heads / a.KVHeads {
+	case 1, 2, 4, 8:
+	default:
+		return nil, false, nil
+	}
+	q, k, v, call, ks, vs, sq, g, sg := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
+	if err := f32All([]string{"q", "k", "v", "kslot", "vslot", "s", "g", "sg", "output"}, []*Buffer{q, k, v, ks, vs, sq, g, sg, y}); err != nil {
+		return nil, false, err
+	}
+	if err := checkCall(call); err != nil {
+		return nil, false, err
+	}
+	qw, kw := a.Heads*d, a.KVHeads*d
+	if q.n != qw || k.n != kw || v.n != kw || g.n != qw || sq.n != qw || sg.n != qw || y.n != qw || ks.n%kw != 0 || vs.n != ks.n {
+		return nil, false, fmt.Errorf("qkv_attention_gate: q of %d, k of %d, v of %d, slots of %d and %d, scales of %d and %d, gate of %d, output of %d elements "+
+			"do not fit one row of %d query and %d kv heads of %d", q.n, k.n, v.n, ks.n, vs.n, sq.n, sg.n, g.n, y.n, a.Heads, a.KVHeads, d)
+	}
+	if !aligned16(q.ptr, k.ptr, v.ptr, ks.ptr, vs.ptr, y.ptr, g.ptr, sg.ptr) {
+		return nil, false, nil
+	}
+	fp, m, err := be.uploadRope(rope)
+	if err != nil {
+		return nil, false, err
+	}
+	capacity := ks.n / kw
+	ring := int32(0)
+	if ops.RingHolds(a, capacity, 1) {
+		ring = 1
+	}
+	span := capacity
+	if a.Window > 0 {
+		span = min(a.Window, capacity)
+	}
+	s = be.newSteps()
+	prep := &attnPrepIn{k: k, v: v, freq: fp, m: m, sq: sq.ptr, rot: rope.Rotary, eps: at.Prep.NormRope.Eps}
+	if err := be.attnPart(s, a, q, ks, vs, call, y, g.ptr, sg.ptr, 1, capacity, max(span, 1), ring, true, prep); err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
 // qkvHeadsPerBlock is the heads one qkv_prep block prepares for a prompt
 // chunk of many rows.
 const qkvHeadsPerBlock = 8

@@ -73,6 +73,11 @@ type mvTuning struct {
 	// the staged kernel stages its x (the slerp forms qmvsg*, qmvssw*;
 	// REEL_SLERP_STAGED=1), rather than as its own launch.
 	slerpStaged bool
+	// qkvFold takes qkv_attention_gate of one row as the attention's
+	// launches only, its blocks preparing their queries and the key and
+	// value rows (attn_prep_*; REEL_QKV_ATTN=1), rather than qkv_prep's
+	// launch first. (A field of the decode tuning, beside the products'.)
+	qkvFold bool
 	// prefetch, when positive, is the bytes of a matvec launch's weights
 	// its warps ask L2 for before they wait on the kernel before it
 	// (mvPrefetch; REEL_MV_PREFETCH_MB); 0 for only their first two

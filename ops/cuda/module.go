@@ -31,6 +31,7 @@ var kernelNames = append([]string{
 	"binary", "unary", "chain", "swiglu", "embed", "argmax", "check_finite", "last_row", "kv_write", "to_half", "to_half_norm", "swiglu_norm_half",
 	"norm_rows", "norm_rows_wide", "norm_rows_long", "rowfuse", "rowfuse_wide", "rope",
 	"attn_part_v1", "attn_part_v2", "attn_part_v4", "attn_part_v8", "attn_part_vx", "attn_part_s",
+	"attn_prep_v1", "attn_prep_v2", "attn_prep_v4", "attn_prep_v8",
 	"attn_finish", "qkv_prep",
 	"matmul_tiled", "slerp_rows", "kv_half_d32", "kv_half_d64", "kv_half_d128", "kv_half_d256",
 	"win_half", "win_sum", "win_glu_half",

@@ -33,6 +33,7 @@ var binders = map[string]binder{
 	"attention":           bindAttention,
 	"attention_gate":      bindAttentionGate,
 	"qkv_prep":            bindQKVPrep,
+	"qkv_attention_gate":  bindQKVAttentionGate,
 	"norm_matmul":         bindNormMatMul,
 	"slice_rows":          bindSliceRows,
 	"last_row":            bindLastRow,

@@ -38,6 +38,36 @@ __device__ __forceinline__ void ldg_v(const float* p, float* a) {
 	}
 }
 
+// ld_kv loads E consecutive floats of keys or values: through the
+// read-only path (ldg_v), or with coh from L2 (ld.global.cg), as a block
+// must read what it wrote itself in this kernel (attn_part's prep form).
+template <int E>
+__device__ __forceinline__ void ld_kv(const float* p, float* a, bool coh) {
+	if (!coh) {
+		ldg_v<E>(p, a);
+	} else if (E == 4) {
+		float4 t = __ldcg((const float4*)p);
+		a[0] = t.x, a[1] = t.y, a[2] = t.z, a[3] = t.w;
+	} else {
+		a[0] = __ldcg(p);
+	}
+}
+
+// attnPrep is what attn_part's prep form (qkv_attention_gate of one row)
+// reads besides attn_part's own: the row's raw key and value rows (knew,
+// vnew) and the slots to write them to (ks, vs: k and v, writable), the
+// rotary table and attention factor (freq, fm), the queries' scale sq,
+// the rotary width and the norms' epsilon (qkv_prep's).
+struct attnPrep {
+	const float *knew, *vnew;
+	float *ks, *vs;
+	const double* freq;
+	double fm;
+	const float* sq;
+	int rot;
+	float eps;
+};
+
 // lds_v loads E consecutive floats of shared memory.
 template <int E>
 __device__ __forceinline__ void lds_v(const float* p, float* a) {
@@ -60,11 +90,19 @@ __device__ __forceinline__ void lds_v(const float* p, float* a) {
 // bandwidth: each thread issues the loads of its first ATTN_VPF value
 // vectors before anything else, and a warp loads the keys of KPW keys at
 // once, so the block waits for memory about twice, not once per key.
+//
+// PREP (one row: qkv_attention_gate) makes q the row's raw queries: each
+// block prepares its group's heads into shared memory as qkv_prep does
+// (rope_head: the rotary, the l2 norm, the scale), and the block whose
+// chunk holds the row's own key (the span's last) first prepares that key
+// and writes it and its value row into the slots (pr), then reads its
+// keys and values from L2 (ld_kv): the rows it wrote are in this kernel.
+// Its dynamic shared memory has d more floats (the key being prepared).
 #define ATTN_VPF 8
-template <int E, int GT>
+template <int E, int GT, bool PREP = false>
 __device__ void attn_part_body(const float* q, const float* k, const float* v, const int* call, int* err, float* pm, float* pl,
                                float* pacc, int rows, int heads, int kvh, int d, int cap, int window, int ring, float scale,
-                               int chunk) {
+                               int chunk, attnPrep pr = {}) {
 	extern __shared__ float sh[];
 	const int GM = GT > 0 ? GT : ATTN_MAX_GROUP;
 	const int KPW = GT > 0 && GT <= 4 ? 4 : 2; // keys a warp scores at once
@@ -112,6 +150,19 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 	int KG = dn <= (int)blockDim.x ? min((int)blockDim.x / dn, ATTN_MAX_SPLIT) : 1;
 	int part = threadIdx.x / dn;
 	bool pre = dn <= (int)blockDim.x && part < KG;
+	// PREP: the block holding the row's own key (key p, the last of its
+	// chunk) writes that key, prepared, and its value into the slots.
+	bool coh = false;
+	if (PREP && n > 0 && j1 == p + 1) {
+		coh = true;
+		float* kt = (float*)(ridx + chunk);
+		rope_head(pr.knew + (long long)t * kw + kh * d, kt, p, pr.freq, pr.fm, nullptr, d, pr.rot, 1, pr.eps);
+		__syncthreads();
+		int r = r0 + n - 1;
+		long long o = (long long)(r >= cap ? r - cap : r) * kw + kh * d;
+		for (int i = threadIdx.x; i < d; i += blockDim.x) pr.ks[o + i] = kt[i], pr.vs[o + i] = pr.vnew[(long long)t * kw + kh * d + i];
+		__syncthreads();
+	}
 	float vp[ATTN_VPF][E];
 	if (pre) {
 		const float* vc = v + kh * d + (threadIdx.x % dn) * E;
@@ -120,12 +171,19 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 			int jj = part + u * KG;
 			if (jj < n) {
 				int r = r0 + jj;
-				ldg_v<E>(vc + (long long)(r >= cap ? r - cap : r) * kw, vp[u]);
+				ld_kv<E>(vc + (long long)(r >= cap ? r - cap : r) * kw, vp[u], coh);
 			}
 		}
 	}
 	const float* qrow = q + (long long)t * heads * d + (long long)kh * G * d;
-	for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
+	if (PREP) {
+		for (int g = 0; g < G; g++) {
+			long long o = (long long)(kh * G + g) * d;
+			rope_head(qrow + (long long)g * d, qs + g * d, p, pr.freq, pr.fm, pr.sq ? pr.sq + o : nullptr, d, pr.rot, 1, pr.eps);
+		}
+	} else {
+		for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
+	}
 	for (int jj = threadIdx.x; jj < n; jj += blockDim.x) {
 		int r = r0 + jj;
 		ridx[jj] = r >= cap ? r - cap : r;
@@ -147,7 +205,7 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 		for (int i = lane; i < dn; i += 32) {
 			float kv[KPW][E];
 #pragma unroll
-			for (int u = 0; u < KPW; u++) ldg_v<E>(kr[u] + i * E, kv[u]);
+			for (int u = 0; u < KPW; u++) ld_kv<E>(kr[u] + i * E, kv[u], coh);
 #pragma unroll
 			for (int g = 0; g < GM; g++) {
 				if (g < G) {
@@ -221,7 +279,7 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 #pragma unroll 4
 			for (; jj < n; jj += KG) {
 				float b[E];
-				ldg_v<E>(vc + (long long)ridx[jj] * kw, b);
+				ld_kv<E>(vc + (long long)ridx[jj] * kw, b, coh);
 #pragma unroll
 				for (int g = 0; g < GM; g++)
 					if (g < G) {
@@ -285,6 +343,25 @@ extern "C" __global__ void __launch_bounds__(256, 2) attn_part_vx(ATTN_PART_PARA
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attn_part_s(ATTN_PART_PARAMS) {
 	attn_part_body<1, 0>(ATTN_PART_ARGS);
+}
+
+// attn_prep_<form>: attn_part_v1 .. v8's prep form (PREP: one row of
+// qkv_attention_gate), q the raw queries, pr attnPrep's fields.
+#define ATTN_PREP_PARAMS                                                                                                          \
+	ATTN_PART_PARAMS, const float *knew, const float *vnew, float *ks, float *vs, const double *freq, double fm, const float *sq, int rot, \
+		float eps
+#define ATTN_PREP_ARGS ATTN_PART_ARGS, attnPrep{knew, vnew, ks, vs, freq, fm, sq, rot, eps}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_prep_v1(ATTN_PREP_PARAMS) {
+	attn_part_body<4, 1, true>(ATTN_PREP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_prep_v2(ATTN_PREP_PARAMS) {
+	attn_part_body<4, 2, true>(ATTN_PREP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_prep_v4(ATTN_PREP_PARAMS) {
+	attn_part_body<4, 4, true>(ATTN_PREP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attn_prep_v8(ATTN_PREP_PARAMS) {
+	attn_part_body<4, 8, true>(ATTN_PREP_ARGS);
 }
 
 // attn_finish_body: grid (rows, heads, D), dynamic shared memory 2·S + d/D
