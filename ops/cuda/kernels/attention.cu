@@ -93,7 +93,7 @@ __device__ __forceinline__ void lds_v(const float* p, float* a) {
 //
 // PREP (one row: qkv_attention_gate) makes q the row's raw queries: each
 // block prepares its group's heads into shared memory as qkv_prep does
-// (rope_head: the rotary, the l2 norm, the scale), and the block whose
+// (rope_heads: the rotary, the l2 norm, the scale), and the block whose
 // chunk holds the row's own key (the span's last) first prepares that key
 // and writes it and its value row into the slots (pr), then reads its
 // keys and values from L2 (ld_kv): the rows it wrote are in this kernel.
@@ -177,10 +177,8 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 	}
 	const float* qrow = q + (long long)t * heads * d + (long long)kh * G * d;
 	if (PREP) {
-		for (int g = 0; g < G; g++) {
-			long long o = (long long)(kh * G + g) * d;
-			rope_head(qrow + (long long)g * d, qs + g * d, p, pr.freq, pr.fm, pr.sq ? pr.sq + o : nullptr, d, pr.rot, 1, pr.eps);
-		}
+		static_assert(!PREP || GT > 0, "the prep form is of a group size known at compile time");
+		rope_heads<GM>(qrow, qs, p, pr.freq, pr.fm, pr.sq ? pr.sq + (long long)kh * G * d : nullptr, d, pr.rot, pr.eps);
 	} else {
 		for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
 	}

@@ -255,6 +255,53 @@ __device__ void rope_head(const float* src, float* dst, int p, const double* fre
 	}
 }
 
+// rope_heads is rope_head (with its norm) of G consecutive heads at once,
+// src and dst G·hd elements, scale (when not null) their G·hd values: the
+// same arithmetic in the same order for each head, so the same bits, with
+// one block reduction of G sums instead of G. Every thread of the block
+// must call it (it synchronizes).
+template <int G>
+__device__ void rope_heads(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot, float eps) {
+	__shared__ double scratch[32 * G];
+	int h = rot / 2;
+	double pp = (double)p;
+	for (int it = threadIdx.x; it < G * h; it += blockDim.x) {
+		int g = it / h, j = it - g * h;
+		double t = pp * freq[j];
+		t -= 6.283185307179586 * rint(t * 0.15915494309189535);
+		float sn, c;
+		sincosf((float)t, &sn, &c);
+		float cf = (float)(m * (double)c), sf = (float)(m * (double)sn);
+		const float* x = src + (long long)g * hd;
+		float* y = dst + (long long)g * hd;
+		float a = x[j], b = x[j + h];
+		y[j] = a * cf - b * sf;
+		y[j + h] = b * cf + a * sf;
+	}
+	int rest = hd - rot;
+	for (int it = threadIdx.x; it < G * rest; it += blockDim.x) {
+		int g = it / rest, i = rot + it - g * rest;
+		dst[(long long)g * hd + i] = src[(long long)g * hd + i];
+	}
+	__syncthreads();
+	double ss[G];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		ss[g] = 0;
+		for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+			double v = dst[(long long)g * hd + i];
+			ss[g] += v * v;
+		}
+	}
+	block_sum_n_d<G>(ss, scratch);
+	for (int it = threadIdx.x; it < G * hd; it += blockDim.x) {
+		int g = it / hd;
+		float v = (float)((double)dst[it] * (1.0 / sqrt(ss[g] + (double)eps)));
+		if (scale) v *= scale[it];
+		dst[it] = v;
+	}
+}
+
 // smem_addr is the shared-memory address of a generic pointer into it, for
 // cp.async.
 __device__ __forceinline__ u32 smem_addr(const void* p) {
