@@ -130,14 +130,22 @@ __device__ __forceinline__ u32 qmvx_f16x2(float a, float b) {
 // (n(y) - n(h)) is a·u + b·w for u = (1 - α) ⊙ h, w = α ⊙ y, a =
 // 1/sqrt(Σh² + eps) and b = 1/sqrt(Σy² + eps), and its squared norm is
 // a²Σu² + b²Σw² + 2abΣu·w, so that one block reduction of five sums gives
-// cp = a/|t| and cq = b/|t| (|t| = sqrt(that + eps)).
+// cp = a/|t| and cq = b/|t| (|t| = sqrt(that + eps)). K is a multiple of
+// 4 and the vectors 16-byte aligned (a staged product's): a thread reads
+// 4 inputs of each at a time, all its loads in flight together.
 __device__ __forceinline__ void qmvx_slerp_coef(const float* h, const float* y, const float* al, int K, float eps, double* cp, double* cq) {
 	__shared__ double scratch[32 * 5];
 	double t[5] = {0, 0, 0, 0, 0};
-	for (int i = threadIdx.x; i < K; i += blockDim.x) {
-		double hv = __ldg(h + i), yv = __ldg(y + i), av = __ldg(al + i);
-		double u = (1.0 - av) * hv, w = av * yv;
-		t[0] += hv * hv, t[1] += yv * yv, t[2] += u * u, t[3] += w * w, t[4] += u * w;
+#pragma unroll 2
+	for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
+		float4 h4 = __ldg((const float4*)h + i), y4 = __ldg((const float4*)y + i), a4 = __ldg((const float4*)al + i);
+		float hs[4] = {h4.x, h4.y, h4.z, h4.w}, ys[4] = {y4.x, y4.y, y4.z, y4.w}, as[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			double hv = hs[e], yv = ys[e], av = as[e];
+			double u = (1.0 - av) * hv, w = av * yv;
+			t[0] += hv * hv, t[1] += yv * yv, t[2] += u * u, t[3] += w * w, t[4] += u * w;
+		}
 	}
 	block_sum_n_d<5>(t, scratch);
 	double a = 1.0 / sqrt(t[0] + (double)eps), b = 1.0 / sqrt(t[1] + (double)eps);
