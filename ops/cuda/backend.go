@@ -370,46 +370,17 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("REEL_QMV_ROW=%q: want 1 (every one-row quantized product on the qmvr kernels), 0 (none) or unset", v)
 	}
 	// REEL_QMV_STAGED=0 keeps one-row quantized products on the f32
-	// kernels (quantNoStaged); REEL_QMVX_SHAPE=W,G,F sets the staged
+	// kernels (quantNoStaged); REEL_SLERP_STAGED=1 computes the slerp
+	// before a one-row quantized product inside it (slerpStaged) and
+	// REEL_QKV_ATTN=1 prepares a decode row's queries, key and value in the
+	// attention's blocks (qkvFold), both off until measured on a card;
+	// REEL_MV_PREFETCH_MB=N asks L2 for N MB of a matvec's weights before
+	// its wait (mvPrefetch); REEL_QMVX_SHAPE=W,G,F sets the staged
 	// kernels' warps a block, blocks an SM and features a unit (qmvxPlan; 0
 	// for its choice).
-	switch v := os.Getenv("REEL_QMV_STAGED"); v {
-	case "", "1":
-	case "0":
-		be.mv.quantNoStaged = true
-	default:
+	if err := parseDecodeSwitches(&be.mv, os.Getenv); err != nil {
 		ctx.Close()
-		return nil, fmt.Errorf("REEL_QMV_STAGED=%q: want 0 (one-row quantized products with x in f32), 1 or unset (x staged as 16-bit integers or halves)", v)
-	}
-	// REEL_SLERP_STAGED=1 computes the slerp before a one-row quantized
-	// product inside it (slerpStaged); off until measured on a card.
-	switch v := os.Getenv("REEL_SLERP_STAGED"); v {
-	case "", "0":
-	case "1":
-		be.mv.slerpStaged = true
-	default:
-		ctx.Close()
-		return nil, fmt.Errorf("REEL_SLERP_STAGED=%q: want 1 (the slerp before a one-row quantized product computed inside it), 0 or unset (its own launch)", v)
-	}
-	// REEL_QKV_ATTN=1 prepares a decode row's queries, key and value in the
-	// attention's blocks (qkvFold); off until measured on a card.
-	switch v := os.Getenv("REEL_QKV_ATTN"); v {
-	case "", "0":
-	case "1":
-		be.mv.qkvFold = true
-	default:
-		ctx.Close()
-		return nil, fmt.Errorf("REEL_QKV_ATTN=%q: want 1 (a decode row's queries, key and value prepared in the attention's blocks), 0 or unset (qkv_prep's own launch)", v)
-	}
-	// REEL_MV_PREFETCH_MB=N: the megabytes of a matvec's weights asked of
-	// L2 before its wait (mvPrefetch; 0 or unset: its first two batches).
-	if v := os.Getenv("REEL_MV_PREFETCH_MB"); v != "" {
-		mb, err := strconv.Atoi(v)
-		if err != nil || mb < 0 || mb > 1<<20 {
-			ctx.Close()
-			return nil, fmt.Errorf("REEL_MV_PREFETCH_MB=%q: want the megabytes of a matvec's weights asked of L2 before its wait (0: only its first two batches)", v)
-		}
-		be.mv.prefetch = mb << 20
+		return nil, err
 	}
 	if be.mv.qmvx, err = parseQMVXShape(os.Getenv("REEL_QMVX_SHAPE")); err != nil {
 		ctx.Close()
@@ -505,6 +476,50 @@ func byteLen(dt graph.DType, n int) (int, error) {
 // alloc allocates at least one byte (the driver refuses zero).
 func (be *Backend) alloc(bytes int) (cu.DevicePtr, error) {
 	return be.ctx.Alloc(uint64(max(bytes, 256)))
+}
+
+// envSwitch reads the on/off switch name from getenv: unset is def, "1"
+// on and "0" off; any other value is an error that says what on and off
+// do.
+func envSwitch(getenv func(string) string, name string, def bool, on, off string) (bool, error) {
+	switch v := getenv(name); v {
+	case "":
+		return def, nil
+	case "1":
+		return true, nil
+	case "0":
+		return false, nil
+	default:
+		return def, fmt.Errorf("%s=%q: want 1 (%s) or 0 (%s)", name, v, on, off)
+	}
+}
+
+// parseDecodeSwitches sets the decode tuning's switches that New reads
+// from the environment (getenv): REEL_QMV_STAGED, REEL_SLERP_STAGED,
+// REEL_QKV_ATTN and REEL_MV_PREFETCH_MB.
+func parseDecodeSwitches(t *mvTuning, getenv func(string) string) error {
+	staged, err := envSwitch(getenv, "REEL_QMV_STAGED", true,
+		"one-row quantized products with x staged as 16-bit integers or halves, the default", "with x in f32")
+	if err != nil {
+		return err
+	}
+	t.quantNoStaged = !staged
+	if t.slerpStaged, err = envSwitch(getenv, "REEL_SLERP_STAGED", false,
+		"the slerp before a one-row quantized product computed inside it", "as its own launch, the default"); err != nil {
+		return err
+	}
+	if t.qkvFold, err = envSwitch(getenv, "REEL_QKV_ATTN", false,
+		"a decode row's queries, key and value prepared in the attention's blocks", "by qkv_prep's own launch, the default"); err != nil {
+		return err
+	}
+	if v := getenv("REEL_MV_PREFETCH_MB"); v != "" {
+		mb, err := strconv.Atoi(v)
+		if err != nil || mb < 0 || mb > 1<<20 {
+			return fmt.Errorf("REEL_MV_PREFETCH_MB=%q: want the megabytes of a matvec's weights asked of L2 before its wait (0: only its first two batches)", v)
+		}
+		t.prefetch = mb << 20
+	}
+	return nil
 }
 
 // reused is scratch that the bound steps of many nodes share: a node's

@@ -636,3 +636,28 @@ func TestQuantSlerpStaged(t *testing.T) {
 		t.Fatal("no one-row quantized slerp cases in the table")
 	}
 }
+
+// TestParseDecodeSwitches needs no device: the decode switches New reads
+// from the environment, their defaults, and a clear error for any other
+// value.
+func TestParseDecodeSwitches(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	var t0 mvTuning
+	if err := parseDecodeSwitches(&t0, env(nil)); err != nil || t0.quantNoStaged || t0.slerpStaged || t0.qkvFold || t0.prefetch != 0 {
+		t.Fatalf("defaults: %+v, %v", t0, err)
+	}
+	var t1 mvTuning
+	on := map[string]string{"REEL_QMV_STAGED": "0", "REEL_SLERP_STAGED": "1", "REEL_QKV_ATTN": "1", "REEL_MV_PREFETCH_MB": "16"}
+	if err := parseDecodeSwitches(&t1, env(on)); err != nil || !t1.quantNoStaged || !t1.slerpStaged || !t1.qkvFold || t1.prefetch != 16<<20 {
+		t.Fatalf("%v: %+v, %v", on, t1, err)
+	}
+	for _, bad := range []map[string]string{{"REEL_QMV_STAGED": "yes"}, {"REEL_SLERP_STAGED": "2"}, {"REEL_QKV_ATTN": "on"}, {"REEL_MV_PREFETCH_MB": "-1"}, {"REEL_MV_PREFETCH_MB": "lots"}} {
+		var tb mvTuning
+		err := parseDecodeSwitches(&tb, env(bad))
+		for name := range bad {
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%v: %v, want an error naming %s", bad, err, name)
+			}
+		}
+	}
+}
