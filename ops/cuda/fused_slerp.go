@@ -62,13 +62,10 @@ func (be *Backend) slerpThen(n *graph.Node, in, out []*Buffer, op string, produc
 				hv = &view
 			}
 		}
-		switch name, threads, err := rowKernel("rowfuse", k, rows); {
-		case hi == 0 && rows <= matvecMaxRows && err == nil:
-			// Decode rows: the slerp op's own kernel, as an unfused plan
-			// runs it (slerp_rows re-reads its row; rowfuse keeps it).
-			s.add(name, [3]uint32{uint32(rows), 1, 1}, [3]uint32{threads, 1, 1}, 0,
-				rowSlerp, x.ptr, y.ptr, alpha.ptr, h.ptr, int32(k), at.Eps)
-		default:
+		// Decode rows take the slerp op's own kernel, as an unfused plan
+		// runs it (slerp_rows re-reads its row; rowfuse keeps it), where
+		// its rows fit (addRowFuse appends nothing when they do not).
+		if hi != 0 || rows > matvecMaxRows || addRowFuse(s, rowSlerp, x.ptr, y.ptr, alpha.ptr, h.ptr, rows, k, at.Eps) != nil {
 			threads := threadsFor((k+3)/4, 1024)
 			if rows >= rowManyRows {
 				threads = 256

@@ -138,12 +138,20 @@ func bindRowFuse(kind int32) binder {
 		if y.n == 0 {
 			return s, nil
 		}
-		name, threads, err := rowKernel("rowfuse", w, y.n/w)
-		if err != nil {
+		if err := addRowFuse(s, kind, in[0].ptr, in[1].ptr, v, y.ptr, y.n/w, w, at.Eps); err != nil {
 			return nil, err
 		}
-		s.add(name, [3]uint32{uint32(y.n / w), 1, 1}, [3]uint32{threads, 1, 1}, 0,
-			kind, in[0].ptr, in[1].ptr, v, y.ptr, int32(w), at.Eps)
 		return s, nil
 	}
+}
+
+// addRowFuse appends rowfuse's program kind over rows rows of n: y from
+// a, b and the row vector v (0 for none), as norm.cu's rowfuse takes them.
+func addRowFuse(s *steps, kind int32, a, b, v, y cu.DevicePtr, rows, n int, eps float32) error {
+	name, threads, err := rowKernel("rowfuse", n, rows)
+	if err != nil {
+		return err
+	}
+	s.add(name, [3]uint32{uint32(rows), 1, 1}, [3]uint32{threads, 1, 1}, 0, kind, a, b, v, y, int32(n), eps)
+	return nil
 }
