@@ -122,20 +122,12 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 	if rows == 0 {
 		return s, nil
 	}
-	ring := int32(0)
-	if ops.RingHolds(at, capacity, rows) {
-		ring = 1 // else a ring too short to wrap, read as a linear slot
-	}
+	ring, span := attnSlot(at, capacity, rows)
 	if fd := flashDim(d); rows >= flashMinRows && fd > 0 && be.halfAttention() {
 		if fk := be.flashFor(fd); groups <= fk.rows() {
 			return be.flash(s, at, fk, q, k, v, call, y, gp, sp, rows, capacity, ring)
 		}
 	}
-	span := capacity
-	if at.Window > 0 {
-		span = min(at.Window, capacity)
-	}
-	span = max(span, 1)
 	vec := d%4 == 0 && aligned16(q.ptr, k.ptr, v.ptr)
 	if !be.attnDec.old && vec && aligned16(y.ptr, gp, sp) {
 		if p, ok, err := planAttnDec(rows, at.KVHeads, groups, d, span, be.kernels.sms, be.attnDec); err != nil {
@@ -148,6 +140,21 @@ func (be *Backend) attention(at ops.AttentionAttrs, q, k, v, call, y, g, sg *Buf
 		return nil, err
 	}
 	return s, nil
+}
+
+// attnSlot is how the kernels read a slot of capacity rows for rows rows
+// of attention at: ring 1 when it is a ring that holds them (else a ring
+// too short to wrap is read as a linear slot), and the span of keys a row
+// may see (the window, or the capacity; at least 1).
+func attnSlot(at ops.AttentionAttrs, capacity, rows int) (ring int32, span int) {
+	if ops.RingHolds(at, capacity, rows) {
+		ring = 1
+	}
+	span = capacity
+	if at.Window > 0 {
+		span = min(at.Window, capacity)
+	}
+	return ring, max(span, 1)
 }
 
 // attnPrepIn is what attn_part's prep form (attn_prep_*, one row of
@@ -193,18 +200,19 @@ func (be *Backend) attnPart(s *steps, at ops.AttentionAttrs, q, k, v, call, y *B
 		return err
 	}
 	vec = vec && aligned16(pacc)
+	fixed := groups == 1 || groups == 2 || groups == 4 || groups == 8 // a group size with kernels of its own
 	part := "attn_part_s"
-	if vec {
+	switch {
+	case vec && fixed:
+		part = fmt.Sprintf("attn_part_v%d", groups)
+	case vec:
 		part = "attn_part_vx"
-		if groups == 1 || groups == 2 || groups == 4 || groups == 8 {
-			part = fmt.Sprintf("attn_part_v%d", groups)
-		}
 	}
 	args := []any{q.ptr, k.ptr, v.ptr, call.ptr, be.errRec, pm, pl, pacc, int32(rows), int32(at.Heads), int32(at.KVHeads), int32(d),
 		int32(capacity), int32(at.Window), ring, at.Scale, int32(chunk)}
 	if prep != nil {
-		if part != fmt.Sprintf("attn_part_v%d", groups) {
-			return fmt.Errorf("attention: the prep form takes heads of a multiple of 4 dimensions in groups of 1, 2, 4 or 8, not %s", part)
+		if !vec || !fixed {
+			return fmt.Errorf("attention: the prep form takes heads of a multiple of 4 dimensions in groups of 1, 2, 4 or 8, not %d of %d", groups, d)
 		}
 		part = fmt.Sprintf("attn_prep_v%d", groups)
 		args = append(args, prep.k.ptr, prep.v.ptr, k.ptr, v.ptr, prep.freq, prep.m, prep.sq, int32(prep.rot), prep.eps)

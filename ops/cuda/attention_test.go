@@ -497,3 +497,25 @@ func TestQKVAttentionFold(t *testing.T) {
 		t.Fatal("no qkv_attention_gate cases in the table")
 	}
 }
+
+// TestAttnSlot needs no device: how the attention kernels read a slot.
+func TestAttnSlot(t *testing.T) {
+	for _, c := range []struct {
+		at             ops.AttentionAttrs
+		capacity, rows int
+		ring           int32
+		span           int
+	}{
+		{ops.AttentionAttrs{}, 2048, 1, 0, 2048},                         // a linear slot: every key
+		{ops.AttentionAttrs{Window: 512}, 2048, 1, 0, 512},               // a window over a linear slot
+		{ops.AttentionAttrs{Window: 1024, Ring: true}, 1024, 1, 1, 1024}, // a ring that holds its window
+		{ops.AttentionAttrs{Window: 1024, Ring: true}, 1024, 3, 0, 1024}, // too short for three rows: linear
+		{ops.AttentionAttrs{Window: 4096, Ring: true}, 1024, 1, 0, 1024}, // a window past the ring
+		{ops.AttentionAttrs{}, 0, 1, 0, 1},                               // an empty slot: a span of 1
+	} {
+		ring, span := attnSlot(c.at, c.capacity, c.rows)
+		if ring != c.ring || span != c.span {
+			t.Errorf("attnSlot(%+v, %d, %d) = %d, %d; want %d, %d", c.at, c.capacity, c.rows, ring, span, c.ring, c.span)
+		}
+	}
+}

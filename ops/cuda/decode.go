@@ -151,17 +151,10 @@ func (be *Backend) qkvAttentionRow(at ops.QKVAttentionAttrs, n *graph.Node, in [
 		return nil, false, err
 	}
 	capacity := ks.n / kw
-	ring := int32(0)
-	if ops.RingHolds(a, capacity, 1) {
-		ring = 1
-	}
-	span := capacity
-	if a.Window > 0 {
-		span = min(a.Window, capacity)
-	}
+	ring, span := attnSlot(a, capacity, 1)
 	s = be.newSteps()
 	prep := &attnPrepIn{k: k, v: v, freq: fp, m: m, sq: sq.ptr, rot: rope.Rotary, eps: at.Prep.NormRope.Eps}
-	if err := be.attnPart(s, a, q, ks, vs, call, y, g.ptr, sg.ptr, 1, capacity, max(span, 1), ring, true, prep); err != nil {
+	if err := be.attnPart(s, a, q, ks, vs, call, y, g.ptr, sg.ptr, 1, capacity, span, ring, true, prep); err != nil {
 		return nil, false, err
 	}
 	return s, true, nil
