@@ -381,6 +381,21 @@ func bindQuantGroupedMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*ste
 	if x.n != rows*k {
 		return nil, fmt.Errorf("x of %d elements is not %d rows of %d", x.n, rows, k)
 	}
+	segs, err := quantGroupSegs(n, in, out, a, rows, k)
+	if err != nil {
+		return nil, err
+	}
+	s := be.newSteps()
+	if err := be.quantGroup(s, x, segs, rows, k); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// quantGroupSegs checks and reads the weights of a quantized grouped
+// product whose node n takes x [rows, k] and then each weight's codes and
+// scales (in and out its buffers): a segment a weight, its output set.
+func quantGroupSegs(n *graph.Node, in, out []*Buffer, a ops.QuantAttrs, rows, k int) ([]qfuseSeg, error) {
 	var segs []qfuseSeg
 	for i := range out {
 		q, nOut, err := quantWeightOf(n.Inputs[1+2*i], n.Inputs[2+2*i], in[1+2*i], in[2+2*i], a, k)
@@ -395,11 +410,7 @@ func bindQuantGroupedMatMul(be *Backend, n *graph.Node, in, out []*Buffer) (*ste
 		}
 		segs = append(segs, qfuseSeg{q: q, y: out[i], n: nOut})
 	}
-	s := be.newSteps()
-	if err := be.quantGroup(s, x, segs, rows, k); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return segs, nil
 }
 
 // quantGateUp checks and reads the operands that quant_matmul_swiglu and
@@ -436,16 +447,26 @@ func bindQuantMatMulSwiGLU(be *Backend, n *graph.Node, in, out []*Buffer) (*step
 	if err != nil {
 		return nil, err
 	}
-	f := segs[0].n
-	if segs[1].n != f || x.n != rows*k || sg.n != f || su.n != f || y.n != rows*f {
-		return nil, fmt.Errorf("x of %d, gate of %d and up of %d features, scales of %d and %d, output of %d elements do not fit %d rows of %d",
-			x.n, f, segs[1].n, sg.n, su.n, y.n, rows, k)
+	if err := checkGateUp(x, segs, sg, su, y, rows, k); err != nil {
+		return nil, err
 	}
+	f := segs[0].n
 	s := be.newSteps()
 	if err := be.quantMatMulSwiGLU(s, x, segs, sg, su, y, rows, k, f); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkGateUp checks that x [rows, k], the gate and up weights of segs,
+// the SwiGLU scales sg, su and the output y fit together.
+func checkGateUp(x *Buffer, segs [2]qfuseSeg, sg, su, y *Buffer, rows, k int) error {
+	f := segs[0].n
+	if segs[1].n != f || x.n != rows*k || sg.n != f || su.n != f || y.n != rows*f {
+		return fmt.Errorf("x of %d, gate of %d and up of %d features, scales of %d and %d, output of %d elements do not fit %d rows of %d",
+			x.n, f, segs[1].n, sg.n, su.n, y.n, rows, k)
+	}
+	return nil
 }
 
 // quantMatMulSwiGLU appends y[rows, f] = swiglu(x·Wgᵀ, x·Wuᵀ, sg, su) for
@@ -679,16 +700,9 @@ func (be *Backend) quantSlerpRow(n *graph.Node, in, out []*Buffer) (s *steps, ok
 		if len(pin)%2 != 1 || len(out)-1 != (len(pin)-1)/2 {
 			return nil, false, fmt.Errorf("%s: %d inputs and %d outputs", n.Op, len(in), len(out))
 		}
-		var segs []qfuseSeg
-		for i, y := range out[1:] {
-			q, nOut, err := quantWeightOf(sub.Inputs[1+2*i], sub.Inputs[2+2*i], pin[1+2*i], pin[2+2*i], a, k)
-			if err != nil {
-				return nil, false, fmt.Errorf("weight %d: %w", i, err)
-			}
-			if err := f32("output", y); err != nil || y.n != nOut {
-				return nil, false, fmt.Errorf("weight %d: output of %d elements for %d features (%v)", i, y.n, nOut, err)
-			}
-			segs = append(segs, qfuseSeg{q: q, y: y, n: nOut})
+		segs, err := quantGroupSegs(sub, pin, out[1:], a, 1, k)
+		if err != nil {
+			return nil, false, err
 		}
 		if len(quantRuns(segs)) != 1 {
 			return nil, false, nil
@@ -702,10 +716,8 @@ func (be *Backend) quantSlerpRow(n *graph.Node, in, out []*Buffer) (s *steps, ok
 		if err != nil {
 			return nil, false, err
 		}
-		f := segs[0].n
-		if segs[1].n != f || pin[5].n != f || pin[6].n != f || out[1].n != f {
-			return nil, false, fmt.Errorf("gate of %d and up of %d features, scales of %d and %d, output of %d elements do not fit",
-				f, segs[1].n, pin[5].n, pin[6].n, out[1].n)
+		if err := checkGateUp(x, segs, pin[5], pin[6], out[1], 1, k); err != nil {
+			return nil, false, err
 		}
 		return s, be.qfuseLaunch(s, x, segs[:], 1, k, qfuseForm{prefix: "qmvssw", swiglu: &[3]*Buffer{out[1], pin[5], pin[6]}, slerp: sl}), nil
 	}
