@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"slices"
+
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
 )
@@ -56,31 +58,16 @@ func (QKVAttentionRule) Match(g *graph.Graph, u *Uses) []Replacement {
 // slots or writes what p reads.
 func qkvFoldable(g *graph.Graph, u *Uses, p, a *graph.Node) bool {
 	q := p.Outputs[0]
+	// One reader (Uses counts a node reading a value twice twice): a, as its queries.
 	if a.ID <= p.ID || u.output[q.ID] || len(u.readers[q.ID]) != 1 ||
 		a.Inputs[1] != p.Inputs[4] || a.Inputs[2] != p.Inputs[5] || a.Inputs[3] != p.Inputs[3] {
 		return false
 	}
-	for _, x := range a.Inputs[4:] {
-		if x == q {
-			return false
-		}
-	}
-	slots := []*graph.Value{p.Inputs[4], p.Inputs[5]}
+	slots := p.Inputs[4:6]
 	for _, n := range g.Nodes[p.ID+1 : a.ID] {
-		for _, v := range append(append([]*graph.Value(nil), n.Inputs...), n.Writes...) {
-			for _, sl := range slots {
-				if v == sl {
-					return false
-				}
-			}
-		}
-		for _, w := range n.Writes {
-			for _, x := range p.Inputs {
-				if w == x {
-					return false
-				}
-			}
+		if slices.ContainsFunc(n.Inputs, func(v *graph.Value) bool { return slices.Contains(slots, v) }) {
+			return false // a read of the slots before p's writes
 		}
 	}
-	return true
+	return !writesBetween(g, p, a, p.Inputs) // the slots are p's inputs too
 }

@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"slices"
+
 	"github.com/reel-runtime/reel/graph"
 	"github.com/reel-runtime/reel/ops"
 )
@@ -109,14 +111,16 @@ func slerpFoldable(g *graph.Graph, u *Uses, s, p *graph.Node) bool {
 			}
 		}
 	}
-	for _, n := range g.Nodes[s.ID+1 : p.ID] {
-		for _, w := range n.Writes {
-			for _, x := range s.Inputs {
-				if w == x {
-					return false
-				}
-			}
+	return !writesBetween(g, s, p, s.Inputs)
+}
+
+// writesBetween says whether a node after a and before b in build order
+// writes one of vals.
+func writesBetween(g *graph.Graph, a, b *graph.Node, vals []*graph.Value) bool {
+	for _, n := range g.Nodes[a.ID+1 : b.ID] {
+		if slices.ContainsFunc(n.Writes, func(w *graph.Value) bool { return slices.Contains(vals, w) }) {
+			return true
 		}
 	}
-	return true
+	return false
 }
