@@ -178,7 +178,7 @@ __device__ void attn_part_body(const float* q, const float* k, const float* v, c
 	const float* qrow = q + (long long)t * heads * d + (long long)kh * G * d;
 	if (PREP) {
 		static_assert(!PREP || GT > 0, "the prep form is of a group size known at compile time");
-		rope_heads<GM>(qrow, qs, p, pr.freq, pr.fm, pr.sq ? pr.sq + (long long)kh * G * d : nullptr, d, pr.rot, pr.eps);
+		rope_heads<GM, true>(qrow, qs, p, pr.freq, pr.fm, pr.sq ? pr.sq + (long long)kh * G * d : nullptr, d, pr.rot, pr.eps);
 	} else {
 		for (int i = threadIdx.x; i < G * d; i += blockDim.x) qs[i] = qrow[i];
 	}

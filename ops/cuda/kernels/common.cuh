@@ -220,53 +220,24 @@ __device__ double sumsq_d(const float* x, int n, double* scratch) {
 	return block_sum_d(s, scratch);
 }
 
-// rope_head is one block's work on one head of hd elements: it rotates the
-// first rot dims of src by position p (NeoX half split, angles in f64 from
-// freq, cosines and sines times the attention factor m) into dst, copies
-// the rest; with norm, then l2-normalizes dst and
-// multiplies it by scale (the head's hd values, when not null). dst may be
-// src. Every thread of the block must call it (it synchronizes).
-__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
-                          int norm, float eps) {
-	__shared__ double scratch[32];
-	int h = rot / 2;
-	double pp = (double)p;
-	for (int j = threadIdx.x; j < h; j += blockDim.x) {
-		// The angle is reduced to [-π, π] in f64, then its sine and
-		// cosine taken in f32 (an f64 sincos made the prompt's rope
-		// compute-bound): within an ulp or two of f32 of the f64 values.
-		double t = pp * freq[j];
-		t -= 6.283185307179586 * rint(t * 0.15915494309189535);
-		float s, c;
-		sincosf((float)t, &s, &c);
-		float cf = (float)(m * (double)c), sf = (float)(m * (double)s);
-		float a = src[j], b = src[j + h];
-		dst[j] = a * cf - b * sf;
-		dst[j + h] = b * cf + a * sf;
-	}
-	for (int i = rot + threadIdx.x; i < hd; i += blockDim.x) dst[i] = src[i];
-	if (!norm) return;
-	__syncthreads();
-	double inv = 1.0 / sqrt(sumsq_d(dst, hd, scratch) + (double)eps);
-	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-		float v = (float)((double)dst[i] * inv);
-		if (scale) v *= scale[i];
-		dst[i] = v;
-	}
-}
-
-// rope_heads is rope_head (with its norm) of G consecutive heads at once,
-// src and dst G·hd elements, scale (when not null) their G·hd values: the
-// same arithmetic in the same order for each head, so the same bits, with
-// one block reduction of G sums instead of G. Every thread of the block
-// must call it (it synchronizes).
-template <int G>
+// rope_heads is one block's work on G consecutive heads of hd elements
+// (src and dst G·hd, dst may be src): it rotates the first rot dims of
+// each head by position p (NeoX half split, angles in f64 from freq,
+// cosines and sines times the attention factor m) into dst, copies the
+// rest; with NORM, then l2-normalizes each head of dst (one block
+// reduction of the G sums) and multiplies it by scale (their G·hd values,
+// when not null). Every thread of the block must call it (with NORM it
+// synchronizes).
+template <int G, bool NORM>
 __device__ void rope_heads(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot, float eps) {
 	__shared__ double scratch[32 * G];
 	int h = rot / 2;
 	double pp = (double)p;
 	for (int it = threadIdx.x; it < G * h; it += blockDim.x) {
-		int g = it / h, j = it - g * h;
+		int g = G == 1 ? 0 : it / h, j = it - g * h;
+		// The angle is reduced to [-π, π] in f64, then its sine and
+		// cosine taken in f32 (an f64 sincos made the prompt's rope
+		// compute-bound): within an ulp or two of f32 of the f64 values.
 		double t = pp * freq[j];
 		t -= 6.283185307179586 * rint(t * 0.15915494309189535);
 		float sn, c;
@@ -280,9 +251,10 @@ __device__ void rope_heads(const float* src, float* dst, int p, const double* fr
 	}
 	int rest = hd - rot;
 	for (int it = threadIdx.x; it < G * rest; it += blockDim.x) {
-		int g = it / rest, i = rot + it - g * rest;
+		int g = G == 1 ? 0 : it / rest, i = rot + it - g * rest;
 		dst[(long long)g * hd + i] = src[(long long)g * hd + i];
 	}
+	if (!NORM) return;
 	__syncthreads();
 	double ss[G];
 #pragma unroll
@@ -295,11 +267,21 @@ __device__ void rope_heads(const float* src, float* dst, int p, const double* fr
 	}
 	block_sum_n_d<G>(ss, scratch);
 	for (int it = threadIdx.x; it < G * hd; it += blockDim.x) {
-		int g = it / hd;
+		int g = G == 1 ? 0 : it / hd;
 		float v = (float)((double)dst[it] * (1.0 / sqrt(ss[g] + (double)eps)));
 		if (scale) v *= scale[it];
 		dst[it] = v;
 	}
+}
+
+// rope_head is rope_heads of one head, norm saying whether to normalize
+// (and scale) it.
+__device__ void rope_head(const float* src, float* dst, int p, const double* freq, double m, const float* scale, int hd, int rot,
+                          int norm, float eps) {
+	if (norm)
+		rope_heads<1, true>(src, dst, p, freq, m, scale, hd, rot, eps);
+	else
+		rope_heads<1, false>(src, dst, p, freq, m, scale, hd, rot, eps);
 }
 
 // smem_addr is the shared-memory address of a generic pointer into it, for
